@@ -1,0 +1,327 @@
+"""One entry point, ``fit``, that runs any model module with any method it supports.
+
+A method is a runner function registered in ``_RUNNERS`` together with the ``ModelSpec``
+fields it needs and the options it accepts. ``supported_methods(spec)`` is derived from
+those requirements, so a model supports a method exactly when it provides the functions the
+method uses; nothing here special-cases a model.
+
+Methods:
+
+* ``"exact"``: kernel hyperparameters by type-II maximum likelihood (L-BFGS on the collapsed
+  model), then the closed-form conjugate latent posterior (MATH.md section 1).
+* ``"map"``: the same with the hyperparameter priors included (type-II MAP).
+* ``"nuts"``: NUTS on the collapsed model over the hyperparameters (``form="collapsed"``,
+  each draw then paired with an exact conditional draw of the latent), or on the latent form
+  (``form="latent"``) with hyperparameters fixed (the type-II ML values unless given) or
+  sampled too (``sample_hyperparameters=True``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ppgpc.infer.mcmc import run_nuts
+from ppgpc.infer.optimize import optimize_sites
+from ppgpc.infer.results import FitResult
+from ppgpc.infer.spec import ModelSpec
+from ppgpc.kernels import make_kernel
+from ppgpc.validation import (
+    MAX_EXACT_POINTS,
+    check_exact_size,
+    check_features,
+    check_integer_labels,
+)
+
+__all__ = ["fit", "supported_methods", "METHODS"]
+
+_CONJUGATE = ("collapsed_model", "condition", "predict", "sample_train")
+_LATENT = ("latent_model", "latent_conditional")
+
+_OPTIMIZER_OPTIONS = {"hyperparameters": None, "num_draws": 1000, "max_iter": 500, "tol": 1e-6}
+_NUTS_OPTIONS = {
+    "form": "collapsed",
+    "num_warmup": 500,
+    "num_samples": 500,
+    "num_chains": 2,
+    "hyperparameters": None,
+    "sample_hyperparameters": False,
+    "target_accept": 0.8,
+    "max_tree_depth": 10,
+    "dense_mass": False,
+    "progress_bar": True,
+}
+
+
+def _resolve_spec(model) -> ModelSpec:
+    if isinstance(model, ModelSpec):
+        return model
+    from ppgpc.models import get_spec
+
+    return get_spec(model)
+
+
+def _with_options(method: str, defaults: dict, given: dict) -> dict:
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise TypeError(
+            f"method {method!r} got unknown option(s) {unknown}; its options are "
+            f"{sorted(defaults)}"
+        )
+    return {**defaults, **given}
+
+
+def _as_draws(hypers: dict) -> dict:
+    """Point hyperparameters as (chain=1, draw=1, ...) arrays."""
+    return {k: jnp.asarray(v, dtype=jnp.float64)[None, None] for k, v in hypers.items()}
+
+
+def _check_hyperparameters(spec, data, kernel, given: dict) -> dict:
+    expected = set(spec.initial_hypers(data, kernel))
+    if set(given) != expected:
+        raise ValueError(
+            f"hyperparameters must name exactly {sorted(expected)}, got {sorted(given)}"
+        )
+    out = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in given.items()}
+    for k, v in out.items():
+        if not bool(jnp.all(jnp.isfinite(v))):
+            raise ValueError(f"hyperparameter {k} is not finite: {v}")
+    return out
+
+
+def _point_hypers(spec, data, kernel, given, include_prior, max_iter, tol):
+    """Given hyperparameters, or the type-II ML / MAP optimum; plus facts for ``info``."""
+    if given is not None:
+        return _check_hyperparameters(spec, data, kernel, given), {"hyperparameters": "given"}
+    opt = optimize_sites(
+        spec.collapsed_model, spec.initial_hypers(data, kernel), args=(data, kernel),
+        include_prior=include_prior, max_iter=max_iter, tol=tol,
+    )
+    if not opt.converged:
+        warnings.warn(
+            f"hyperparameter optimisation stopped after {opt.num_iterations} iterations with "
+            f"gradient norm {opt.grad_norm:.2e} > tol={tol}; the estimate may be off",
+            RuntimeWarning, stacklevel=4,
+        )
+    info = {
+        "hyperparameters": "type-II MAP" if include_prior else "type-II ML",
+        "log_marginal_likelihood" if not include_prior else "log_posterior": opt.objective,
+        "optimizer_iterations": opt.num_iterations,
+        "optimizer_grad_norm": opt.grad_norm,
+        "optimizer_converged": opt.converged,
+    }
+    return opt.params, info
+
+
+@functools.lru_cache(maxsize=None)
+def _jit(fn, static_argnames=()):
+    """A cached ``jax.jit`` of a model function (kernels are static pytrees already)."""
+    return jax.jit(fn, static_argnames=static_argnames)
+
+
+def _check_posterior(posterior, what: str) -> float:
+    jitter = float(jnp.max(posterior.jitter)) if hasattr(posterior, "jitter") else 0.0
+    leaves = jax.tree_util.tree_leaves(posterior)
+    if not all(bool(jnp.all(jnp.isfinite(x))) for x in leaves):
+        raise FloatingPointError(
+            f"the {what} could not be computed: the kernel matrix was not positive definite "
+            "even with the maximum jitter. Check for duplicated inputs or extreme scales."
+        )
+    if jitter > 0:
+        warnings.warn(f"the Cholesky factorisation needed jitter {jitter:.3g}", RuntimeWarning,
+                      stacklevel=4)
+    return jitter
+
+
+def _run_point(spec, data, kernel, key, opts, include_prior):
+    hypers, info = _point_hypers(
+        spec, data, kernel, opts["hyperparameters"], include_prior, opts["max_iter"], opts["tol"]
+    )
+    posterior = _jit(spec.condition)(data, kernel, hypers)
+    info["cholesky_jitter"] = _check_posterior(posterior, "conjugate posterior")
+    latent = _jit(spec.sample_train, ("num_samples",))(
+        key, data, kernel, hypers, posterior, num_samples=int(opts["num_draws"]))
+    return dict(hypers=_as_draws(hypers), latent=latent[None], predictive_kind="conjugate",
+                point_hypers=True, info=info)
+
+
+def _run_exact(spec, data, kernel, key, opts):
+    return _run_point(spec, data, kernel, key, opts, include_prior=False)
+
+
+def _run_map(spec, data, kernel, key, opts):
+    return _run_point(spec, data, kernel, key, opts, include_prior=True)
+
+
+def _one_latent_draw_per_hyper_draw(keys, spec, data, kernel, flat_hypers):
+    """(S, N, L): for each hyperparameter draw, one exact conditional draw of the latent."""
+
+    def draw(args):
+        h, k = args
+        posterior = spec.condition(data, kernel, h)
+        return spec.sample_train(k, data, kernel, h, posterior, 1)[0]
+
+    return lax.map(draw, (flat_hypers, keys))
+
+
+def _run_nuts(spec, data, kernel, key, opts):
+    form = opts["form"]
+    if form not in ("collapsed", "latent"):
+        raise ValueError(f"nuts form must be 'collapsed' or 'latent', got {form!r}")
+    needed = _CONJUGATE if form == "collapsed" else _LATENT
+    missing = [f for f in needed if getattr(spec, f) is None]
+    if missing:
+        raise ValueError(f"model {spec.name!r} has no {form} form for NUTS (missing {missing})")
+    k_mcmc, k_latent = jax.random.split(key)
+    mcmc_opts = {k: opts[k] for k in ("num_warmup", "num_samples", "num_chains", "target_accept",
+                                      "max_tree_depth", "dense_mass", "progress_bar")}
+    info: dict = {"form": form}
+
+    if form == "collapsed":
+        init, opt_info = _point_hypers(spec, data, kernel, opts["hyperparameters"], True, 500, 1e-6)
+        info.update({"init_" + k: v for k, v in opt_info.items()})
+        model = functools.partial(spec.collapsed_model, data, kernel)
+        out = run_nuts(k_mcmc, model, init_values=init, **mcmc_opts)
+        hypers = {k: v for k, v in out.samples.items() if k in init}
+        C, S = next(iter(hypers.values())).shape[:2]
+        flat = {k: v.reshape((C * S,) + v.shape[2:]) for k, v in hypers.items()}
+        keys = jax.random.split(k_latent, C * S)
+
+        latent = _jit(_one_latent_draw_per_hyper_draw, ("spec",))(keys, spec, data, kernel, flat)
+        latent = latent.reshape((C, S) + latent.shape[1:])
+        point = False
+    else:
+        if opts["sample_hyperparameters"]:
+            fixed, point = None, False
+        else:
+            fixed, opt_info = _point_hypers(spec, data, kernel, opts["hyperparameters"], False,
+                                            500, 1e-6)
+            info.update(opt_info)
+            point = True
+        model = functools.partial(spec.latent_model, data, kernel, fixed)
+        out = run_nuts(k_mcmc, model, **mcmc_opts)
+        latent = out.samples["f"]
+        if fixed is None:
+            hypers = {k: v for k, v in out.samples.items() if k.startswith("kernel_")}
+            extra = {k: v for k, v in out.samples.items()
+                     if k not in hypers and k not in ("f", "f_white")}
+            hypers.update(extra)
+        else:
+            hypers = _as_draws(fixed)
+
+    divergences = int(np.sum(out.sample_stats["diverging"]))
+    info["divergences"] = divergences
+    if divergences:
+        warnings.warn(
+            f"NUTS reported {divergences} divergent transition(s); check the trace and consider "
+            "a higher target_accept", RuntimeWarning, stacklevel=3,
+        )
+    if not bool(jnp.all(jnp.isfinite(latent))):
+        raise FloatingPointError("NUTS produced non-finite latent draws")
+    return dict(hypers=hypers, latent=latent, predictive_kind="latent" if form == "latent"
+                else "conjugate", point_hypers=point, info=info,
+                sample_stats=out.sample_stats)
+
+
+# method name -> (runner, spec fields it needs (any of the alternatives), default options)
+_RUNNERS = {
+    "exact": (_run_exact, (_CONJUGATE,), _OPTIMIZER_OPTIONS),
+    "map": (_run_map, (_CONJUGATE,), _OPTIMIZER_OPTIONS),
+    "nuts": (_run_nuts, (_CONJUGATE, _LATENT), _NUTS_OPTIONS),
+}
+
+METHODS = tuple(_RUNNERS)
+"""Every method the driver knows."""
+
+
+def supported_methods(model) -> tuple[str, ...]:
+    """The methods a model supports: those whose required spec fields it provides."""
+    spec = _resolve_spec(model)
+    return tuple(
+        name for name, (_, alternatives, _) in _RUNNERS.items()
+        if any(all(getattr(spec, f) is not None for f in fields) for fields in alternatives)
+    )
+
+
+def fit(
+    model,
+    X,
+    y,
+    *,
+    method: str = "exact",
+    num_classes: int | None = None,
+    kernel="rbf-ard",
+    model_options: dict | None = None,
+    seed: int = 0,
+    max_exact_points: int | None = MAX_EXACT_POINTS,
+    **method_options,
+) -> FitResult:
+    """Fit a classifier with the given inference method.
+
+    Args:
+        model: a ``ModelSpec`` or a model name (``"ilr_gp"``; see ``ppgpc.models.available``).
+        X: (N, D) training inputs (already scaled as you want them).
+        y: (N,) integer labels 0..C-1.
+        method: one of ``supported_methods(model)``.
+        num_classes: C (default: largest label + 1).
+        kernel: a kernel name (``"rbf-ard"``, ``"rbf"``) or object.
+        model_options: passed to the model's ``prepare`` (e.g. ``epsilon``, ``tau``).
+        seed: integer seed; every random step derives its key from it.
+        max_exact_points: refuse exact/MCMC GP inference above this N (None: no limit).
+        **method_options: the method's options (an unknown one raises a TypeError naming
+            the valid ones). exact/map: ``hyperparameters``, ``num_draws``, ``max_iter``,
+            ``tol``. nuts: ``form``, ``num_warmup``, ``num_samples``, ``num_chains``,
+            ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
+            ``max_tree_depth``, ``dense_mass``, ``progress_bar``.
+
+    Returns:
+        A ``FitResult`` that predicts class probabilities and exports to ArviZ.
+
+    Example:
+        >>> import numpy as np
+        >>> from ppgpc.infer import fit
+        >>> X = np.random.default_rng(0).normal(size=(30, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> result = fit("ilr_gp", X, y, method="exact")
+        >>> result.predict_proba(X[:3]).shape
+        (3, 2)
+    """
+    spec = _resolve_spec(model)
+    if method not in _RUNNERS:
+        raise ValueError(f"unknown method {method!r}; the driver knows {list(METHODS)}")
+    supported = supported_methods(spec)
+    if method not in supported:
+        raise ValueError(
+            f"model {spec.name!r} does not support method {method!r}; it supports "
+            f"{list(supported)}"
+        )
+    runner, _, defaults = _RUNNERS[method]
+    opts = _with_options(method, defaults, method_options)
+    X = check_features(X)
+    y, num_classes = check_integer_labels(y, X.shape[0], num_classes)
+    check_exact_size(X.shape[0], max_exact_points, spec.name)
+    kernel = make_kernel(kernel)
+    model_options = dict(model_options or {})
+    data = spec.prepare(X, y, num_classes, **model_options)
+
+    start = time.perf_counter()
+    out = runner(spec, data, kernel, jax.random.PRNGKey(seed), opts)
+    out["info"]["fit_seconds"] = time.perf_counter() - start
+    settings = {
+        "method": method,
+        "kernel": getattr(kernel, "name", type(kernel).__name__),
+        "kernel_ard": bool(getattr(kernel, "ard", False)),
+        "num_classes": num_classes,
+        "model_options": model_options,
+        "method_options": {k: v for k, v in opts.items() if k != "hyperparameters"},
+    }
+    info = {k: (float(v) if isinstance(v, (np.floating, float)) and not math.isnan(v) else v)
+            for k, v in out.pop("info").items()}
+    return FitResult(spec=spec, kernel=kernel, data=data, method=method, settings=settings,
+                     info=info, seed=int(seed), **out)

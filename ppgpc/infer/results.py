@@ -1,0 +1,188 @@
+"""``FitResult``: the posterior that every method returns, in one form.
+
+Whatever the method, a fitted classifier is held as
+
+* ``hypers``: hyperparameter draws by site name, shaped (chain, draw, ...). Point estimates
+  (type-II ML, MAP) are one chain with one draw and ``point_hypers`` is True;
+* ``latent``: draws of the latent f at the training inputs, (chain, draw, N, L);
+* ``predictive_kind``: how a draw turns into latent values at new inputs:
+  ``"conjugate"`` (condition the GP on the Gaussian targets with that draw's hyperparameters
+  and sample the predictive marginal) or ``"latent"`` (the GP prior conditional given that
+  draw's f at the training inputs).
+
+Class probabilities are always averages over posterior draws of the likelihood,
+p(y* = c | data) ~= (1/S) sum_s p(y* = c | f*_s), never a plug-in at a posterior mean.
+Everything needed to rebuild predictions is stored as arrays plus names, so a result can
+be saved to netCDF/JSON and loaded without pickle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ppgpc.infer.spec import ModelSpec
+
+__all__ = ["FitResult"]
+
+_PREDICT_CHUNK = 512
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "num_chains", "num_draws"))
+def _point_conjugate_draws(key, spec, kernel, data, hypers, Xs, num_chains, num_draws):
+    """Predictive marginal draws with fixed hyperparameters: one conditioning for all."""
+    posterior = spec.condition(data, kernel, hypers)
+    mean, var = spec.predict(data, kernel, hypers, posterior, Xs)
+    eps = jax.random.normal(key, (num_chains, num_draws) + mean.shape)
+    return mean + jnp.sqrt(var) * eps
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "kind"))
+def _per_draw_predictive(key, spec, kernel, data, flat_hypers, flat_f, Xs, kind):
+    """One predictive draw per posterior draw, (S, n, L): condition per hyperparameter draw
+    (``kind="conjugate"``) or take the GP conditional given that draw's f (``"latent"``)."""
+    keys = jax.random.split(key, flat_f.shape[0])
+
+    def one(args):
+        hypers, f, k = args
+        if kind == "conjugate":
+            posterior = spec.condition(data, kernel, hypers)
+            mean, var = spec.predict(data, kernel, hypers, posterior, Xs)
+        else:
+            mean, var = spec.latent_conditional(data, kernel, hypers, f, Xs)
+        return mean + jnp.sqrt(var) * jax.random.normal(k, mean.shape)
+
+    return lax.map(one, (flat_hypers, flat_f, keys))
+
+
+@dataclasses.dataclass
+class FitResult:
+    """A fitted classifier: posterior draws plus what is needed to predict.
+
+    Attributes:
+        spec: the model's ``ModelSpec``.
+        kernel: the kernel object.
+        data: the model's prepared training data.
+        method: the inference method that produced it.
+        hypers: hyperparameter draws by site name, (chain, draw, ...).
+        latent: (chain, draw, N, L) latent draws at the training inputs.
+        predictive_kind: ``"conjugate"`` or ``"latent"`` (module docstring).
+        point_hypers: hyperparameters are a point estimate (one chain, one draw).
+        sample_stats: per-draw statistics (chain, draw), ArviZ names.
+        settings: JSON-serialisable settings of the fit (method and model options).
+        info: JSON-serialisable facts about the run (timing, jitter, optimiser result).
+        seed: the integer seed the run started from.
+    """
+
+    spec: ModelSpec
+    kernel: Any
+    data: Any
+    method: str
+    hypers: dict
+    latent: jax.Array
+    predictive_kind: str
+    point_hypers: bool
+    sample_stats: dict = dataclasses.field(default_factory=dict)
+    settings: dict = dataclasses.field(default_factory=dict)
+    info: dict = dataclasses.field(default_factory=dict)
+    seed: int = 0
+
+    # ----------------------------------------------------------------- shapes
+    @property
+    def num_classes(self) -> int:
+        """C."""
+        return int(self.data.num_classes)
+
+    @property
+    def num_chains(self) -> int:
+        return int(self.latent.shape[0])
+
+    @property
+    def num_draws(self) -> int:
+        return int(self.latent.shape[1])
+
+    def _hyper_draw(self, chain: int, draw: int) -> dict:
+        return {k: v[chain, draw] for k, v in self.hypers.items()}
+
+    def _flat_hypers(self) -> dict:
+        C, S = self.num_chains, self.num_draws
+        return {
+            k: jnp.broadcast_to(v, (C, S) + v.shape[2:]).reshape((C * S,) + v.shape[2:])
+            for k, v in self.hypers.items()
+        }
+
+    # ------------------------------------------------------------ predictions
+    def _latent_draws_block(self, key: jax.Array, Xs: jax.Array) -> jax.Array:
+        """(chain, draw, n, L) latent draws at one block of inputs."""
+        if self.predictive_kind == "conjugate" and self.point_hypers:
+            return _point_conjugate_draws(
+                key, self.spec, self.kernel, self.data, self._hyper_draw(0, 0), Xs,
+                self.num_chains, self.num_draws,
+            )
+        flat_f = self.latent.reshape((-1,) + self.latent.shape[2:])
+        draws = _per_draw_predictive(
+            key, self.spec, self.kernel, self.data, self._flat_hypers(), flat_f, Xs,
+            self.predictive_kind,
+        )
+        return draws.reshape((self.num_chains, self.num_draws) + draws.shape[1:])
+
+    def predict_latent(self, Xs, key: jax.Array | None = None) -> jax.Array:
+        """Posterior draws of the latent at new inputs.
+
+        Args:
+            Xs: (n, D) inputs, in the same (already transformed) space as the training X.
+            key: PRNG key (defaults to one derived from ``seed``).
+
+        Returns:
+            (chain, draw, n, L) draws.
+        """
+        Xs = jnp.asarray(Xs, dtype=jnp.float64)
+        key = jax.random.PRNGKey(self.seed + 1) if key is None else key
+        blocks = [
+            self._latent_draws_block(jax.random.fold_in(key, i), Xs[start:start + _PREDICT_CHUNK])
+            for i, start in enumerate(range(0, Xs.shape[0], _PREDICT_CHUNK))
+        ]
+        return jnp.concatenate(blocks, axis=2)
+
+    def predict_proba_draws(self, Xs, key: jax.Array | None = None) -> jax.Array:
+        """(chain, draw, n, C) class probabilities p(y* = c | f*_s), one per posterior draw."""
+        return jnp.exp(self.spec.log_link(self.predict_latent(Xs, key)))
+
+    def predict_proba(self, Xs, key: jax.Array | None = None) -> np.ndarray:
+        """(n, C) predictive class probabilities, the average of ``predict_proba_draws``.
+
+        Computed block by block over the inputs so that memory stays at
+        O(chains x draws x block x C).
+        """
+        Xs = jnp.asarray(Xs, dtype=jnp.float64)
+        key = jax.random.PRNGKey(self.seed + 1) if key is None else key
+        out = []
+        for i, start in enumerate(range(0, Xs.shape[0], _PREDICT_CHUNK)):
+            f = self._latent_draws_block(jax.random.fold_in(key, i), Xs[start:start + _PREDICT_CHUNK])
+            probs = jnp.mean(jnp.exp(self.spec.log_link(f)), axis=(0, 1))
+            out.append(np.asarray(probs))
+        probs = np.concatenate(out, axis=0) if out else np.zeros((0, self.num_classes))
+        return probs / probs.sum(axis=1, keepdims=True)
+
+    # --------------------------------------------------------- log-likelihood
+    def log_likelihood(self) -> jax.Array:
+        """(chain, draw, N) pointwise categorical log-likelihood log p(y_i | f_i^(s)).
+
+        This is the density of the observed labels, comparable across models (unlike the
+        Gaussian density of transformed targets that ILR-GP and GPD observe internally).
+        """
+        logp = self.spec.log_link(self.latent)  # (chain, draw, N, C)
+        y = jnp.asarray(self.data.y)
+        return jnp.take_along_axis(logp, y[None, None, :, None], axis=-1)[..., 0]
+
+    def to_inference_data(self, X_pred=None, *, key: jax.Array | None = None, **kwargs):
+        """ArviZ ``InferenceData``; see ``ppgpc.infer.arviz_export.to_inference_data``."""
+        from ppgpc.infer.arviz_export import to_inference_data
+
+        return to_inference_data(self, X_pred, key=key, **kwargs)

@@ -1,0 +1,65 @@
+"""The contract between a model module (``ppgpc.models.*``) and the inference driver.
+
+A model module exports one ``ModelSpec``: plain functions, no state. The driver decides which
+methods a model supports from which fields are filled in (see ``METHOD_REQUIREMENTS`` in
+``ppgpc.infer.driver``), so adding a method to a model means adding a function here, never a
+special case in the driver.
+
+Conventions shared by every field:
+
+* ``data`` is the model's prepared training data, a NamedTuple with at least ``X`` (N, D),
+  ``y`` (N,) integer labels in 0..C-1 and ``num_classes``.
+* ``hypers`` is a dict keyed by NumPyro site name (``kernel_variance``, ``kernel_lengthscale``,
+  and any model-specific ones such as ``mean``).
+* Latent values have a trailing axis of size L = ``num_latent(C)`` (C - 1 for ILR-GP, C for
+  GPD and the softmax models).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+__all__ = ["ModelSpec"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """Functions a classifier module provides to the driver.
+
+    Required:
+        name: short identifier, e.g. ``"ilr_gp"``.
+        prepare: ``(X, y, num_classes, **options) -> data``: targets, noise and the like.
+        num_latent: ``C -> L``.
+        log_link: ``f (..., L) -> log p(y = c | f) (..., C)``, the categorical likelihood of the
+            classifier (used for predictions and the pointwise log-likelihood export).
+        initial_hypers: ``(data, kernel) -> hypers``: starting values for optimisation/NUTS.
+
+    Conjugate models (methods ``exact``, ``map`` and ``nuts`` with ``form="collapsed"``):
+        collapsed_model: NumPyro model ``(data, kernel)`` with the latent GP integrated out:
+            hyperparameter sites plus the observed Gaussian target site.
+        condition: ``(data, kernel, hypers) -> posterior``: the exact latent posterior.
+        predict: ``(data, kernel, hypers, posterior, Xs) -> (mean (n, L), var (n, L))``.
+        sample_train: ``(key, data, kernel, hypers, posterior, S) -> (S, N, L)`` joint draws of
+            the latent at the training inputs.
+
+    Latent-form MCMC (``nuts`` with ``form="latent"``):
+        latent_model: NumPyro model ``(data, kernel, fixed_hypers=None)`` sampling the latent
+            explicitly; it must record the latent at the training inputs as the deterministic
+            site ``"f"`` of shape (N, L).
+        latent_conditional: ``(data, kernel, hypers, f, Xs) -> (mean (n, L), var (n, L))``:
+            the prior GP conditional of the latent at Xs given its values f (N, L).
+    """
+
+    name: str
+    prepare: Callable[..., Any]
+    num_latent: Callable[[int], int]
+    log_link: Callable[[Any], Any]
+    initial_hypers: Callable[..., dict]
+    collapsed_model: Optional[Callable[..., None]] = None
+    condition: Optional[Callable[..., Any]] = None
+    predict: Optional[Callable[..., Any]] = None
+    sample_train: Optional[Callable[..., Any]] = None
+    latent_model: Optional[Callable[..., None]] = None
+    latent_conditional: Optional[Callable[..., Any]] = None
+    description: str = ""

@@ -1,0 +1,176 @@
+"""Stationary kernels, written on a pair of points and vmapped once into a Gram matrix.
+
+A kernel is a small frozen object that knows
+
+* its parameter names and shapes for a given input dimension (``param_shapes``),
+* how to evaluate ``k(x, x')`` on a *pair* of points (``evaluate``),
+* its default priors (NumPyro distributions on the positive scale) and initial values.
+
+``gram(kernel, params, X1, X2)`` turns the pair function into a matrix with one nested
+``vmap``; shape errors are raised there with the shapes named.
+
+Notation follows MATH.md: RBF k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)), with the
+lengthscale l a scalar (isotropic) or a vector of length D (ARD, one per input dimension).
+Parameters live on the positive scale (``variance`` = s^2, ``lengthscale`` = l); the
+NumPyro models sample them from positive-support priors and optimisers work on their
+logarithms through NumPyro's constraint transforms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+
+__all__ = ["RBF", "gram", "gram_diag", "make_kernel", "sample_kernel_params", "site_name"]
+
+SITE_PREFIX = "kernel_"
+
+Params = Mapping[str, jax.Array]
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class RBF:
+    """Squared-exponential kernel k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)) (MATH.md notation).
+
+    Attributes:
+        ard: one lengthscale per input dimension (True) or a single shared one (False).
+
+    Parameters (a dict passed to every call):
+        variance: scalar s^2 > 0.
+        lengthscale: shape () when ``ard`` is False, shape (D,) when True; all > 0.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from ppgpc.kernels import RBF, gram
+        >>> k = RBF(ard=True)
+        >>> X = jnp.zeros((4, 2))
+        >>> gram(k, {"variance": 2.0, "lengthscale": jnp.ones(2)}, X).shape
+        (4, 4)
+
+    Kernels are registered as static pytrees: they pass through ``jax.jit`` and NumPyro's
+    ``MCMC`` as compile-time constants (they are hashable and hold no arrays).
+    """
+
+    ard: bool = True
+
+    name = "rbf"
+
+    def param_shapes(self, input_dim: int) -> dict[str, tuple[int, ...]]:
+        """Shapes of the parameters for inputs of dimension ``input_dim``."""
+        return {"variance": (), "lengthscale": (input_dim,) if self.ard else ()}
+
+    def evaluate(self, params: Params, x: jax.Array, x2: jax.Array) -> jax.Array:
+        """k(x, x') for one pair of points, each of shape (D,); returns a scalar."""
+        diff = (x - x2) / params["lengthscale"]
+        return params["variance"] * jnp.exp(-0.5 * jnp.sum(diff * diff))
+
+    def diag(self, params: Params, X: jax.Array) -> jax.Array:
+        """k(x_i, x_i) for every row of X (n, D): stationary, so s^2 for all; shape (n,)."""
+        return jnp.full(X.shape[:1], params["variance"], dtype=X.dtype)
+
+    def priors(self, input_dim: int) -> dict[str, dist.Distribution]:
+        """Weakly informative priors for z-scored inputs.
+
+        ``variance ~ LogNormal(0, 1.5)`` (scales from about 0.05 to 20 within two standard
+        deviations) and ``lengthscale ~ LogNormal(log sqrt(D), 1)``: on z-scored inputs the
+        typical distance between two points is about sqrt(2 D), so a lengthscale near
+        sqrt(D) is the natural centre.
+        """
+        shapes = self.param_shapes(input_dim)
+        loc = 0.5 * math.log(max(input_dim, 1))
+        ls = dist.LogNormal(jnp.full(shapes["lengthscale"], loc), 1.0)
+        if self.ard:
+            ls = ls.to_event(1)
+        return {"variance": dist.LogNormal(0.0, 1.5), "lengthscale": ls}
+
+    def initial_params(self, input_dim: int, variance: float = 1.0) -> dict[str, jax.Array]:
+        """Starting values for optimisation: the prior medians, with ``variance`` given."""
+        shapes = self.param_shapes(input_dim)
+        return {
+            "variance": jnp.asarray(float(variance)),
+            "lengthscale": jnp.full(shapes["lengthscale"], math.sqrt(max(input_dim, 1))),
+        }
+
+
+def _check_inputs(X1: jax.Array, X2: jax.Array) -> None:
+    if X1.ndim != 2 or X2.ndim != 2:
+        raise ValueError(
+            f"kernel inputs must be 2-D arrays (n, D); got shapes {X1.shape} and {X2.shape}"
+        )
+    if X1.shape[1] != X2.shape[1]:
+        raise ValueError(
+            f"kernel inputs disagree on the input dimension D: {X1.shape} versus {X2.shape}"
+        )
+
+
+def gram(kernel, params: Params, X1: jax.Array, X2: jax.Array | None = None) -> jax.Array:
+    """Gram matrix K[i, j] = k(X1[i], X2[j]).
+
+    Args:
+        kernel: a kernel object with ``evaluate(params, x, x2)``.
+        params: its parameters.
+        X1: (n, D) inputs.
+        X2: (m, D) inputs; ``None`` means X1 (the symmetric case).
+
+    Returns:
+        (n, m) matrix.
+    """
+    X2 = X1 if X2 is None else X2
+    _check_inputs(X1, X2)
+    row = jax.vmap(kernel.evaluate, in_axes=(None, None, 0))
+    return jax.vmap(row, in_axes=(None, 0, None))(params, X1, X2)
+
+
+def gram_diag(kernel, params: Params, X: jax.Array) -> jax.Array:
+    """Diagonal k(x_i, x_i) of the Gram matrix, shape (n,), without forming the matrix."""
+    _check_inputs(X, X)
+    return kernel.diag(params, X)
+
+
+_KERNELS = {
+    "rbf": lambda: RBF(ard=False),
+    "rbf-iso": lambda: RBF(ard=False),
+    "rbf-ard": lambda: RBF(ard=True),
+}
+
+
+def make_kernel(spec) -> RBF:
+    """A kernel object from a name ("rbf", "rbf-iso", "rbf-ard") or a kernel object."""
+    if isinstance(spec, str):
+        try:
+            return _KERNELS[spec.lower()]()
+        except KeyError:
+            raise ValueError(
+                f"unknown kernel {spec!r}; known kernels: {sorted(_KERNELS)}"
+            ) from None
+    if not hasattr(spec, "evaluate") or not hasattr(spec, "param_shapes"):
+        raise TypeError(f"kernel must be a name or a kernel object, got {type(spec).__name__}")
+    return spec
+
+
+def site_name(param: str) -> str:
+    """NumPyro site name of a kernel parameter: ``kernel_variance``, ``kernel_lengthscale``."""
+    return SITE_PREFIX + param
+
+
+def sample_kernel_params(kernel, input_dim: int, fixed: Params | None = None) -> dict:
+    """Sample the kernel parameters as NumPyro sites ``kernel_<name>`` from their priors.
+
+    Every model module calls this so that hyperparameter sites have the same names in all
+    four classifiers. With ``fixed`` (a dict keyed by site name), the values are used as
+    they are and no site is created (the latent-form model with fixed hyperparameters).
+
+    Returns:
+        The kernel parameter dict, keyed by parameter name (``variance``, ``lengthscale``).
+    """
+    if fixed is not None:
+        return {name: jnp.asarray(fixed[site_name(name)]) for name in kernel.param_shapes(input_dim)}
+    priors = kernel.priors(input_dim)
+    return {name: numpyro.sample(site_name(name), prior) for name, prior in priors.items()}
