@@ -293,9 +293,12 @@ def fit(
         (3, 2)
     """
     spec = _resolve_spec(model)
-    if method not in _RUNNERS:
-        raise ValueError(f"unknown method {method!r}; the driver knows {list(METHODS)}")
     supported = supported_methods(spec)
+    if method not in _RUNNERS:
+        raise ValueError(
+            f"unknown method {method!r}: model {spec.name!r} supports {list(supported)} "
+            f"(the driver knows {list(METHODS)})"
+        )
     if method not in supported:
         raise ValueError(
             f"model {spec.name!r} does not support method {method!r}; it supports "

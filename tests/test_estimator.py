@@ -1,0 +1,90 @@
+"""ILRGPClassifier: scikit-learn conventions and clear errors on bad input."""
+
+import numpy as np
+import pytest
+
+from conftest import toy_problem
+from ppgpc import ILRGPClassifier
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = toy_problem(36, 3, seed=11)
+    labels = np.array(["setosa", "versicolor", "virginica"])[y]
+    clf = ILRGPClassifier(epsilon="auto", epsilon_grid=(0.9, 0.999), seed=3).fit(X, labels)
+    return clf, X, labels
+
+
+def test_classes_probabilities_and_labels(fitted):
+    clf, X, labels = fitted
+    assert clf.classes_.tolist() == ["setosa", "versicolor", "virginica"]
+    probs = clf.predict_proba(X)
+    assert isinstance(probs, np.ndarray) and probs.shape == (36, 3)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
+    assert set(clf.predict(X)) <= set(clf.classes_)
+    assert clf.score(X, labels) > 0.9
+    assert clf.epsilon_ in (0.9, 0.999)
+    assert set(clf.epsilon_scores_) == {0.9, 0.999}
+    assert clf.noise_std_ > 0
+
+
+def test_predictions_are_reproducible(fitted):
+    clf, X, _ = fitted
+    np.testing.assert_array_equal(clf.predict_proba(X[:5]), clf.predict_proba(X[:5]))
+
+
+def test_to_inference_data_uses_class_names(fitted):
+    clf, X, _ = fitted
+    idata = clf.to_inference_data(X[:3])
+    assert list(idata.predictions["p"].coords["class"].values) == clf.classes_.tolist()
+
+
+def test_integer_labels_with_gaps_are_encoded():
+    X, y = toy_problem(24, 3, seed=1)
+    labels = np.array([1, 5, 7])[y]  # like glass: labels need not be 0..C-1
+    clf = ILRGPClassifier(epsilon=0.99).fit(X, labels)
+    assert clf.classes_.tolist() == [1, 5, 7]
+    assert clf.result_.num_classes == 3
+
+
+@pytest.mark.parametrize(
+    "X, y, match",
+    [
+        (np.array([[0.0, np.nan], [1.0, 2.0], [0.5, 0.1]]), [0, 1, 0], "NaN"),
+        (np.array([[0.0, np.inf], [1.0, 2.0], [0.5, 0.1]]), [0, 1, 0], "infinite"),
+        (np.zeros(4), [0, 1, 0, 1], "2-D"),
+        (np.zeros((4, 2)), [0, 1, 0], "disagree"),
+        (np.zeros((4, 2)), [[0, 1], [0, 1], [1, 0], [1, 1]], "1-D"),
+        (np.random.default_rng(0).normal(size=(5, 2)), ["a"] * 5, "single class"),
+        (np.array([["a", "b"], ["c", "d"]]), [0, 1], "numeric"),
+    ],
+)
+def test_bad_training_input_raises_clear_errors(X, y, match):
+    with pytest.raises(ValueError, match=match):
+        ILRGPClassifier(epsilon=0.99).fit(X, y)
+
+
+def test_bad_prediction_input_and_unknown_labels(fitted):
+    clf, X, labels = fitted
+    with pytest.raises(ValueError, match="3 features but the model was fitted with 2"):
+        clf.predict_proba(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="not seen during fit: \\['tulip'\\]"):
+        clf.score(X[:2], ["setosa", "tulip"])
+    with pytest.raises(ValueError, match="NaN"):
+        clf.predict(np.array([[np.nan, 0.0]]))
+
+
+def test_unfitted_and_bad_settings():
+    with pytest.raises(RuntimeError, match="not fitted"):
+        ILRGPClassifier().predict(np.zeros((1, 2)))
+    X, y = toy_problem(12, 2)
+    with pytest.raises(ValueError, match="inference='gibbs'"):
+        ILRGPClassifier(inference="gibbs").fit(X, y)
+    with pytest.raises(ValueError, match="epsilon"):
+        ILRGPClassifier(epsilon=1.5).fit(X, y)
+
+
+def test_too_large_for_exact_inference_names_the_problem():
+    X, y = toy_problem(30, 2)
+    with pytest.raises(ValueError, match="too many for exact inference.*GiB"):
+        ILRGPClassifier(epsilon=0.99, max_exact_points=20).fit(X, y)

@@ -1,0 +1,179 @@
+"""ILR-GP model module (MATH.md section 1) through the driver."""
+
+import functools
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer.util import log_density
+from scipy.stats import multivariate_normal
+
+from conftest import SMALL, toy_problem
+from ppgpc import simplex
+from ppgpc.infer import fit, supported_methods
+from ppgpc.kernels import RBF, gram
+from ppgpc.models import ilr_gp
+
+
+def test_collapsed_model_density_equals_direct_mvn():
+    X, y = toy_problem(12, 3)
+    data = ilr_gp.prepare(X, y, 3, epsilon=0.99, tau=0.05)
+    kernel = RBF(ard=True)
+    hypers = {"kernel_variance": jnp.asarray(3.0), "kernel_lengthscale": jnp.asarray([0.7, 1.4])}
+    model = functools.partial(ilr_gp.collapsed_model, data, kernel)
+    total, trace = log_density(model, (), {}, hypers)
+    K = np.asarray(gram(kernel, {"variance": 3.0, "lengthscale": jnp.asarray([0.7, 1.4])},
+                        jnp.asarray(X)))
+    cov = K + data.noise_var * np.eye(12)
+    expected = sum(multivariate_normal(np.zeros(12), cov).logpdf(np.asarray(data.targets)[:, d])
+                   for d in range(2))
+    z_site = trace["z"]
+    assert float(jnp.sum(z_site["fn"].log_prob(z_site["value"]))) == pytest.approx(expected, rel=1e-10)
+    priors = kernel.priors(2)
+    expected_total = expected + float(priors["variance"].log_prob(3.0)) + float(
+        priors["lengthscale"].log_prob(jnp.asarray([0.7, 1.4])))
+    assert float(total) == pytest.approx(expected_total, rel=1e-10)
+
+
+def test_prepare_targets_and_noise():
+    X, y = toy_problem(9, 3)
+    data = ilr_gp.prepare(X, y, 3, epsilon=0.999, tau=0.01)
+    targets = np.asarray(simplex.ilr_class_targets(3, 0.999))
+    np.testing.assert_allclose(data.targets, targets[y])
+    assert np.sqrt(data.noise_var) == pytest.approx(simplex.proposition1_noise_std(3, 0.999, 0.01))
+    data = ilr_gp.prepare(X, y, 3, epsilon=0.999, noise_std=0.5)
+    assert data.noise_var == pytest.approx(0.25)
+
+
+def test_supported_methods():
+    assert set(supported_methods("ilr_gp")) == {"exact", "map", "nuts"}
+    X, y = toy_problem(10, 2)
+    with pytest.raises(ValueError, match="supports"):
+        fit("ilr_gp", X, y, method="gibbs")
+    with pytest.raises(TypeError, match="num_samples"):
+        fit("ilr_gp", X, y, method="exact", num_samples=3)
+
+
+@pytest.fixture(scope="module")
+def exact_fit():
+    X, y = toy_problem(30, 3)
+    return fit("ilr_gp", X, y, method="exact", model_options={"epsilon": 0.99, "tau": 0.05},
+               num_draws=400), X, y
+
+
+def test_exact_fit_predicts_probabilities(exact_fit):
+    result, X, y = exact_fit
+    probs = result.predict_proba(X)
+    assert probs.shape == (30, 3)
+    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
+    assert np.mean(probs.argmax(1) == y) > 0.9
+    assert result.info["optimizer_converged"]
+    assert result.info["cholesky_jitter"] == 0.0
+
+
+def test_exact_predictive_probabilities_average_the_link_over_latent_draws():
+    """p(y*|data) is E[softmax(V f*)], not softmax(V E[f*]): check against a direct Monte
+    Carlo estimate from the predictive mean and variance, within its standard error."""
+    X, y = toy_problem(30, 3)
+    result = fit("ilr_gp", X, y, method="exact", model_options={"epsilon": 0.99, "tau": 0.05},
+                 num_draws=5000)
+    Xs = np.array([[0.3, 0.2], [3.0, -3.0]])
+    hypers = {k: v[0, 0] for k, v in result.hypers.items()}
+    post = ilr_gp.condition(result.data, result.kernel, hypers)
+    mean, var = ilr_gp.predict(result.data, result.kernel, hypers, post, jnp.asarray(Xs))
+    S = 200_000
+    f = mean + jnp.sqrt(var) * jax.random.normal(jax.random.PRNGKey(9), (S,) + mean.shape)
+    p = np.asarray(simplex.ilr_inverse(f))
+    reference, se = p.mean(0), p.std(0) / np.sqrt(S)
+    got = result.predict_proba(Xs)
+    n_draws = result.num_draws
+    tol = 5 * np.sqrt(se**2 + (p.std(0) / np.sqrt(n_draws)) ** 2)
+    assert np.all(np.abs(got - reference) <= tol + 1e-12)
+    plug_in = np.asarray(simplex.ilr_inverse(mean))
+    assert np.any(np.abs(plug_in - reference) > 2 * tol)  # the plug-in is measurably different
+
+
+def test_inference_data_groups_and_diagnostics(exact_fit):
+    result, X, _ = exact_fit
+    idata = result.to_inference_data(X[:5])
+    for group in ("posterior", "posterior_predictive", "log_likelihood", "observed_data",
+                  "predictions", "constant_data"):
+        assert group in idata.groups()
+    assert idata.posterior["f"].dims == ("chain", "draw", "obs", "latent")
+    assert idata.posterior["f"].shape == (1, 400, 30, 2)
+    assert idata.posterior["kernel_lengthscale"].dims == ("chain", "draw", "feature")
+    assert idata.log_likelihood["y"].shape == (1, 400, 30)
+    assert idata.predictions["p"].shape == (1, 400, 5, 3)
+    assert idata.posterior.attrs["ppgpc_model"] == "ilr_gp"
+    # categorical log-likelihood of the observed labels
+    ll = idata.log_likelihood["y"].values
+    f = idata.posterior["f"].values
+    expected = np.take_along_axis(np.asarray(simplex.ilr_log_inverse(f)),
+                                  result.data.y[None, None, :, None], axis=-1)[..., 0]
+    np.testing.assert_allclose(ll, expected)
+    assert np.all(ll <= 0)
+    loo = az.loo(idata)
+    assert np.isfinite(loo.elpd_loo)
+    az.summary(idata, var_names=["f"])
+
+
+@pytest.mark.slow
+def test_nuts_on_the_latent_form_matches_the_closed_form_posterior():
+    """The exact latent posterior N(K A^-1 Z, K - K A^-1 K) at the training inputs against
+    NUTS on the latent form with the same (fixed) hyperparameters. Tolerances: the Monte
+    Carlo standard error of each posterior mean, sd / sqrt(ESS), and of each standard
+    deviation, about sd / sqrt(2 ESS), with ArviZ's bulk ESS."""
+    X, y = toy_problem(16 if SMALL else 24, 3, seed=3)
+    hypers = {"kernel_variance": 20.0, "kernel_lengthscale": np.array([1.2, 0.9])}
+    options = {"epsilon": 0.99, "tau": 0.05}
+    samples = 600 if SMALL else 1500
+    nuts = fit("ilr_gp", X, y, method="nuts", form="latent", hyperparameters=hypers,
+               model_options=options, num_warmup=400, num_samples=samples, num_chains=2,
+               progress_bar=False, seed=1)
+    data = nuts.data
+    K = np.asarray(gram(nuts.kernel, {"variance": 20.0, "lengthscale": jnp.asarray([1.2, 0.9])},
+                        data.X))
+    N = K.shape[0]
+    A = K + data.noise_var * np.eye(N)
+    mean = K @ np.linalg.solve(A, np.asarray(data.targets))
+    sd = np.sqrt(np.diag(K - K @ np.linalg.solve(A, K)))[:, None] * np.ones((1, 2))
+
+    summary = az.summary(nuts.to_inference_data(), var_names=["f"], round_to="none")
+    m = summary["mean"].values.reshape(N, 2)
+    s = summary["sd"].values.reshape(N, 2)
+    ess = summary["ess_bulk"].values.reshape(N, 2)
+    assert ess.min() > 100
+    z_mean = (m - mean) / (sd / np.sqrt(ess))
+    z_sd = (s - sd) / (sd / np.sqrt(2 * ess))
+    assert np.max(np.abs(z_mean)) < 4.5, np.max(np.abs(z_mean))
+    assert np.max(np.abs(z_sd)) < 4.5, np.max(np.abs(z_sd))
+    assert nuts.info["divergences"] == 0
+    idata = nuts.to_inference_data()
+    assert {"diverging", "tree_depth"} <= set(idata.sample_stats.data_vars)
+    assert float(az.rhat(idata, var_names=["f"])["f"].max()) < 1.05
+
+
+@pytest.mark.slow
+def test_nuts_over_hyperparameters_runs_and_predicts():
+    X, y = toy_problem(20, 3, seed=4)
+    samples = 100 if SMALL else 300
+    result = fit("ilr_gp", X, y, method="nuts", num_warmup=samples, num_samples=samples,
+                 num_chains=2, progress_bar=False, model_options={"epsilon": 0.99})
+    assert result.hypers["kernel_variance"].shape == (2, samples)
+    assert result.latent.shape == (2, samples, 20, 2)
+    probs = result.predict_proba(X[:4])
+    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
+    idata = result.to_inference_data(X[:4])
+    assert idata.posterior["kernel_variance"].shape == (2, samples)
+    az.summary(idata, var_names=["kernel_variance", "kernel_lengthscale"])
+    assert np.isfinite(az.loo(idata).elpd_loo)
+
+
+def test_map_differs_from_ml_and_is_finite():
+    X, y = toy_problem(20, 3, seed=5)
+    ml = fit("ilr_gp", X, y, method="exact", num_draws=10)
+    mp = fit("ilr_gp", X, y, method="map", num_draws=10)
+    assert mp.info["hyperparameters"] == "type-II MAP"
+    assert not np.allclose(ml.hypers["kernel_lengthscale"], mp.hypers["kernel_lengthscale"])

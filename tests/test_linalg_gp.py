@@ -1,0 +1,142 @@
+"""Cholesky with adaptive jitter, and the exact multi-output GP algebra (MATH.md section 1)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from ppgpc import gp, linalg
+from ppgpc.kernels import RBF, gram
+
+
+def _spd(n, seed):
+    A = np.random.default_rng(seed).normal(size=(n, n))
+    return A @ A.T + n * np.eye(n)
+
+
+def test_cholesky_without_jitter_on_a_well_conditioned_matrix():
+    A = _spd(6, 0)
+    chol = linalg.cholesky(jnp.asarray(A))
+    assert float(chol.jitter) == 0.0
+    np.testing.assert_allclose(chol.factor, np.linalg.cholesky(A), rtol=1e-12)
+
+
+def test_cholesky_adds_and_reports_jitter_on_a_singular_matrix():
+    A = jnp.ones((5, 5))  # rank one
+    chol = linalg.cholesky(A)
+    jitter = float(chol.jitter)
+    assert jitter > 0
+    assert np.all(np.isfinite(chol.factor))
+    np.testing.assert_allclose(chol.factor @ chol.factor.T, A + jitter * np.eye(5), atol=1e-10)
+
+
+def test_cholesky_gives_nan_when_every_try_fails():
+    A = -jnp.eye(3)  # negative definite: no jitter of 1e-3 * |diag| helps
+    chol = linalg.cholesky(A, max_tries=3)
+    assert not np.all(np.isfinite(chol.factor))
+
+
+def test_cholesky_gradient_matches_jax_and_finite_differences():
+    A = jnp.asarray(_spd(5, 1))
+    B = jnp.asarray(np.random.default_rng(2).normal(size=(5, 2)))
+
+    def ours(A):
+        L = linalg.cholesky(A).factor
+        return linalg.logdet(L) + jnp.sum(linalg.cho_solve(L, B) ** 2)
+
+    def reference(A):
+        L = jnp.linalg.cholesky(A)
+        return 2 * jnp.sum(jnp.log(jnp.diag(L))) + jnp.sum(jnp.linalg.solve(A, B) ** 2)
+
+    g1, g2 = jax.grad(ours)(A), jax.grad(reference)(A)
+    sym = lambda G: 0.5 * (G + G.T)  # noqa: E731  (only the symmetric part is defined)
+    np.testing.assert_allclose(sym(g1), sym(g2), rtol=1e-9, atol=1e-12)
+    # a finite difference along a symmetric direction
+    E = jnp.asarray(_spd(5, 3)) * 1e-6
+    fd = (ours(A + E) - ours(A - E)) / 2
+    assert float(jnp.sum(g1 * E)) == pytest.approx(float(fd), rel=1e-5)
+
+
+def test_cho_solve_solves():
+    A = _spd(7, 4)
+    B = np.random.default_rng(5).normal(size=(7, 3))
+    L = linalg.cholesky(jnp.asarray(A)).factor
+    np.testing.assert_allclose(linalg.cho_solve(L, B), np.linalg.solve(A, B), rtol=1e-10)
+    np.testing.assert_allclose(linalg.logdet(L), np.linalg.slogdet(A)[1], rtol=1e-12)
+
+
+@pytest.fixture
+def regression():
+    gen = np.random.default_rng(7)
+    X = gen.normal(size=(15, 2))
+    Y = gen.normal(size=(15, 3))
+    kernel = RBF(ard=True)
+    params = {"variance": jnp.asarray(1.7), "lengthscale": jnp.asarray([0.8, 1.3])}
+    return X, Y, kernel, params
+
+
+def test_log_marginal_likelihood_equals_sum_of_direct_mvn_densities(regression):
+    X, Y, kernel, params = regression
+    K = np.asarray(gram(kernel, params, jnp.asarray(X)))
+    noise = 0.3
+    expected = sum(
+        multivariate_normal(np.zeros(15), K + noise * np.eye(15)).logpdf(Y[:, d]) for d in range(3)
+    )
+    got = gp.log_marginal_likelihood(jnp.asarray(K), jnp.asarray(Y), noise)
+    assert float(got) == pytest.approx(expected, rel=1e-10)
+    # heteroscedastic noise vector
+    noise_vec = np.linspace(0.1, 0.9, 15)
+    expected = sum(
+        multivariate_normal(np.zeros(15), K + np.diag(noise_vec)).logpdf(Y[:, d]) for d in range(3)
+    )
+    got = gp.log_marginal_likelihood(jnp.asarray(K), jnp.asarray(Y), jnp.asarray(noise_vec))
+    assert float(got) == pytest.approx(expected, rel=1e-10)
+
+
+def test_predictive_equals_textbook_formulas(regression):
+    X, Y, kernel, params = regression
+    Xs = np.random.default_rng(8).normal(size=(4, 2))
+    noise = 0.2
+    post = gp.condition(kernel, params, jnp.asarray(X), jnp.asarray(Y), noise)
+    mean, var = gp.predict(kernel, params, post, jnp.asarray(Xs))
+    K = np.asarray(gram(kernel, params, jnp.asarray(X)))
+    Ks = np.asarray(gram(kernel, params, jnp.asarray(Xs), jnp.asarray(X)))
+    A = K + noise * np.eye(15)
+    np.testing.assert_allclose(mean, Ks @ np.linalg.solve(A, Y), rtol=1e-9)
+    expected_var = 1.7 - np.einsum("ij,ji->i", Ks, np.linalg.solve(A, Ks.T))
+    np.testing.assert_allclose(var, expected_var, rtol=1e-8)
+
+
+def test_matheron_draws_have_the_posterior_moments(regression):
+    """Sample mean and covariance of Matheron draws against the closed form, with
+    tolerances from the sampling error of S independent draws."""
+    X, Y, kernel, params = regression
+    noise = 0.25
+    post = gp.condition(kernel, params, jnp.asarray(X), jnp.asarray(Y), noise)
+    S = 20_000
+    draws = np.asarray(gp.sample_posterior_at_inputs(
+        jax.random.PRNGKey(0), kernel, params, post, jnp.asarray(Y), noise, S))
+    K = np.asarray(gram(kernel, params, jnp.asarray(X)))
+    A = K + noise * np.eye(15)
+    mean = K @ np.linalg.solve(A, Y)
+    cov = K - K @ np.linalg.solve(A, K)
+    sd = np.sqrt(np.diag(cov))
+    z = (draws.mean(0) - mean) / (sd[:, None] / np.sqrt(S))
+    assert np.max(np.abs(z)) < 4.5
+    # variances: the sample variance of S normals has relative s.e. sqrt(2 / (S - 1))
+    rel = draws.var(0, ddof=1) / np.diag(cov)[:, None] - 1
+    assert np.max(np.abs(rel)) < 4.5 * np.sqrt(2 / (S - 1))
+    # one off-diagonal covariance (outputs are independent, so pool them)
+    c01 = np.mean([np.cov(draws[:, 0, d], draws[:, 1, d])[0, 1] for d in range(3)])
+    se = np.sqrt((cov[0, 0] * cov[1, 1] + cov[0, 1] ** 2) / (3 * (S - 1)))
+    assert abs(c01 - cov[0, 1]) < 4.5 * se
+
+
+def test_kernel_shape_errors_name_the_shapes():
+    k = RBF(ard=True)
+    params = {"variance": 1.0, "lengthscale": jnp.ones(2)}
+    with pytest.raises(ValueError, match=r"\(3, 2\).*\(4, 3\)"):
+        gram(k, params, jnp.zeros((3, 2)), jnp.zeros((4, 3)))
+    with pytest.raises(ValueError, match="2-D"):
+        gram(k, params, jnp.zeros(3))
