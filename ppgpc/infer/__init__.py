@@ -1,7 +1,7 @@
 """The shared inference driver: ``fit`` any model with any method it supports."""
 
-from ppgpc.infer.driver import METHODS, fit, supported_methods
+from ppgpc.infer.driver import fit, register_method, supported_methods
 from ppgpc.infer.results import FitResult
 from ppgpc.infer.spec import ModelSpec
 
-__all__ = ["fit", "supported_methods", "METHODS", "FitResult", "ModelSpec"]
+__all__ = ["fit", "supported_methods", "register_method", "FitResult", "ModelSpec"]

@@ -40,7 +40,7 @@ from ppgpc.validation import (
     check_integer_labels,
 )
 
-__all__ = ["fit", "supported_methods", "METHODS"]
+__all__ = ["fit", "supported_methods", "register_method", "METHODS"]
 
 _CONJUGATE = ("collapsed_model", "condition", "predict", "sample_train")
 _LATENT = ("latent_model", "latent_conditional")
@@ -176,7 +176,7 @@ def _run_nuts(spec, data, kernel, key, opts):
     if form not in ("collapsed", "latent"):
         raise ValueError(f"nuts form must be 'collapsed' or 'latent', got {form!r}")
     needed = _CONJUGATE if form == "collapsed" else _LATENT
-    missing = [f for f in needed if getattr(spec, f) is None]
+    missing = [f for f in needed if not spec.provides(f)]
     if missing:
         raise ValueError(f"model {spec.name!r} has no {form} form for NUTS (missing {missing})")
     k_mcmc, k_latent = jax.random.split(key)
@@ -231,14 +231,33 @@ def _run_nuts(spec, data, kernel, key, opts):
 
 
 # method name -> (runner, spec fields it needs (any of the alternatives), default options)
-_RUNNERS = {
-    "exact": (_run_exact, (_CONJUGATE,), _OPTIMIZER_OPTIONS),
-    "map": (_run_map, (_CONJUGATE,), _OPTIMIZER_OPTIONS),
-    "nuts": (_run_nuts, (_CONJUGATE, _LATENT), _NUTS_OPTIONS),
-}
+_RUNNERS: dict = {}
 
-METHODS = tuple(_RUNNERS)
-"""Every method the driver knows."""
+METHODS: tuple = ()
+"""Every method the driver knows (updated by ``register_method``)."""
+
+
+def register_method(name: str, runner, requirements, defaults: dict) -> None:
+    """Teach the driver a method.
+
+    Args:
+        name: the method's name, e.g. ``"gibbs"``.
+        runner: ``runner(spec, data, kernel, key, options) -> dict`` with the ``FitResult``
+            fields ``hypers``, ``latent``, ``predictive_kind``, ``point_hypers``, ``info`` and
+            optionally ``sample_stats``.
+        requirements: alternatives, each a tuple of spec fields (``"condition"``, or
+            ``"extras.<key>"``) that must all be present; the model supports the method if
+            any alternative is met.
+        defaults: the method's options and their defaults (unknown options are refused).
+    """
+    global METHODS
+    _RUNNERS[name] = (runner, tuple(tuple(r) for r in requirements), dict(defaults))
+    METHODS = tuple(_RUNNERS)
+
+
+register_method("exact", _run_exact, (_CONJUGATE,), _OPTIMIZER_OPTIONS)
+register_method("map", _run_map, (_CONJUGATE,), _OPTIMIZER_OPTIONS)
+register_method("nuts", _run_nuts, (_CONJUGATE, _LATENT), _NUTS_OPTIONS)
 
 
 def supported_methods(model) -> tuple[str, ...]:
@@ -246,7 +265,7 @@ def supported_methods(model) -> tuple[str, ...]:
     spec = _resolve_spec(model)
     return tuple(
         name for name, (_, alternatives, _) in _RUNNERS.items()
-        if any(all(getattr(spec, f) is not None for f in fields) for fields in alternatives)
+        if any(all(spec.provides(f) for f in fields) for fields in alternatives)
     )
 
 
@@ -297,7 +316,7 @@ def fit(
     if method not in _RUNNERS:
         raise ValueError(
             f"unknown method {method!r}: model {spec.name!r} supports {list(supported)} "
-            f"(the driver knows {list(METHODS)})"
+            f"(the driver knows {list(_RUNNERS)})"
         )
     if method not in supported:
         raise ValueError(

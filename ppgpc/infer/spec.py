@@ -18,7 +18,7 @@ Conventions shared by every field:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 __all__ = ["ModelSpec"]
 
@@ -49,6 +49,10 @@ class ModelSpec:
             site ``"f"`` of shape (N, L).
         latent_conditional: ``(data, kernel, hypers, f, Xs) -> (mean (n, L), var (n, L))``:
             the prior GP conditional of the latent at Xs given its values f (N, L).
+
+    Other methods (Gibbs, CAVI, SVI) take what they need from ``extras``, a mapping from a
+    name to a function or object; a method registered with ``register_method`` names its
+    requirements as ``"extras.<name>"``.
     """
 
     name: str
@@ -62,4 +66,14 @@ class ModelSpec:
     sample_train: Optional[Callable[..., Any]] = None
     latent_model: Optional[Callable[..., None]] = None
     latent_conditional: Optional[Callable[..., Any]] = None
+    extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     description: str = ""
+
+    def provides(self, field: str) -> bool:
+        """Whether the spec fills ``field``: an attribute name, or ``"extras.<key>"``."""
+        if field.startswith("extras."):
+            return field[len("extras."):] in self.extras
+        return getattr(self, field, None) is not None
+
+    def __hash__(self) -> int:  # extras is a dict; specs are hashed by identity of content
+        return hash((self.name, self.prepare, self.log_link, tuple(sorted(self.extras))))
