@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ppgpc import metrics
-from ppgpc.datasets import Standardizer, train_validation_split
+from ppgpc.datasets import Standardizer, stratified_folds, train_validation_split
 from ppgpc.infer import fit as run_inference
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
@@ -25,9 +25,14 @@ from ppgpc.validation import (
     encode_labels,
 )
 
-__all__ = ["GPClassifierBase", "ILRGPClassifier"]
+__all__ = ["GPClassifierBase", "ILRGPClassifier", "DirichletGPClassifier",
+           "LogisticSoftmaxGPClassifier"]
 
-_INFERENCE_TO_METHOD = {"exact": "exact", "map": "map", "nuts": "nuts"}
+_INFERENCE_TO_METHOD = {"exact": "exact", "map": "map", "nuts": "nuts", "collapsed": "exact"}
+
+SPARSE_NUM_DRAWS = 256
+"""Default predictive draws for ``inference="collapsed"`` (the latent draws at the training
+inputs are (draws, N, L) floats, which 1000 draws make gigabytes on the large UCI sets)."""
 
 
 class GPClassifierBase:
@@ -68,10 +73,16 @@ class GPClassifierBase:
         method = method or self._method()
         opts = dict(self.inference_options or {}) if method == self._method() else {}
         opts.update(options)
+        model_name, max_points = self.model_name, self.max_exact_points
+        if self.inference == "collapsed":  # the model's collapsed sparse variant (Titsias)
+            model_name, max_points = model_name + "_sparse", None
+            model_options = {**model_options, "num_inducing": int(self.num_inducing),
+                             "seed": self.seed}
+            opts.setdefault("num_draws", SPARSE_NUM_DRAWS)
         return run_inference(
-            self.model_name, X, y, method=method, num_classes=num_classes, kernel=self.kernel,
+            model_name, X, y, method=method, num_classes=num_classes, kernel=self.kernel,
             model_options=model_options, seed=self.seed,
-            max_exact_points=self.max_exact_points, **opts,
+            max_exact_points=max_points, **opts,
         )
 
     def _check_fitted(self):
@@ -150,14 +161,21 @@ class ILRGPClassifier(GPClassifierBase):
 
     Args:
         epsilon: label-smoothing level in (0, 1), or ``"auto"`` to choose it from
-            ``epsilon_grid`` by validation NLL on a stratified ``validation_fraction`` of the
-            training data (the paper's protocol), then refit on all of it.
+            ``epsilon_grid`` by validation NLL, then refit on all the data. The paper
+            validates on one 10% split; with the 15-20 validation points of a small UCI set
+            that choice is noisy (on glass it cost 0.06 test NLL against the best fixed
+            epsilon), so the default is stratified ``cv_folds``-fold cross-validation
+            (``validation="cv"``); ``validation="holdout"`` uses one stratified
+            ``validation_fraction`` split as the paper does.
         tau: Proposition 1 tolerance that sets the noise level sigma.
         noise_std: set sigma directly instead (overrides tau).
         kernel: ``"rbf-ard"`` (default), ``"rbf"`` or a kernel object.
         inference: ``"exact"`` (type-II ML hyperparameters and the closed-form posterior),
-            ``"map"`` (type-II MAP) or ``"nuts"`` (NUTS; options in ``inference_options``,
-            e.g. ``{"form": "latent", "num_samples": 1000}``).
+            ``"map"`` (type-II MAP), ``"nuts"`` (NUTS; options in ``inference_options``,
+            e.g. ``{"form": "latent", "num_samples": 1000}``) or ``"collapsed"``
+            (Collapsed-ILR: Titsias's sparse bound, inducing inputs learned with the
+            hyperparameters, no size limit).
+        num_inducing: inducing points M for ``inference="collapsed"`` (k-means++ start).
         standardize: z-score the inputs with the training statistics.
         seed: integer seed for every random step.
         max_exact_points: refuse exact inference above this many points.
@@ -180,16 +198,20 @@ class ILRGPClassifier(GPClassifierBase):
 
     def __init__(self, *, epsilon="auto", tau: float | None = None,
                  noise_std: float | None = None, epsilon_grid=None,
+                 validation: str = "cv", cv_folds: int = 5,
                  validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "exact",
-                 standardize: bool = True, seed: int = 0,
+                 num_inducing: int = 200, standardize: bool = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
                  inference_options: dict | None = None):
         super().__init__(kernel=kernel, inference=inference, standardize=standardize, seed=seed,
                          max_exact_points=max_exact_points, inference_options=inference_options)
+        self.num_inducing = num_inducing
         self.epsilon = epsilon
         self.tau = tau
         self.noise_std = noise_std
         self.epsilon_grid = epsilon_grid
+        self.validation = validation
+        self.cv_folds = cv_folds
         self.validation_fraction = validation_fraction
 
     def _options_for(self, epsilon: float) -> dict:
@@ -199,6 +221,17 @@ class ILRGPClassifier(GPClassifierBase):
         if self.noise_std is not None:
             options["noise_std"] = float(self.noise_std)
         return options
+
+    def _validation_splits(self, y):
+        """(train, validation) index pairs for choosing epsilon."""
+        if self.validation == "cv":
+            return stratified_folds(y, num_folds=self.cv_folds, seed=self.seed)
+        if self.validation == "holdout":
+            n = len(y)
+            split = train_validation_split(np.arange(n)[:, None], y, seed=self.seed,
+                                           val_fraction=self.validation_fraction)
+            return [(split.X_train[:, 0].astype(int), split.X_val[:, 0].astype(int))]
+        raise ValueError(f"validation must be 'cv' or 'holdout', got {self.validation!r}")
 
     def _select_model_options(self, X, y, num_classes) -> dict:
         from ppgpc.models.ilr_gp import EPSILON_GRID, prepare
@@ -210,16 +243,165 @@ class ILRGPClassifier(GPClassifierBase):
             grid = tuple(EPSILON_GRID if self.epsilon_grid is None else self.epsilon_grid)
             if not grid:
                 raise ValueError("epsilon_grid is empty")
-            split = train_validation_split(X, y, seed=self.seed,
-                                           val_fraction=self.validation_fraction)
             scores = {}
             for eps in grid:
-                result = self._fit_driver(split.X_train, split.y_train, num_classes,
-                                          self._options_for(eps), method="exact", num_draws=1)
-                probs = result.predict_proba(split.X_val)
-                scores[float(eps)] = metrics.nll(probs, split.y_val)
+                losses = []
+                for train, val in self._validation_splits(y):
+                    result = self._fit_driver(X[train], y[train], num_classes,
+                                              self._options_for(eps), method="exact",
+                                              num_draws=1)
+                    probs = result.predict_proba(X[val])
+                    losses.append(metrics.nll(probs, y[val]) * len(val))
+                scores[float(eps)] = float(np.sum(losses) / len(y))  # pooled held-out NLL
             self.epsilon_scores_ = scores
             self.epsilon_ = min(scores, key=scores.get)
         options = self._options_for(self.epsilon_)
         self.noise_std_ = float(np.sqrt(prepare(X[:1], y[:1], num_classes, **options).noise_var))
         return options
+
+
+class DirichletGPClassifier(GPClassifierBase):
+    """The Dirichlet-based GP classifier, GPD (Milios et al. 2018; MATH.md section 2).
+
+    Heteroscedastic GP regression on log-normal approximations of Dirichlet pseudo-counts,
+    one latent GP per class with a learned constant mean; class probabilities are
+    E[softmax(f*)] by Monte Carlo.
+
+    Args:
+        alpha_eps: concentration of the classes a point does not belong to (> 0); ``"auto"``
+            chooses it from ``alpha_eps_grid`` by held-out NLL (``validation`` as for
+            ``ILRGPClassifier``: stratified ``cv_folds``-fold cross-validation or one
+            ``validation_fraction`` holdout), ``"train"`` by training NLL as Milios et al.
+            do; either way the model is then refitted on all the data.
+        alpha_eps_grid: candidate values (default ``(1e-4, 1e-3, 1e-2, 1e-1)``, the values
+            the ILR paper's Table 3 selected from).
+        shared_kernel: one kernel for all classes (Milios et al.) or one per class.
+        predict_from: ``"latent"`` (default) or ``"noisy"`` (sample the pseudo-observation,
+            latent plus likelihood noise; the ILR paper's Table 1 contrast).
+        kernel, standardize, seed, max_exact_points, inference_options: as for
+            ``ILRGPClassifier``.
+        inference: ``"exact"`` (type-II ML and the conjugate posterior, one Cholesky per
+            class), ``"map"``, ``"nuts"`` or ``"collapsed"`` (sparse GPD: Titsias's bound
+            with per-class noise, ``num_inducing`` inducing inputs learned).
+
+    Attributes (after fit):
+        classes_, n_features_in_, alpha_eps_, alpha_eps_scores_ (NLL per candidate when
+        searched), result_ (the driver's ``FitResult``).
+
+    Example:
+        >>> from ppgpc import DirichletGPClassifier
+        >>> from ppgpc.datasets import load
+        >>> X, y = load("wine")
+        >>> clf = DirichletGPClassifier(alpha_eps=0.01).fit(X, y)
+        >>> clf.predict_proba(X[:2]).shape
+        (2, 3)
+    """
+
+    model_name = "dirichlet_gp"
+
+    def __init__(self, *, alpha_eps="auto", alpha_eps_grid=None, shared_kernel: bool = True,
+                 predict_from: str = "latent", validation: str = "cv", cv_folds: int = 5,
+                 validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "exact",
+                 num_inducing: int = 200, standardize: bool = True, seed: int = 0,
+                 max_exact_points: int | None = MAX_EXACT_POINTS,
+                 inference_options: dict | None = None):
+        super().__init__(kernel=kernel, inference=inference, standardize=standardize, seed=seed,
+                         max_exact_points=max_exact_points, inference_options=inference_options)
+        self.alpha_eps = alpha_eps
+        self.alpha_eps_grid = alpha_eps_grid
+        self.shared_kernel = shared_kernel
+        self.predict_from = predict_from
+        self.validation = validation
+        self.cv_folds = cv_folds
+        self.validation_fraction = validation_fraction
+        self.num_inducing = num_inducing
+
+    _validation_splits = ILRGPClassifier._validation_splits  # same protocol, same options
+
+    def _options_for(self, alpha_eps: float) -> dict:
+        return {"alpha_eps": float(alpha_eps), "shared_kernel": bool(self.shared_kernel),
+                "predict_from": self.predict_from}
+
+    def _select_model_options(self, X, y, num_classes) -> dict:
+        from ppgpc.models.dirichlet_gp import ALPHA_EPS_GRID
+
+        if self.alpha_eps not in ("auto", "train"):
+            self.alpha_eps_ = self.alpha_eps
+            self.alpha_eps_scores_ = None
+            return self._options_for(self.alpha_eps)
+        grid = tuple(ALPHA_EPS_GRID if self.alpha_eps_grid is None else self.alpha_eps_grid)
+        if not grid:
+            raise ValueError("alpha_eps_grid is empty")
+        splits = ([(np.arange(len(y)), np.arange(len(y)))] if self.alpha_eps == "train"
+                  else self._validation_splits(y))
+        scores = {}
+        for alpha in grid:
+            losses = []
+            for train, val in splits:
+                result = self._fit_driver(X[train], y[train], num_classes,
+                                          self._options_for(alpha), method="exact",
+                                          num_draws=64 if self.alpha_eps == "train" else 1)
+                losses.append(metrics.nll(result.predict_proba(X[val]), y[val]) * len(val))
+            scores[float(alpha)] = float(np.sum(losses) / sum(len(v) for _, v in splits))
+        self.alpha_eps_scores_ = scores
+        self.alpha_eps_ = min(scores, key=scores.get)
+        return self._options_for(self.alpha_eps_)
+
+
+class LogisticSoftmaxGPClassifier(GPClassifierBase):
+    """The logistic-softmax GP classifier (MATH.md section 3): p(y = k | f) = sigma(f_k) /
+    sum_c sigma(f_c) with one latent GP per class, inferred through its Polya-Gamma
+    augmentation.
+
+    Args:
+        inference: ``"gibbs"`` (default; the exact blocked Gibbs sampler, kernel
+            hyperparameters fitted first by type-II ML on the CAVI ELBO unless given in
+            ``inference_options["hyperparameters"]``), ``"cavi"`` (mean-field VI with
+            hyperparameter learning; ``num_inducing`` for the sparse version) or ``"nuts"``
+            (NUTS on the non-augmented latent model, hyperparameters as for Gibbs, or
+            sampled with ``{"sample_hyperparameters": True}``).
+        kernel, standardize, seed, max_exact_points: as for ``ILRGPClassifier``.
+        inference_options: options of the driver method (``ppgpc.infer.fit``), e.g.
+            ``{"num_samples": 1000, "kernel_options": {"collapse_lambda": True}}``.
+
+    Attributes (after fit): classes_, n_features_in_, result_ (the driver's ``FitResult``).
+
+    Example:
+        >>> from ppgpc import LogisticSoftmaxGPClassifier
+        >>> from ppgpc.datasets import load
+        >>> X, y = load("wine")
+        >>> clf = LogisticSoftmaxGPClassifier(inference="cavi").fit(X, y)
+        >>> clf.predict_proba(X[:2]).shape
+        (2, 3)
+    """
+
+    model_name = "logistic_softmax"
+    _methods = ("gibbs", "cavi", "nuts")
+
+    def __init__(self, *, kernel="rbf-ard", inference: str = "gibbs", standardize: bool = True,
+                 seed: int = 0, max_exact_points: int | None = MAX_EXACT_POINTS,
+                 inference_options: dict | None = None):
+        super().__init__(kernel=kernel, inference=inference, standardize=standardize, seed=seed,
+                         max_exact_points=max_exact_points, inference_options=inference_options)
+
+    def _method(self) -> str:
+        if self.inference not in self._methods:
+            raise ValueError(f"{type(self).__name__} does not know inference="
+                             f"{self.inference!r}; choose from {list(self._methods)}")
+        return self.inference
+
+    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
+        method = method or self._method()
+        given = dict(self.inference_options or {})
+        if method in ("gibbs", "nuts") and "progress_bar" not in given:
+            options["progress_bar"] = False
+        if method == "nuts":
+            if "form" not in given:
+                options["form"] = "latent"
+            if given.get("hyperparameters") is None and not given.get("sample_hyperparameters"):
+                from ppgpc.kernels import make_kernel
+                from ppgpc.models.logistic_softmax import fit_hypers, prepare
+
+                hypers, _ = fit_hypers(prepare(X, y, num_classes), make_kernel(self.kernel))
+                options["hyperparameters"] = {k: np.asarray(v) for k, v in hypers.items()}
+        return super()._fit_driver(X, y, num_classes, model_options, method=method, **options)

@@ -177,3 +177,18 @@ def test_map_differs_from_ml_and_is_finite():
     mp = fit("ilr_gp", X, y, method="map", num_draws=10)
     assert mp.info["hyperparameters"] == "type-II MAP"
     assert not np.allclose(ml.hypers["kernel_lengthscale"], mp.hypers["kernel_lengthscale"])
+
+
+def test_predict_proba_uses_many_predictive_draws_even_when_few_were_stored():
+    """A fit storing one training draw must still average the link over many predictive
+    draws (the epsilon search relies on this): compare with a fit storing 5000 draws."""
+    X, y = toy_problem(30, 3)
+    options = {"epsilon": 0.99, "tau": 0.05}
+    few = fit("ilr_gp", X, y, method="exact", model_options=options, num_draws=1)
+    many = fit("ilr_gp", X, y, method="exact", model_options=options, num_draws=5000)
+    Xs = np.array([[0.3, 0.2], [3.0, -3.0], [0.0, 0.0]])
+    p_few, p_many = few.predict_proba(Xs), many.predict_proba(Xs)
+    # both are Monte Carlo averages: >= 1000 and 5000 draws, each probability's s.e. <= 0.5/sqrt(n)
+    tol = 5 * 0.5 * np.sqrt(1 / 1000 + 1 / 5000)
+    assert np.max(np.abs(p_few - p_many)) < tol
+    assert few.predict_latent(Xs).shape == (1, 1, 3, 2)  # exports still match the posterior

@@ -39,6 +39,7 @@ from ppgpc.datasets._splits import (
     paper_split,
     paper_split_indices,
     standardize,
+    stratified_folds,
     train_validation_split,
 )
 
@@ -58,6 +59,7 @@ __all__ = [
     "paper_split_indices",
     "standardize",
     "train_validation_split",
+    "stratified_folds",
 ]
 
 DATA_DIR_ENV = "PPGPC_DATA_DIR"

@@ -26,6 +26,7 @@ __all__ = [
     "paper_split_indices",
     "standardize",
     "train_validation_split",
+    "stratified_folds",
 ]
 
 
@@ -302,6 +303,34 @@ def train_validation_split(
 # --------------------------------------------------------------------------------------
 # z-scoring
 # --------------------------------------------------------------------------------------
+
+
+def stratified_folds(y, *, num_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Stratified k-fold cross-validation indices.
+
+    Each class's rows are shuffled with ``np.random.default_rng(seed)`` and dealt round-robin
+    to the folds (starting at a random fold per class), so every fold gets each class in
+    proportion, to within one row.
+
+    Args:
+        y: Labels, shape (n,).
+        num_folds: k >= 2, at most n.
+        seed: Seed for ``np.random.default_rng``.
+
+    Returns:
+        k pairs ``(train_indices, validation_indices)``, sorted; the validation sets
+        partition 0..n-1.
+    """
+    y = np.asarray(y)
+    n = y.shape[0]
+    if not isinstance(num_folds, numbers.Integral) or not 2 <= num_folds <= n:
+        raise ValueError(f"num_folds must be an integer in [2, {n}], got {num_folds!r}")
+    rng = np.random.default_rng(_check_seed(seed))
+    fold = np.empty(n, dtype=np.int64)
+    for label in np.unique(y):
+        rows = rng.permutation(np.flatnonzero(y == label))
+        fold[rows] = (np.arange(rows.size) + rng.integers(num_folds)) % num_folds
+    return [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(num_folds)]
 
 
 def _as_features(X, name: str = "X") -> np.ndarray:

@@ -32,6 +32,9 @@ from ppgpc.infer.spec import ModelSpec
 __all__ = ["FitResult"]
 
 _PREDICT_CHUNK = 512
+MIN_PREDICTIVE_DRAWS = 1000
+"""``predict_proba`` of a point-hyperparameter conjugate fit averages over at least this
+many predictive draws, however few training-latent draws the fit stored."""
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "num_chains", "num_draws"))
@@ -118,12 +121,17 @@ class FitResult:
         }
 
     # ------------------------------------------------------------ predictions
-    def _latent_draws_block(self, key: jax.Array, Xs: jax.Array) -> jax.Array:
-        """(chain, draw, n, L) latent draws at one block of inputs."""
+    def _latent_draws_block(self, key: jax.Array, Xs: jax.Array, num_draws: int | None = None):
+        """(chain, draw, n, L) latent draws at one block of inputs.
+
+        ``num_draws`` only applies to point-hyperparameter conjugate fits, whose predictive
+        is a closed-form Gaussian that can be sampled any number of times; otherwise there
+        is one predictive draw per posterior draw.
+        """
         if self.predictive_kind == "conjugate" and self.point_hypers:
             return _point_conjugate_draws(
                 key, self.spec, self.kernel, self.data, self._hyper_draw(0, 0), Xs,
-                self.num_chains, self.num_draws,
+                self.num_chains, self.num_draws if num_draws is None else num_draws,
             )
         flat_f = self.latent.reshape((-1,) + self.latent.shape[2:])
         draws = _per_draw_predictive(
@@ -157,14 +165,17 @@ class FitResult:
     def predict_proba(self, Xs, key: jax.Array | None = None) -> np.ndarray:
         """(n, C) predictive class probabilities, the average of ``predict_proba_draws``.
 
-        Computed block by block over the inputs so that memory stays at
+        Point-hyperparameter conjugate fits average over at least ``MIN_PREDICTIVE_DRAWS``
+        predictive draws. Computed block by block over the inputs so that memory stays at
         O(chains x draws x block x C).
         """
         Xs = jnp.asarray(Xs, dtype=jnp.float64)
         key = jax.random.PRNGKey(self.seed + 1) if key is None else key
         out = []
+        num_draws = max(self.num_draws, MIN_PREDICTIVE_DRAWS)
         for i, start in enumerate(range(0, Xs.shape[0], _PREDICT_CHUNK)):
-            f = self._latent_draws_block(jax.random.fold_in(key, i), Xs[start:start + _PREDICT_CHUNK])
+            f = self._latent_draws_block(jax.random.fold_in(key, i), Xs[start:start + _PREDICT_CHUNK],
+                                         num_draws)
             probs = jnp.mean(jnp.exp(self.spec.log_link(f)), axis=(0, 1))
             out.append(np.asarray(probs))
         probs = np.concatenate(out, axis=0) if out else np.zeros((0, self.num_classes))
