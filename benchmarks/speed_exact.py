@@ -1,4 +1,4 @@
-"""Cost of exact ILR-GP hyperparameter fitting against N and C.
+"""Cost of exact ILR-GP (and GPD) hyperparameter fitting against N and C.
 
 One optimiser step of type-II ML is one value-and-gradient of the collapsed log marginal
 likelihood (MATH.md section 1). Its cost is O(N^3) for the single Cholesky of K + sigma^2 I
@@ -12,10 +12,13 @@ The script times, after compilation,
   iterations costs,
 
 and prints the Cholesky fraction chol / step. Inputs are a 2-D mixture with classes on a
-circle.
+circle. With ``--models ilr gpd`` it also times GPD (MATH.md section 2), whose noise differs
+per class and so needs C Choleskys per step instead of one, and prints the GPD / ILR ratio
+of seconds per step.
 
     python benchmarks/speed_exact.py
     python benchmarks/speed_exact.py --sizes 500 1000 --classes 3 10 --steps 10
+    python benchmarks/speed_exact.py --models ilr gpd --sizes 500 1000 --classes 10
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import ppgpc  # noqa: F401  (float64, BLAS threads)
 from ppgpc import linalg
 from ppgpc.infer.optimize import _value_and_grad
 from ppgpc.kernels import RBF
-from ppgpc.models import ilr_gp
+from ppgpc.models import dirichlet_gp, ilr_gp
 
 
 def _mixture(n: int, num_classes: int, seed: int = 0):
@@ -53,16 +56,19 @@ def _best_of(fn, *args, repeats: int = 3) -> float:
     return min(times)
 
 
-def measure(n: int, num_classes: int, steps: int) -> dict:
+def measure(n: int, num_classes: int, steps: int, model: str = "ilr") -> dict:
     X, y = _mixture(n, num_classes)
     kernel = RBF(ard=True)
-    data = ilr_gp.prepare(X, y, num_classes, epsilon=0.999)
-    init = ilr_gp.initial_hypers(data, kernel)
-    u = {k: jnp.log(v) for k, v in init.items()}  # both sites are positive
+    module = {"ilr": ilr_gp, "gpd": dirichlet_gp}[model]
+    options = {"epsilon": 0.999} if model == "ilr" else {"alpha_eps": 0.01}
+    data = module.prepare(X, y, num_classes, **options)
+    init = module.initial_hypers(data, kernel)
+    # kernel sites are positive (log scale); the GPD mean is unconstrained
+    u = {k: jnp.log(v) if k.startswith("kernel_") else v for k, v in init.items()}
     args = (data, kernel)
 
     def step(u):
-        return _value_and_grad(u, args, ilr_gp.collapsed_model, False)
+        return _value_and_grad(u, args, module.collapsed_model, False)
 
     A = jnp.asarray(np.cov(np.random.default_rng(1).normal(size=(n, n + 5)))) + jnp.eye(n)
     chol_and_grad = jax.jit(jax.value_and_grad(lambda A: linalg.logdet(linalg.cholesky(A).factor)))
@@ -81,16 +87,24 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000])
     parser.add_argument("--classes", type=int, nargs="+", default=[3, 10])
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--models", nargs="+", default=["ilr"], choices=["ilr", "gpd"])
     args = parser.parse_args(argv)
-    print(f"exact ILR-GP, RBF-ARD, D = 2; {jax.devices()[0].platform}; {args.steps} steps per fit")
-    header = f"{'N':>6s} {'C':>4s} {'s/step':>9s} {'chol s':>9s} {'chol %':>7s} {'fit s':>9s}"
+    print(f"exact {' and '.join(m.upper() for m in args.models)}, RBF-ARD, D = 2; "
+          f"{jax.devices()[0].platform}; {args.steps} steps per fit")
+    header = (f"{'model':>5s} {'N':>6s} {'C':>4s} {'s/step':>9s} {'chol s':>9s} {'chol %':>7s} "
+              f"{'fit s':>9s} {'x ILR':>6s}")
     print(header)
     print("-" * len(header))
     for n in args.sizes:
         for c in args.classes:
-            r = measure(n, c, args.steps)
-            print(f"{n:6d} {c:4d} {r['step']:9.4f} {r['chol']:9.4f} "
-                  f"{100 * min(r['chol'] / r['step'], 1.0):6.0f}% {r['fit']:9.2f}", flush=True)
+            base = None
+            for model in args.models:
+                r = measure(n, c, args.steps, model)
+                base = r["step"] if model == "ilr" else base
+                ratio = f"{r['step'] / base:6.1f}" if base else f"{'':6s}"
+                print(f"{model:>5s} {n:6d} {c:4d} {r['step']:9.4f} {r['chol']:9.4f} "
+                      f"{100 * min(r['chol'] / r['step'], 1.0):6.0f}% {r['fit']:9.2f} {ratio}",
+                      flush=True)
     return 0
 
 

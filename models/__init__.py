@@ -11,6 +11,10 @@ __all__ = ["available", "get_spec"]
 
 _MODULES = {
     "ilr_gp": "ppgpc.models.ilr_gp",
+    "ilr_gp_sparse": "ppgpc.models.ilr_gp:SPARSE_SPEC",
+    "dirichlet_gp": "ppgpc.models.dirichlet_gp",
+    "dirichlet_gp_sparse": "ppgpc.models.dirichlet_gp:SPARSE_SPEC",
+    "logistic_softmax": "ppgpc.models.logistic_softmax",
 }
 
 
@@ -25,4 +29,5 @@ def get_spec(name: str):
         module = _MODULES[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; available models: {list(_MODULES)}") from None
-    return importlib.import_module(module).SPEC
+    module, _, attribute = module.partition(":")  # "module:ATTRIBUTE" for a second spec
+    return getattr(importlib.import_module(module), attribute or "SPEC")

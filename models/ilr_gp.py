@@ -17,6 +17,11 @@ NumPyro sites (stable names, shared with the other classifiers):
 * ``f_white`` (L, N) and the deterministic ``f`` (N, L): the latent form, whitened
   (f_d = chol(K) v_d), which NUTS samples far better than the centred parameterisation.
 
+``SPARSE_SPEC`` is Collapsed-ILR (Titsias's bound, MATH.md section 1; ``ppgpc.sparse``): the
+same sites with the factor ``collapsed_bound`` in place of ``z`` and the inducing inputs as
+the site ``inducing_inputs`` (M, D) with a flat improper prior, fitted with the
+hyperparameters (methods ``exact`` and ``map``; NUTS over inducing inputs is refused).
+
 The ``z`` site is a Gaussian density of transformed targets, not comparable across models:
 model comparison uses the categorical log-likelihood ``log_link(f)[y]`` (``ppgpc.infer``).
 """
@@ -31,7 +36,7 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
-from ppgpc import gp, linalg, simplex
+from ppgpc import gp, linalg, simplex, sparse
 from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import gram, sample_kernel_params
 
@@ -49,6 +54,7 @@ __all__ = [
     "latent_conditional",
     "log_link",
     "SPEC",
+    "SPARSE_SPEC",
 ]
 
 DEFAULT_EPSILON = 0.999
@@ -205,4 +211,63 @@ SPEC = ModelSpec(
     sample_train=sample_train,
     latent_model=latent_model,
     latent_conditional=latent_conditional,
+)
+
+
+# ------------------------------------------------------------- collapsed sparse ILR-GP
+def sparse_prepare(X, y, num_classes: int, *, num_inducing: int = sparse.DEFAULT_NUM_INDUCING,
+                   seed: int = 0, **options) -> sparse.SparseData:
+    """``prepare`` plus k-means++ inducing inputs (``ppgpc.sparse.initial_inducing_inputs``)."""
+    base = prepare(X, y, num_classes, **options)
+    return sparse.SparseData(base, sparse.initial_inducing_inputs(base.X, num_inducing, seed))
+
+
+def sparse_initial_hypers(data: sparse.SparseData, kernel) -> dict:
+    return {**initial_hypers(data.base, kernel), "inducing_inputs": data.inducing_init}
+
+
+def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
+    """Collapsed-ILR: Titsias's bound for all C-1 coordinates with ONE factorisation.
+
+    Sites: ``kernel_*`` (priors), ``inducing_inputs`` (M, D; flat improper prior) and the
+    factor ``collapsed_bound``.
+    """
+    base = data.base
+    params = sample_kernel_params(kernel, base.X.shape[1])
+    Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
+    numpyro.factor("collapsed_bound",
+                   sparse.collapsed_bound(kernel, params, base.X, base.targets, Z, base.noise_var))
+
+
+def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.SparsePosterior:
+    """The optimal q(u) of the collapsed bound (one factorisation for all coordinates)."""
+    base = data.base
+    return sparse.condition(kernel, _kernel_params(hypers), base.X, base.targets,
+                            hypers["inducing_inputs"], base.noise_var)
+
+
+def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
+    """Latent predictive under q(u) at Xs: mean (n, C-1), variance (n, C-1)."""
+    mean, var = sparse.predict(kernel, _kernel_params(hypers), posterior, Xs)
+    return mean, jnp.broadcast_to(var[:, None], mean.shape)
+
+
+def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
+                        num_samples: int):
+    """(S, N, C-1) draws of f at the training inputs under q (``ppgpc.sparse.sample_at``)."""
+    return sparse.sample_at(key, kernel, _kernel_params(hypers), posterior, data.X, num_samples)
+
+
+SPARSE_SPEC = ModelSpec(
+    name="ilr_gp_sparse",
+    description="Collapsed-ILR: Titsias's collapsed sparse bound on ILR targets",
+    prepare=sparse_prepare,
+    num_latent=num_latent,
+    log_link=log_link,
+    initial_hypers=sparse_initial_hypers,
+    collapsed_model=sparse_collapsed_model,
+    condition=sparse_condition,
+    predict=sparse_predict,
+    sample_train=sparse_sample_train,
+    extras={"excluded_methods": ("nuts",)},
 )

@@ -1,6 +1,7 @@
 """The shared inference driver: ``fit`` any model with any method it supports."""
 
 from ppgpc.infer.driver import fit, register_method, supported_methods
+from ppgpc.infer import cavi as _cavi, gibbs as _gibbs  # noqa: F401  (register methods)
 from ppgpc.infer.results import FitResult
 from ppgpc.infer.spec import ModelSpec
 

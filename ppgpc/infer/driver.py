@@ -261,11 +261,14 @@ register_method("nuts", _run_nuts, (_CONJUGATE, _LATENT), _NUTS_OPTIONS)
 
 
 def supported_methods(model) -> tuple[str, ...]:
-    """The methods a model supports: those whose required spec fields it provides."""
+    """The methods a model supports: those whose required spec fields it provides, less any
+    the spec opts out of in ``extras["excluded_methods"]``."""
     spec = _resolve_spec(model)
+    excluded = set(spec.extras.get("excluded_methods", ()))  # e.g. nuts for sparse models
     return tuple(
         name for name, (_, alternatives, _) in _RUNNERS.items()
-        if any(all(spec.provides(f) for f in fields) for fields in alternatives)
+        if name not in excluded
+        and any(all(spec.provides(f) for f in fields) for fields in alternatives)
     )
 
 

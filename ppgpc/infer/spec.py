@@ -52,7 +52,9 @@ class ModelSpec:
 
     Other methods (Gibbs, CAVI, SVI) take what they need from ``extras``, a mapping from a
     name to a function or object; a method registered with ``register_method`` names its
-    requirements as ``"extras.<name>"``.
+    requirements as ``"extras.<name>"``. ``extras["excluded_methods"]`` (a tuple of method
+    names) opts out of methods the filled fields would otherwise allow (the collapsed sparse
+    models provide the conjugate functions but must not run NUTS over inducing inputs).
     """
 
     name: str

@@ -1,0 +1,124 @@
+"""Part (b) of the Gibbs speed benchmark: effective samples per second of the latent f for the
+logistic-softmax blocked Gibbs sampler (MATH.md section 3) against NUTS on the same
+(non-augmented) posterior, with the same fixed kernel hyperparameters.
+
+For each (N, C): Gaussian blobs in 2-D, RBF kernel (variance 4, lengthscale 1). Every sampler
+runs ``chains`` chains after its warm-up; the clock covers the sampling phase only (Gibbs:
+compiled first; NUTS: ``MCMC.run`` after ``MCMC.warmup``, which includes NumPyro's compile
+of the sampling loop). ESS is ArviZ's bulk ESS of every f_ic; the table shows its minimum
+and median per second.
+
+    python benchmarks/speed_gibbs_ess.py                     # N in {200, 1000}, C in {3, 10}
+    python benchmarks/speed_gibbs_ess.py --sizes 100 --classes 3 --samples 300
+
+``speed_gibbs.py`` (part (a), Polya-Gamma draws per second) can call ``ess_table``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import ppgpc  # noqa: F401  (float64, BLAS threads)
+from ppgpc.kernels import RBF
+from ppgpc.models import logistic_softmax as lsm
+
+__all__ = ["ess_table", "blobs"]
+
+HYPERS = {"kernel_variance": 4.0, "kernel_lengthscale": 1.0}
+
+
+def blobs(n: int, num_classes: int, seed: int = 0):
+    """Overlapping Gaussian blobs on a circle: X (n, 2), y (n,)."""
+    gen = np.random.default_rng(seed)
+    y = np.arange(n) % num_classes
+    angles = 2 * np.pi * y / num_classes
+    centres = 2.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    return centres + 0.8 * gen.normal(size=(n, 2)), y
+
+
+def _ess(draws: np.ndarray) -> np.ndarray:
+    """Bulk ESS of every coordinate of (chain, draw, N, C) draws."""
+    return np.asarray(az.ess(az.convert_to_dataset({"f": draws}))["f"]).ravel()
+
+
+def _gibbs(data, hypers, chains, warmup, samples, seed, collapse):
+    init, step = lsm.gibbs_kernel(data, RBF(ard=False), hypers, collapse_lambda=collapse)
+    keys = jax.random.split(jax.random.PRNGKey(seed), chains)
+    state = jax.vmap(init)(keys)
+    sweep = jax.jit(jax.vmap(lambda k, s: step(k, s)[0]))
+    key = jax.random.PRNGKey(seed + 1)
+    for i in range(warmup):  # includes the compile
+        state = sweep(jax.random.split(jax.random.fold_in(key, i), chains), state)
+    jax.block_until_ready(state)
+    start = time.perf_counter()
+    out = []
+    for i in range(samples):
+        state = sweep(jax.random.split(jax.random.fold_in(key, warmup + i), chains), state)
+        out.append(state.f)
+    draws = np.asarray(jnp.stack(out, axis=1))
+    return draws, time.perf_counter() - start
+
+
+def _nuts(data, hypers, chains, warmup, samples, seed):
+    from numpyro.infer import MCMC, NUTS
+
+    model = functools.partial(lsm.latent_model, data, RBF(ard=False), hypers)
+    mcmc = MCMC(NUTS(model), num_warmup=warmup, num_samples=samples, num_chains=chains,
+                chain_method="vectorized", progress_bar=False)
+    mcmc.warmup(jax.random.PRNGKey(seed))
+    start = time.perf_counter()
+    mcmc.run(jax.random.PRNGKey(seed + 1))
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True)["f"])
+    return draws, time.perf_counter() - start
+
+
+def ess_table(sizes=(200, 1000), classes=(3, 10), *, chains=2, warmup=200, samples=500,
+              nuts_warmup=300, seed=0, samplers=("gibbs", "gibbs-collapsed", "nuts"),
+              file=sys.stdout):
+    """Print min and median bulk ESS per second of f for each sampler and (N, C)."""
+    print(f"{'N':>5} {'C':>3} {'sampler':16s} {'seconds':>8} {'minESS':>8} {'medESS':>8} "
+          f"{'minESS/s':>9} {'medESS/s':>9}", file=file, flush=True)
+    rows = []
+    for n in sizes:
+        for c in classes:
+            X, y = blobs(n, c, seed)
+            data = lsm.prepare(X, y, c)
+            hypers = {k: jnp.asarray(v) for k, v in HYPERS.items()}
+            for name in samplers:
+                if name == "nuts":
+                    draws, secs = _nuts(data, hypers, chains, nuts_warmup, samples, seed)
+                else:
+                    draws, secs = _gibbs(data, hypers, chains, warmup, samples, seed,
+                                         collapse=name == "gibbs-collapsed")
+                ess = _ess(draws)
+                row = (n, c, name, secs, ess.min(), np.median(ess))
+                rows.append(row)
+                print(f"{n:5d} {c:3d} {name:16s} {secs:8.1f} {row[4]:8.0f} {row[5]:8.0f} "
+                      f"{row[4] / secs:9.1f} {row[5] / secs:9.1f}", file=file, flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[200, 1000])
+    parser.add_argument("--classes", nargs="+", type=int, default=[3, 10])
+    parser.add_argument("--samples", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--samplers", nargs="+", default=["gibbs", "gibbs-collapsed", "nuts"])
+    args = parser.parse_args(argv)
+    ess_table(args.sizes, args.classes, chains=args.chains, warmup=args.warmup,
+              samples=args.samples, nuts_warmup=max(args.warmup, 300), samplers=args.samplers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""GPD model module (MATH.md section 2) and DirichletGPClassifier."""
+
+import functools
+
+import arviz as az
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer.util import log_density
+from scipy.stats import multivariate_normal
+
+from conftest import SMALL, toy_problem
+from ppgpc import DirichletGPClassifier
+from ppgpc.infer import fit, supported_methods
+from ppgpc.kernels import RBF, gram
+from ppgpc.models import dirichlet_gp
+
+HYPERS = {"kernel_variance": 10.0, "kernel_lengthscale": np.array([1.2, 0.9]),
+          "mean": np.array([-4.0, -3.5, -4.5])}
+
+
+@pytest.mark.parametrize("alpha", [1e-4, 0.01, 0.5, 1.01, 1.1, 30.0])
+def test_lognormal_moment_match_reproduces_gamma_mean_and_variance(alpha):
+    ytilde, s2 = (float(v) for v in dirichlet_gp.lognormal_targets(alpha))
+    # Gamma(alpha, 1) has mean alpha and variance alpha.
+    assert np.exp(ytilde + s2 / 2) == pytest.approx(alpha, rel=1e-12)
+    assert (np.exp(s2) - 1) * np.exp(2 * ytilde + s2) == pytest.approx(alpha, rel=1e-12)
+
+
+def test_prepare_targets_noise_and_class_count_from_argument():
+    X, y = toy_problem(9, 2)  # labels 0 and 1 only
+    data = dirichlet_gp.prepare(X, y, 3, alpha_eps=0.01)  # C = 3 as given, not max(y) + 1
+    assert data.targets.shape == data.noise_var.shape == (9, 3)
+    on, s2_on = dirichlet_gp.lognormal_targets(1.01)
+    off, s2_off = dirichlet_gp.lognormal_targets(0.01)
+    hit = np.eye(3, dtype=bool)[y]
+    np.testing.assert_allclose(data.targets, np.where(hit, on, off))
+    np.testing.assert_allclose(data.noise_var, np.where(hit, s2_on, s2_off))
+    for bad, match in [({"alpha_eps": 0.0}, "alpha_eps"), ({"alpha_eps": "x"}, "alpha_eps"),
+                       ({"predict_from": "both"}, "predict_from")]:
+        with pytest.raises(ValueError, match=match):
+            dirichlet_gp.prepare(X, y, 3, **bad)
+
+
+def test_collapsed_model_density_equals_direct_mvn_per_class():
+    X, y = toy_problem(12, 3)
+    data = dirichlet_gp.prepare(X, y, 3, alpha_eps=0.05)
+    kernel = RBF(ard=True)
+    hypers = {k: jnp.asarray(v) for k, v in HYPERS.items()}
+    _, trace = log_density(functools.partial(dirichlet_gp.collapsed_model, data, kernel), (), {},
+                           hypers)
+    K = np.asarray(gram(kernel, {"variance": 10.0, "lengthscale": jnp.asarray([1.2, 0.9])},
+                        jnp.asarray(X)))
+    expected = sum(
+        multivariate_normal(np.full(12, HYPERS["mean"][c]),
+                            K + np.diag(np.asarray(data.noise_var)[:, c])).logpdf(
+            np.asarray(data.targets)[:, c]) for c in range(3))
+    site = trace["ytilde"]
+    assert float(jnp.sum(site["fn"].log_prob(site["value"]))) == pytest.approx(expected, rel=1e-10)
+
+
+def test_supported_methods_and_sparse_refuses_nuts():
+    assert set(supported_methods("dirichlet_gp")) == {"exact", "map", "nuts"}
+    assert set(supported_methods("dirichlet_gp_sparse")) == {"exact", "map"}
+    assert set(supported_methods("ilr_gp_sparse")) == {"exact", "map"}
+    X, y = toy_problem(10, 2)
+    with pytest.raises(ValueError, match="does not support method 'nuts'"):
+        fit("dirichlet_gp_sparse", X, y, method="nuts")
+
+
+@pytest.fixture(scope="module")
+def exact_fit():
+    X, y = toy_problem(30, 3)
+    return fit("dirichlet_gp", X, y, method="exact", num_draws=300), X, y
+
+
+def test_exact_fit_predicts_and_exports(exact_fit):
+    result, X, y = exact_fit
+    probs = result.predict_proba(X)
+    assert probs.shape == (30, 3)
+    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
+    assert np.mean(probs.argmax(1) == y) > 0.9
+    assert result.info["optimizer_converged"]
+    assert result.hypers["mean"].shape == (1, 1, 3)
+    assert result.latent.shape == (1, 300, 30, 3)
+    idata = result.to_inference_data(X[:4])
+    assert idata.posterior["mean"].dims == ("chain", "draw", "class")
+    assert idata.predictions["p"].shape == (1, 300, 4, 3)
+
+
+def test_noisy_prediction_adds_the_pseudo_observation_noise(exact_fit):
+    result, X, _ = exact_fit
+    hypers = {k: v[0, 0] for k, v in result.hypers.items()}
+    noisy = result.data._replace(options=dirichlet_gp.GPDOptions(True, "noisy"))
+    Xs = jnp.asarray(X[:5])
+    post = dirichlet_gp.condition(result.data, result.kernel, hypers)
+    m0, v0 = dirichlet_gp.predict(result.data, result.kernel, hypers, post, Xs)
+    m1, v1 = dirichlet_gp.predict(noisy, result.kernel, hypers, post, Xs)
+    np.testing.assert_allclose(m0, m1)
+    _, s2_on = dirichlet_gp.lognormal_targets(1.0 + result.data.alpha_eps)
+    _, s2_off = dirichlet_gp.lognormal_targets(result.data.alpha_eps)
+    hit = np.eye(3, dtype=bool)[np.argmax(m0, 1)]
+    np.testing.assert_allclose(v1 - v0, np.where(hit, s2_on, s2_off), rtol=1e-12)
+
+
+def test_per_class_kernels_density_and_prediction():
+    """shared_kernel=False: kernel sites get a class axis and class c uses its own kernel."""
+    X, y = toy_problem(12, 3, seed=2)
+    data = dirichlet_gp.prepare(X, y, 3, alpha_eps=0.05, shared_kernel=False)
+    kernel = RBF(ard=True)
+    init = dirichlet_gp.initial_hypers(data, kernel)
+    assert init["kernel_variance"].shape == (3,) and init["kernel_lengthscale"].shape == (3, 2)
+    variances, scales = np.array([1.0, 4.0, 9.0]), np.array([[0.5, 1.0], [1.0, 2.0], [2.0, 0.7]])
+    hypers = {"kernel_variance": jnp.asarray(variances), "kernel_lengthscale": jnp.asarray(scales),
+              "mean": jnp.asarray(HYPERS["mean"])}
+    _, trace = log_density(functools.partial(dirichlet_gp.collapsed_model, data, kernel), (), {},
+                           hypers)
+    expected = 0.0
+    for c in range(3):
+        K = np.asarray(gram(kernel, {"variance": variances[c], "lengthscale": scales[c]},
+                            jnp.asarray(X)))
+        expected += multivariate_normal(np.full(12, HYPERS["mean"][c]),
+                                        K + np.diag(np.asarray(data.noise_var)[:, c])).logpdf(
+            np.asarray(data.targets)[:, c])
+    site = trace["ytilde"]
+    assert float(jnp.sum(site["fn"].log_prob(site["value"]))) == pytest.approx(expected, rel=1e-10)
+    post = dirichlet_gp.condition(data, kernel, hypers)
+    mean, var = dirichlet_gp.predict(data, kernel, hypers, post, jnp.asarray(X[:4]))
+    assert mean.shape == var.shape == (4, 3)
+    # far from the data each class reverts to its own prior: mean_c and variance s_c^2
+    mean, var = dirichlet_gp.predict(data, kernel, hypers, post, jnp.full((1, 2), 50.0))
+    np.testing.assert_allclose(mean[0], HYPERS["mean"], atol=1e-8)
+    np.testing.assert_allclose(var[0], variances, atol=1e-8)
+
+
+@pytest.mark.slow
+def test_nuts_on_the_latent_form_matches_the_closed_form_posterior():
+    """Exact per-class posterior N(m + K A_c^-1 (ytilde_c - m), K - K A_c^-1 K), A_c = K +
+    diag(s2_:c), against NUTS on the whitened latent form with the same fixed hyperparameters.
+    Tolerances from ArviZ's bulk ESS: sd / sqrt(ESS) for means, sd / sqrt(2 ESS) for SDs."""
+    X, y = toy_problem(12 if SMALL else 20, 3, seed=3)
+    samples = 500 if SMALL else 1200
+    nuts = fit("dirichlet_gp", X, y, method="nuts", form="latent", hyperparameters=HYPERS,
+               model_options={"alpha_eps": 0.05}, num_warmup=250, num_samples=samples,
+               num_chains=2, progress_bar=False, seed=1)
+    data = nuts.data
+    K = np.asarray(gram(nuts.kernel, {"variance": 10.0, "lengthscale": jnp.asarray([1.2, 0.9])},
+                        data.X))
+    N = K.shape[0]
+    mean, sd = np.zeros((N, 3)), np.zeros((N, 3))
+    for c in range(3):
+        A = K + np.diag(np.asarray(data.noise_var)[:, c])
+        mean[:, c] = HYPERS["mean"][c] + K @ np.linalg.solve(
+            A, np.asarray(data.targets)[:, c] - HYPERS["mean"][c])
+        sd[:, c] = np.sqrt(np.diag(K - K @ np.linalg.solve(A, K)))
+    summary = az.summary(nuts.to_inference_data(), var_names=["f"], round_to="none")
+    m = summary["mean"].values.reshape(N, 3)
+    s = summary["sd"].values.reshape(N, 3)
+    ess = summary["ess_bulk"].values.reshape(N, 3)
+    assert ess.min() > 100
+    z_mean = (m - mean) / (sd / np.sqrt(ess))
+    z_sd = (s - sd) / (sd / np.sqrt(2 * ess))
+    assert np.max(np.abs(z_mean)) < 4.5, np.max(np.abs(z_mean))
+    assert np.max(np.abs(z_sd)) < 4.5, np.max(np.abs(z_sd))
+    assert nuts.info["divergences"] == 0
+
+
+# ------------------------------------------------------------------ estimator
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = toy_problem(30, 3, seed=11)
+    labels = np.array(["a", "b", "c"])[y]
+    # alpha_eps by training NLL (Milios): the search fits have the final fit's shapes
+    clf = DirichletGPClassifier(alpha_eps="train", alpha_eps_grid=(0.01, 0.1), seed=3)
+    return clf.fit(X, labels), X, labels
+
+
+def test_estimator_conventions(fitted):
+    clf, X, labels = fitted
+    assert clf.classes_.tolist() == ["a", "b", "c"]
+    probs = clf.predict_proba(X)
+    assert isinstance(probs, np.ndarray) and probs.shape == (30, 3)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
+    assert set(clf.predict(X)) <= set(clf.classes_)
+    assert clf.score(X, labels) > 0.9
+    assert clf.alpha_eps_ in (0.01, 0.1) and set(clf.alpha_eps_scores_) == {0.01, 0.1}
+    np.testing.assert_array_equal(clf.predict_proba(X[:4]), clf.predict_proba(X[:4]))
+    assert clf.alpha_eps_scores_[clf.alpha_eps_] == min(clf.alpha_eps_scores_.values())
+    idata = clf.to_inference_data(X[:3])
+    assert list(idata.predictions["p"].coords["class"].values) == ["a", "b", "c"]
+
+
+def test_estimator_collapsed_inference_and_bad_input(fitted):
+    clf, X, labels = fitted
+    sparse_clf = DirichletGPClassifier(alpha_eps=0.05, inference="collapsed", num_inducing=8,
+                                       max_exact_points=10).fit(X, labels)  # no size limit
+    assert sparse_clf.result_.hypers["inducing_inputs"].shape == (1, 1, 8, 2)
+    assert sparse_clf.score(X, labels) > 0.9
+    with pytest.raises(ValueError, match="3 features but the model was fitted with 2"):
+        clf.predict_proba(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="not seen during fit"):
+        clf.score(X[:2], ["a", "z"])
+    with pytest.raises(ValueError, match="NaN"):
+        DirichletGPClassifier(alpha_eps=0.01).fit(np.array([[0.0, np.nan], [1.0, 2.0]]), [0, 1])
+    with pytest.raises(ValueError, match="single class"):
+        DirichletGPClassifier(alpha_eps=0.01).fit(X, ["a"] * len(X))
+    with pytest.raises(ValueError, match="alpha_eps"):
+        DirichletGPClassifier(alpha_eps=-1.0).fit(X, labels)
+    with pytest.raises(ValueError, match="inference='gibbs'"):
+        DirichletGPClassifier(inference="gibbs").fit(X, labels)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        DirichletGPClassifier().predict(X)

@@ -1,0 +1,98 @@
+"""Collapsed sparse GP (Titsias bound, optimal q(u)), k-means++ and the sparse model specs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import toy_problem
+from ppgpc import gp, sparse
+from ppgpc.infer import fit
+from ppgpc.kernels import RBF, gram
+from ppgpc.kmeans import kmeans, kmeans_plus_plus_indices
+
+KERNEL = RBF(ard=True)
+PARAMS = {"variance": jnp.asarray(2.0), "lengthscale": jnp.asarray([0.8, 1.3])}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    gen = np.random.default_rng(5)
+    X = jnp.asarray(gen.uniform(-2, 2, size=(40, 2)))
+    Y = jnp.asarray(np.stack([np.sin(2 * X[:, 0]), np.cos(X[:, 1]) * X[:, 0]], 1)
+                    + 0.2 * gen.normal(size=(40, 2)))
+    hetero = jnp.asarray(gen.uniform(0.02, 0.5, size=40))
+    return X, Y, hetero
+
+
+@pytest.mark.parametrize("noise", ["homoscedastic", "heteroscedastic"])
+def test_bound_is_below_the_exact_evidence_and_tight_at_the_training_inputs(problem, noise):
+    X, Y, hetero = problem
+    noise_var = 0.05 if noise == "homoscedastic" else hetero
+    exact = float(gp.log_marginal_likelihood(gram(KERNEL, PARAMS, X), Y, noise_var))
+    for M in (5, 20):
+        bound = float(sparse.collapsed_bound(KERNEL, PARAMS, X, Y, X[:M], noise_var))
+        assert bound < exact
+    at_X = float(sparse.collapsed_bound(KERNEL, PARAMS, X, Y, X, noise_var, kmm_jitter=0.0))
+    assert at_X == pytest.approx(exact, rel=1e-8)
+
+
+def test_sparse_predictive_converges_to_the_exact_one(problem):
+    X, Y, hetero = problem
+    Xs = jnp.asarray(np.random.default_rng(1).uniform(-2, 2, size=(25, 2)))
+    post = gp.condition(KERNEL, PARAMS, X, Y, hetero)
+    mean, var = gp.predict(KERNEL, PARAMS, post, Xs)
+    errors = []
+    for M in (3, 10, 40):  # nested subsets of the training inputs, the last all of them
+        Z = X[:M]
+        q = sparse.condition(KERNEL, PARAMS, X, Y, Z, hetero, kmm_jitter=0.0)
+        m, v = sparse.predict(KERNEL, PARAMS, q, Xs)
+        errors.append(float(jnp.max(jnp.abs(m - mean)) + jnp.max(jnp.abs(v - var))))
+    assert errors[0] > 0.1
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert errors[-1] < 1e-6
+
+
+def test_draws_under_q_have_the_predictive_marginals(problem):
+    X, Y, _ = problem
+    q = sparse.condition(KERNEL, PARAMS, X, Y, X[:10], 0.05)
+    mean, var = sparse.predict(KERNEL, PARAMS, q, X[:6])
+    S = 20_000
+    draws = np.asarray(sparse.sample_at(jax.random.PRNGKey(3), KERNEL, PARAMS, q, X[:6], S))
+    assert draws.shape == (S, 6, 2)
+    sd = np.sqrt(np.asarray(var))[:, None]
+    assert np.all(np.abs(draws.mean(0) - mean) < 5 * sd / np.sqrt(S))
+    assert np.all(np.abs(draws.std(0) - sd) < 5 * sd / np.sqrt(2 * S))
+
+
+def test_kmeans_plus_plus_is_deterministic_per_key_and_picks_distinct_points():
+    X = jnp.asarray(np.random.default_rng(0).normal(size=(60, 3)))
+    a = np.asarray(kmeans_plus_plus_indices(jax.random.PRNGKey(7), X, 20))
+    b = np.asarray(kmeans_plus_plus_indices(jax.random.PRNGKey(7), X, 20))
+    c = np.asarray(kmeans_plus_plus_indices(jax.random.PRNGKey(8), X, 20))
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert len(set(a.tolist())) == 20
+    # duplicated rows: 5 distinct points repeated; 5 centres must be the 5 distinct points
+    Xd = jnp.repeat(X[:5], 4, axis=0)
+    idx = np.asarray(kmeans_plus_plus_indices(jax.random.PRNGKey(1), Xd, 5))
+    assert len({tuple(np.asarray(Xd[i]).round(12)) for i in idx}) == 5
+    with pytest.raises(ValueError, match="num_centers"):
+        kmeans_plus_plus_indices(jax.random.PRNGKey(0), X, 61)
+    # Lloyd refinement from the seeds does not increase the within-cluster sum of squares
+    def sse(C):
+        return float(jnp.sum(jnp.min(jnp.sum((X[:, None] - C[None]) ** 2, -1), 1)))
+    assert sse(kmeans(jax.random.PRNGKey(7), X, 20, num_iters=5)) <= sse(X[a]) + 1e-12
+
+
+def test_collapsed_ilr_learns_inducing_inputs_and_predicts():
+    X, y = toy_problem(40, 3, seed=6)
+    result = fit("ilr_gp_sparse", X, y, method="exact", num_draws=50,
+                 model_options={"epsilon": 0.99, "num_inducing": 6, "seed": 2})
+    Z = np.asarray(result.hypers["inducing_inputs"][0, 0])
+    assert Z.shape == (6, 2)
+    assert not np.allclose(Z, np.asarray(result.data.inducing_init))  # optimised
+    assert result.latent.shape == (1, 50, 40, 2)
+    probs = result.predict_proba(X)
+    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
+    assert np.mean(probs.argmax(1) == y) > 0.9
