@@ -296,15 +296,8 @@ SPEC = ModelSpec(
 
 
 # ------------------------------------------------------------- collapsed sparse GPD
-def sparse_prepare(X, y, num_classes: int, *, num_inducing: int = sparse.DEFAULT_NUM_INDUCING,
-                   seed: int = 0, **options) -> sparse.SparseData:
-    """``prepare`` plus k-means++ inducing inputs (``ppgpc.sparse.initial_inducing_inputs``)."""
-    base = prepare(X, y, num_classes, **options)
-    return sparse.SparseData(base, sparse.initial_inducing_inputs(base.X, num_inducing, seed))
-
-
-def sparse_initial_hypers(data: sparse.SparseData, kernel) -> dict:
-    return {**initial_hypers(data.base, kernel), "inducing_inputs": data.inducing_init}
+sparse_prepare = sparse.make_prepare(prepare)
+sparse_initial_hypers = sparse.make_initial_hypers(initial_hypers)
 
 
 def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:

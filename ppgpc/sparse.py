@@ -42,6 +42,8 @@ __all__ = [
     "SparsePosterior",
     "InducingPrior",
     "initial_inducing_inputs",
+    "make_prepare",
+    "make_initial_hypers",
     "collapsed_bound",
     "condition",
     "predict",
@@ -116,6 +118,27 @@ def initial_inducing_inputs(X, num_inducing: int, seed: int = 0, num_iters: int 
     M = min(int(num_inducing), X.shape[0])
     return kmeans(jax.random.PRNGKey(seed), X, M, num_iters)
 
+
+
+def make_prepare(dense_prepare):
+    """``prepare`` of a sparse spec: the dense model's ``prepare`` plus k-means++ inducing
+    inputs (``initial_inducing_inputs``), returned as ``SparseData``."""
+
+    def sparse_prepare(X, y, num_classes: int, *, num_inducing: int = DEFAULT_NUM_INDUCING,
+                       seed: int = 0, **options) -> SparseData:
+        base = dense_prepare(X, y, num_classes, **options)
+        return SparseData(base, initial_inducing_inputs(base.X, num_inducing, seed))
+
+    return sparse_prepare
+
+
+def make_initial_hypers(dense_initial_hypers):
+    """``initial_hypers`` of a sparse spec: the dense model's plus the inducing inputs."""
+
+    def sparse_initial_hypers(data: SparseData, kernel) -> dict:
+        return {**dense_initial_hypers(data.base, kernel), "inducing_inputs": data.inducing_init}
+
+    return sparse_initial_hypers
 
 def _noise_vector(noise_var, N: int) -> jax.Array:
     return jnp.broadcast_to(jnp.asarray(noise_var, dtype=jnp.float64), (N,))
