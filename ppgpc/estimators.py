@@ -93,6 +93,41 @@ class GPClassifierBase:
         X = check_features(X, num_features=self.n_features_in_)
         return self.standardizer_.transform(X) if self.standardizer_ is not None else X
 
+    def _validation_splits(self, y):
+        """(train, validation) index pairs for choosing a smoothing parameter.
+
+        Uses the subclass's ``validation`` ("cv" or "holdout"), ``cv_folds`` and
+        ``validation_fraction`` settings.
+        """
+        if self.validation == "cv":
+            return stratified_folds(y, num_folds=self.cv_folds, seed=self.seed)
+        if self.validation == "holdout":
+            n = len(y)
+            split = train_validation_split(np.arange(n)[:, None], y, seed=self.seed,
+                                           val_fraction=self.validation_fraction)
+            return [(split.X_train[:, 0].astype(int), split.X_val[:, 0].astype(int))]
+        raise ValueError(f"validation must be 'cv' or 'holdout', got {self.validation!r}")
+
+    def _held_out_nll(self, X, y, num_classes, grid, splits) -> dict:
+        """Pooled held-out NLL of an exact fit for each value of a smoothing grid.
+
+        Args:
+            grid: the values; ``self._options_for(value)`` gives the model options.
+            splits: (train, validation) index pairs.
+
+        Returns:
+            {value: sum of validation NLLs / number of validation points}.
+        """
+        scores = {}
+        for value in grid:
+            losses = []
+            for train, val in splits:
+                result = self._fit_driver(X[train], y[train], num_classes,
+                                          self._options_for(value), method="exact", num_draws=1)
+                losses.append(metrics.nll(result.predict_proba(X[val]), y[val]) * len(val))
+            scores[float(value)] = float(np.sum(losses) / sum(len(v) for _, v in splits))
+        return scores
+
     # ------------------------------------------------------------ public API
     def fit(self, X, y):
         """Fit the classifier.
@@ -222,17 +257,6 @@ class ILRGPClassifier(GPClassifierBase):
             options["noise_std"] = float(self.noise_std)
         return options
 
-    def _validation_splits(self, y):
-        """(train, validation) index pairs for choosing epsilon."""
-        if self.validation == "cv":
-            return stratified_folds(y, num_folds=self.cv_folds, seed=self.seed)
-        if self.validation == "holdout":
-            n = len(y)
-            split = train_validation_split(np.arange(n)[:, None], y, seed=self.seed,
-                                           val_fraction=self.validation_fraction)
-            return [(split.X_train[:, 0].astype(int), split.X_val[:, 0].astype(int))]
-        raise ValueError(f"validation must be 'cv' or 'holdout', got {self.validation!r}")
-
     def _select_model_options(self, X, y, num_classes) -> dict:
         from ppgpc.models.ilr_gp import EPSILON_GRID, prepare
 
@@ -243,16 +267,7 @@ class ILRGPClassifier(GPClassifierBase):
             grid = tuple(EPSILON_GRID if self.epsilon_grid is None else self.epsilon_grid)
             if not grid:
                 raise ValueError("epsilon_grid is empty")
-            scores = {}
-            for eps in grid:
-                losses = []
-                for train, val in self._validation_splits(y):
-                    result = self._fit_driver(X[train], y[train], num_classes,
-                                              self._options_for(eps), method="exact",
-                                              num_draws=1)
-                    probs = result.predict_proba(X[val])
-                    losses.append(metrics.nll(probs, y[val]) * len(val))
-                scores[float(eps)] = float(np.sum(losses) / len(y))  # pooled held-out NLL
+            scores = self._held_out_nll(X, y, num_classes, grid, self._validation_splits(y))
             self.epsilon_scores_ = scores
             self.epsilon_ = min(scores, key=scores.get)
         options = self._options_for(self.epsilon_)
@@ -316,7 +331,6 @@ class DirichletGPClassifier(GPClassifierBase):
         self.validation_fraction = validation_fraction
         self.num_inducing = num_inducing
 
-    _validation_splits = ILRGPClassifier._validation_splits  # same protocol, same options
 
     def _options_for(self, alpha_eps: float) -> dict:
         return {"alpha_eps": float(alpha_eps), "shared_kernel": bool(self.shared_kernel),
@@ -334,15 +348,7 @@ class DirichletGPClassifier(GPClassifierBase):
             raise ValueError("alpha_eps_grid is empty")
         splits = ([(np.arange(len(y)), np.arange(len(y)))] if self.alpha_eps == "train"
                   else self._validation_splits(y))
-        scores = {}
-        for alpha in grid:
-            losses = []
-            for train, val in splits:
-                result = self._fit_driver(X[train], y[train], num_classes,
-                                          self._options_for(alpha), method="exact",
-                                          num_draws=100)  # predictive draws behind the NLL
-                losses.append(metrics.nll(result.predict_proba(X[val]), y[val]) * len(val))
-            scores[float(alpha)] = float(np.sum(losses) / sum(len(v) for _, v in splits))
+        scores = self._held_out_nll(X, y, num_classes, grid, splits)
         self.alpha_eps_scores_ = scores
         self.alpha_eps_ = min(scores, key=scores.get)
         return self._options_for(self.alpha_eps_)
