@@ -1,40 +1,132 @@
-"""Export a ``FitResult`` to ArviZ ``InferenceData``.
+"""Export a ``FitResult`` to ArviZ ``InferenceData``, the same way for every model and method.
 
-Groups (dims in brackets):
+Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
 
-* ``posterior``: ``f`` [chain, draw, obs, latent] (latent at the training inputs) and the
-  hyperparameter sites (``kernel_lengthscale`` over [feature] for ARD kernels). Point
-  estimates are repeated over the draws of ``f`` so every variable has the same draws.
-* ``log_likelihood``: ``y`` [chain, draw, obs], the categorical log p(y_i | f_i), so that
-  ``az.loo``/``az.waic``/``az.compare`` compare models on the same footing.
-* ``posterior_predictive``: ``y`` [chain, draw, obs], labels sampled from p(y | f_i).
+* ``posterior``: ``f`` [obs, latent], the latent at the training inputs; the hyperparameter
+  sites (``kernel_variance``, ``kernel_lengthscale`` [feature] for ARD kernels or [latent]
+  for per-latent kernels, ``mean`` [latent], ``inducing_inputs`` [inducing, feature]); and,
+  when the fit has inducing inputs, ``u`` [inducing, latent], the latent at them. Point
+  estimates (type-II ML, MAP, CAVI) are repeated over the draws, so every variable has the
+  same (chain, draw) shape and ``az.summary``/``az.plot_posterior`` treat conjugate,
+  variational and MCMC posteriors alike (their R-hat is NaN: a constant has no variance).
+* ``log_likelihood``: ``y`` [obs], the categorical log p(y_i | f_i) of the observed labels
+  (MATH.md: the Gaussian target sites of ILR-GP and GPD are not comparable across models),
+  so that ``az.loo``/``az.waic``/``az.compare`` compare models on the same footing.
+* ``posterior_predictive``: ``y`` [obs], labels sampled from p(y | f_i), one per draw
+  (ArviZ's reliability plots estimate probabilities from sampled labels).
 * ``observed_data``: ``y`` [obs]; ``constant_data``: ``X`` [obs, feature].
-* ``predictions`` (when ``X_pred`` is given): ``p`` [chain, draw, pred, class] and sampled
-  labels ``y`` [chain, draw, pred]; ``predictions_constant_data``: ``X``.
-* ``sample_stats``: what the method recorded (NUTS: diverging, tree_depth, ...).
+* ``predictions`` (when ``X_pred`` is given): ``f`` [pred, latent], ``p`` [pred, class]
+  (p(y* = c | f*_s) per draw) and sampled labels ``y`` [pred]; ``predictions_constant_data``:
+  ``X`` [pred, feature] and, when the true labels are given, ``y`` [pred].
+* ``sample_stats``: per-draw statistics the method recorded (NUTS: ``diverging``,
+  ``tree_depth``, ``n_steps``, ``acceptance_rate``, ``energy``, ``lp``, ``step_size``; Gibbs:
+  its sweep info) and optimisation traces (``TRACE_STATS``: the ``elbo`` of CAVI/SVI) over
+  [chain, iteration].
 
-``attrs`` name the model, method and settings (JSON text, because netCDF attributes must be
-strings or numbers).
+Labels are class indices 0..C-1; the ``class`` coordinate holds the class names. ``attrs``
+of every group name the model, method, predictive kind and settings (JSON text, because
+netCDF attributes must be strings or numbers).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 
 import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
+import xarray as xr
 
-__all__ = ["to_inference_data"]
+__all__ = ["to_inference_data", "TRACE_STATS", "hyperparameter_dims"]
+
+TRACE_STATS = ("elbo", "loss")
+"""Sample statistics that are optimisation traces, shaped (chain, iteration), not per draw."""
 
 
-def _sample_labels(key, log_probs):
-    return np.asarray(jax.random.categorical(key, log_probs, axis=-1))
+@functools.partial(jax.jit, static_argnames=("log_link",))
+def _categorical_parts(key, log_link, latent, y):
+    """log p(y_i | f_i) (chain, draw, N) and labels drawn from p(y | f_i) (chain, draw, N)."""
+    logp = log_link(latent)
+    loglik = jnp.take_along_axis(logp, y[None, None, :, None], axis=-1)[..., 0]
+    return loglik, jax.random.categorical(key, logp, axis=-1)
 
 
-def to_inference_data(result, X_pred=None, *, key=None, class_names=None, feature_names=None):
-    """Build an ``az.InferenceData`` from a fitted result.
+@functools.partial(jax.jit, static_argnames=("log_link",))
+def _predictive_parts(key, log_link, f_pred):
+    """p(y* = c | f*_s) (chain, draw, n, C) and labels drawn from it (chain, draw, n)."""
+    logp = log_link(f_pred)
+    return jnp.exp(logp), jax.random.categorical(key, logp, axis=-1)
+
+
+def hyperparameter_dims(name: str, shape: tuple, *, num_features: int, num_latent: int,
+                        ard: bool) -> list | None:
+    """Dims of a hyperparameter site's per-draw value (shape without chain and draw).
+
+    ``kernel_lengthscale`` is [feature] for an ARD kernel, [latent] for one lengthscale per
+    latent GP, [latent, feature] for both; ``kernel_variance`` and ``mean`` with an axis are
+    per latent GP; ``inducing_inputs`` is [inducing, feature]. Anything else gets ArviZ's
+    default dim names (``None``).
+    """
+    ndim = len(shape)
+    if ndim == 0:
+        return []
+    if name == "inducing_inputs" and ndim == 2:
+        return ["inducing", "feature"]
+    if name == "kernel_lengthscale":
+        if ndim == 2:
+            return ["latent", "feature"]
+        return ["feature"] if ard and shape[0] == num_features else ["latent"]
+    if name in ("kernel_variance", "mean") and ndim == 1 and shape[0] == num_latent:
+        return ["latent"]
+    return None
+
+
+def _posterior_group(result, chains: int, draws: int, key):
+    """Posterior variables and their dims; ``u`` at the inducing inputs when there are some."""
+    data = result.data
+    D = data.X.shape[1]
+    L = result.spec.num_latent(result.num_classes)
+    ard = bool(getattr(result.kernel, "ard", False))
+    posterior = {"f": np.asarray(result.latent)}
+    dims = {"f": ["obs", "latent"]}
+    for name, value in result.hypers.items():
+        value = np.asarray(value)
+        value = np.broadcast_to(value, (chains, draws) + value.shape[2:])
+        posterior[name] = value
+        var_dims = hyperparameter_dims(name, value.shape[2:], num_features=D, num_latent=L,
+                                       ard=ard)
+        if var_dims is not None:
+            dims[name] = var_dims
+    Z = result.hypers.get("inducing_inputs")
+    if Z is not None and result.point_hypers and "u" not in posterior:
+        # draws of the latent at the inducing inputs: joint for per-draw predictives, marginal
+        # (each element exact, correlations between inducing points not kept) for point
+        # conjugate fits, whose predictive is sampled pointwise.
+        posterior["u"] = np.asarray(result.predict_latent(np.asarray(Z)[0, 0], key))
+        dims["u"] = ["inducing", "latent"]
+    return posterior, dims
+
+
+def _sample_stats_group(result, chains: int, draws: int):
+    """(per-draw dict, trace Dataset or None)."""
+    per_draw, traces = {}, {}
+    for name, value in result.sample_stats.items():
+        value = np.asarray(value)
+        if name in TRACE_STATS or value.shape[:2] != (chains, draws):
+            value = value.reshape((value.shape[0], -1)) if value.ndim >= 2 else value[None]
+            traces[name] = xr.DataArray(value, dims=["chain", "iteration"],
+                                        coords={"chain": np.arange(value.shape[0]),
+                                                "iteration": np.arange(value.shape[1])})
+        else:
+            per_draw[name] = value
+    return per_draw, (xr.Dataset(traces) if traces else None)
+
+
+def to_inference_data(result, X_pred=None, *, key=None, class_names=None, feature_names=None,
+                      y_pred=None):
+    """Build an ``az.InferenceData`` from a fitted result (groups in the module docstring).
 
     Args:
         result: a ``FitResult``.
@@ -43,61 +135,87 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         key: PRNG key for sampled labels and predictive draws (default from the result's seed).
         class_names: labels for the ``class`` coordinate (default 0..C-1).
         feature_names: labels for the ``feature`` coordinate.
+        y_pred: optional (n,) true labels (indices 0..C-1) at ``X_pred``, stored in
+            ``predictions_constant_data`` so that ``ppgpc.diagnostics`` can score the
+            predictions without being given them again.
+
+    Returns:
+        ``az.InferenceData``.
+
+    Example:
+        >>> import numpy as np
+        >>> from ppgpc.infer import fit
+        >>> X = np.random.default_rng(0).normal(size=(30, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> idata = fit("ilr_gp", X, y, num_draws=100).to_inference_data(X[:4])
+        >>> idata.predictions["p"].shape
+        (1, 100, 4, 2)
     """
     key = jax.random.PRNGKey(result.seed + 2) if key is None else key
-    k_pp, k_pred, k_pred_y = jax.random.split(key, 3)
+    k_pp, k_pred, k_pred_y, k_u = jax.random.split(key, 4)
     data = result.data
     chains, draws = result.num_chains, result.num_draws
     N, D = data.X.shape
     C = result.num_classes
+    L = result.spec.num_latent(C)
     classes = list(range(C)) if class_names is None else [str(c) for c in class_names]
     features = list(range(D)) if feature_names is None else [str(f) for f in feature_names]
+    if len(classes) != C or len(features) != D:
+        raise ValueError(f"class_names must have {C} entries and feature_names {D}; got "
+                         f"{len(classes)} and {len(features)}")
 
-    posterior = {"f": np.asarray(result.latent)}
-    dims = {"f": ["obs", "latent"], "y": ["obs"], "X": ["obs", "feature"]}
-    for name, value in result.hypers.items():
-        value = np.broadcast_to(np.asarray(value), (chains, draws) + value.shape[2:])
-        posterior[name] = value
-        if value.ndim == 3 and value.shape[2] == D:
-            dims[name] = ["feature"]
-        elif value.ndim == 3 and value.shape[2] == C:
-            dims[name] = ["class"]
-
-    log_probs = result.spec.log_link(result.latent)
-    log_lik = np.asarray(result.log_likelihood())
-    pp_labels = _sample_labels(k_pp, log_probs)
-
+    posterior, dims = _posterior_group(result, chains, draws, k_u)
+    dims.update({"y": ["obs"], "X": ["obs", "feature"]})
+    log_lik, pp_labels = _categorical_parts(k_pp, result.spec.log_link,
+                                            jnp.asarray(result.latent), jnp.asarray(data.y))
+    per_draw_stats, traces = _sample_stats_group(result, chains, draws)
     groups = dict(
         posterior=posterior,
-        log_likelihood={"y": log_lik},
-        posterior_predictive={"y": pp_labels},
+        log_likelihood={"y": np.asarray(log_lik)},
+        posterior_predictive={"y": np.asarray(pp_labels)},
         observed_data={"y": np.asarray(data.y)},
         constant_data={"X": np.asarray(data.X)},
     )
-    if result.sample_stats:
-        groups["sample_stats"] = {k: np.asarray(v) for k, v in result.sample_stats.items()}
-    coords = {
-        "obs": np.arange(N),
-        "latent": np.arange(result.spec.num_latent(C)),
-        "class": classes,
-        "feature": features,
-    }
+    if per_draw_stats:
+        groups["sample_stats"] = per_draw_stats
+    coords = {"obs": np.arange(N), "latent": np.arange(L), "class": classes,
+              "feature": features}
+    if "inducing_inputs" in posterior:
+        coords["inducing"] = np.arange(posterior["inducing_inputs"].shape[2])
     idata = az.from_dict(**groups, coords=coords, dims=dims)
+    if traces is not None:
+        if "sample_stats" in idata.groups():
+            idata.sample_stats = xr.merge([idata.sample_stats, traces],
+                                          combine_attrs="override")
+        else:
+            idata.add_groups(sample_stats=traces)
+
     if X_pred is not None:
         X_pred = jnp.asarray(X_pred, dtype=jnp.float64)
+        if X_pred.ndim != 2 or X_pred.shape[1] != D:
+            raise ValueError(f"X_pred must have shape (n, {D}); got {X_pred.shape}")
         f_pred = result.predict_latent(X_pred, k_pred)
-        logp_pred = result.spec.log_link(f_pred)
-        pred_dims = {"p": ["pred", "class"], "y": ["pred"], "X": ["pred", "feature"]}
+        probs, labels = _predictive_parts(k_pred_y, result.spec.log_link, f_pred)
+        constant = {"X": np.asarray(X_pred)}
+        pred_dims = {"f": ["pred", "latent"], "p": ["pred", "class"], "y": ["pred"],
+                     "X": ["pred", "feature"]}
+        if y_pred is not None:
+            y_pred = np.asarray(y_pred)
+            if y_pred.shape != (X_pred.shape[0],) or not np.all((y_pred >= 0) & (y_pred < C)):
+                raise ValueError(f"y_pred must be ({X_pred.shape[0]},) class indices in "
+                                 f"0..{C - 1}; got shape {y_pred.shape}")
+            constant["y"] = y_pred.astype(np.int64)
         idata.extend(az.from_dict(
-            predictions={"p": np.asarray(jnp.exp(logp_pred)),
-                         "y": _sample_labels(k_pred_y, logp_pred)},
-            predictions_constant_data={"X": np.asarray(X_pred)},
+            predictions={"f": np.asarray(f_pred), "p": np.asarray(probs),
+                         "y": np.asarray(labels)},
+            predictions_constant_data=constant,
             coords={**coords, "pred": np.arange(X_pred.shape[0])},
             dims=pred_dims, pred_dims=pred_dims,
         ))
     attrs = {
         "ppgpc_model": result.spec.name,
         "ppgpc_method": result.method,
+        "ppgpc_predictive_kind": result.predictive_kind,
+        "ppgpc_point_hypers": int(bool(result.point_hypers)),
         "ppgpc_settings": json.dumps(result.settings, sort_keys=True, default=str),
         "ppgpc_info": json.dumps(result.info, sort_keys=True, default=str),
         "ppgpc_seed": int(result.seed),
