@@ -8,6 +8,9 @@ Public API:
     LogisticSoftmaxGPClassifier: the logistic-softmax GP (Polya-Gamma Gibbs / CAVI / NUTS).
     DirichletGPClassifier: the Dirichlet-based GP (GPD), exact or collapsed sparse.
     fit: the inference driver (``ppgpc.infer.fit``) for any model and method.
+    load: load a saved estimator or ``FitResult`` (``est.save(path)``; no pickle).
+    compare_posteriors: two posteriors compared variable by variable (``ppgpc.compare``).
+    diagnostics: accuracy, NLL, Brier, ECE, reliability diagrams and RGB probability maps.
     datasets, metrics, plotting, kernels, simplex, gp, linalg: the building blocks.
 """
 
@@ -16,6 +19,9 @@ from ppgpc import datasets, gp, kernels, linalg, metrics, plotting, simplex  # n
 from ppgpc import kmeans, sparse  # noqa: F401
 from ppgpc.estimators import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.infer import FitResult, fit, supported_methods
+from ppgpc.persistence import load
+from ppgpc import compare, diagnostics  # noqa: F401
+from ppgpc.compare import compare_posteriors
 
 __version__ = "0.1.0"
 
@@ -26,6 +32,9 @@ __all__ = [
     "FitResult",
     "fit",
     "supported_methods",
+    "load",
+    "compare_posteriors",
+    "diagnostics",
     "datasets",
     "gp",
     "kernels",

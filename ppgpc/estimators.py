@@ -184,11 +184,32 @@ class GPClassifierBase:
         codes = self._encode_known(y, np.asarray(X).shape[0])
         return metrics.evaluate(self.predict_proba(X), codes, n_bins=n_bins)
 
-    def to_inference_data(self, X=None):
-        """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given."""
+    def to_inference_data(self, X=None, y=None):
+        """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given
+        (and the true labels y there, for ``ppgpc.diagnostics``)."""
         self._check_fitted()
         X_pred = None if X is None else self._transform(X)
-        return self.result_.to_inference_data(X_pred, class_names=self.classes_)
+        codes = None if y is None else self._encode_known(y, X_pred.shape[0])
+        return self.result_.to_inference_data(X_pred, class_names=self.classes_, y_pred=codes)
+
+    def save(self, path):
+        """Save the fitted estimator to the folder ``path`` without pickle: netCDF arrays and
+        JSON settings (``ppgpc.persistence``). Load it with ``ppgpc.load(path)`` or
+        ``<Class>.load(path)``; the loaded estimator predicts bit for bit the same.
+
+        Returns:
+            The folder written.
+        """
+        from ppgpc.persistence import save_estimator
+
+        return save_estimator(self, path)
+
+    @classmethod
+    def load(cls, path):
+        """Load an estimator saved by ``save`` (a TypeError if it is not a ``cls``)."""
+        from ppgpc.persistence import load_estimator
+
+        return load_estimator(path, expected=cls)
 
 
 class ILRGPClassifier(GPClassifierBase):

@@ -23,13 +23,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ppgpc.metrics import ece, reliability_table
+from ppgpc.metrics import _table_ece, ece, reliability_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["reliability_diagram", "reliability_grid", "save_figure"]
+__all__ = ["reliability_diagram", "reliability_grid", "classwise_reliability_grid",
+           "probability_map", "probability_map_grid", "marginal_overlay", "CLASS_PALETTE",
+           "save_figure"]
+
+CLASS_PALETTE = (
+    (0.85, 0.10, 0.10), (0.10, 0.65, 0.15), (0.12, 0.30, 0.90), (0.95, 0.60, 0.05),
+    (0.60, 0.20, 0.75), (0.05, 0.70, 0.75), (0.85, 0.30, 0.65), (0.55, 0.40, 0.20),
+    (0.50, 0.50, 0.50), (0.70, 0.75, 0.10),
+)
+"""Colours of classes 0..9 in probability maps when C != 3 (cycled beyond 10 classes)."""
 
 IDENTITY_GID = "ppgpc-identity"
 """``gid`` of the dashed identity line, drawn once per axes."""
@@ -193,6 +202,159 @@ def reliability_grid(results: dict[str, tuple[ArrayLike, ArrayLike]], **kw: Any)
         reliability_diagram(probs, y, ax=panel, **kw)
         panel.set_title(str(name), fontsize=11)
     return fig
+
+
+def classwise_reliability_grid(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 10,
+                               class_names=None, label: str | None = None,
+                               show_counts: bool = True) -> Figure:
+    """One one-vs-rest reliability diagram per class (the class-wise ECE's bins).
+
+    Panel c plots, per bin of p(c | x), the fraction of points whose label is c against
+    the mean p(c | x); its legend gives that class's ECE, and the figure title the
+    class-wise ECE (the mean over classes, Kull et al. 2019; Galy-Fajou et al.).
+
+    Args:
+        probs: (n, C) class probabilities; y: (n,) labels in 0..C-1.
+        n_bins: equal-width bins; class_names: panel titles (default 0..C-1);
+        label: model name for the figure title; show_counts: bin-count histograms.
+
+    Returns:
+        A pyplot-free Figure with C panels (plus twin count axes).
+    """
+    from matplotlib.figure import Figure
+
+    p = np.asarray(probs, dtype=np.float64)
+    C = p.shape[1] if p.ndim == 2 else 0
+    names = list(range(C)) if class_names is None else list(class_names)
+    if len(names) != C:
+        raise ValueError(f"class_names has {len(names)} entries for C = {C} classes")
+    cols = min(C, 4)
+    rows = -(-C // cols) if C else 1
+    fig = Figure(figsize=(3.6 * cols, 3.6 * rows), layout="constrained")
+    panels = fig.subplots(rows, cols, squeeze=False).ravel()
+    per_class = []
+    for c, panel in enumerate(panels[:C]):
+        table = reliability_table(p, y, n_bins, "classwise", class_index=c)
+        filled = table.count > 0
+        value = _table_ece(table)
+        per_class.append(value)
+        _style_axes(panel, "binary")
+        panel.set_xlabel(f"predicted p(y = {names[c]})", fontsize=9)
+        panel.set_ylabel(f"observed frequency of y = {names[c]}", fontsize=9)
+        _identity_line(panel)
+        (curve,) = panel.plot(table.confidence[filled], table.accuracy[filled], marker="o",
+                              markersize=4, linewidth=1.5, zorder=3,
+                              label=f"ECE (one-vs-rest) = {value:.3f}")
+        if show_counts:
+            edges = np.append(table.bin_lower, table.bin_upper[-1])
+            _draw_counts(panel, edges, table.count, curve.get_color())
+        panel.legend(loc="upper left", fontsize=8, frameon=False)
+        panel.set_title(f"class {names[c]}", fontsize=10)
+    for panel in panels[C:]:
+        panel.set_visible(False)
+    head = f"{label}: " if label else ""
+    fig.suptitle(f"{head}class-wise ECE = {np.mean(per_class):.3f} (mean over classes)",
+                 fontsize=11)
+    return fig
+
+
+def _class_colours(num_classes: int) -> np.ndarray:
+    """(C, 3) colours: pure R, G, B for three classes, else ``CLASS_PALETTE`` (cycled)."""
+    if num_classes == 3:
+        return np.eye(3)
+    return np.array([CLASS_PALETTE[c % len(CLASS_PALETTE)] for c in range(num_classes)])
+
+
+def probability_map(image: ArrayLike, extent, *, ax: Axes | None = None, points=None,
+                    labels=None, title: str | None = None, xlabel: str = "x$_1$",
+                    ylabel: str = "x$_2$") -> Axes:
+    """Draw an RGB picture of predictive probabilities over a 2-D grid (appendix A.4 of the
+    logistic-softmax paper), with the training points on top.
+
+    Args:
+        image: (G1, G2, 3) RGB values in [0, 1]; row i is the i-th value of the vertical
+            coordinate (``ppgpc.diagnostics.rgb_image`` makes it from probabilities).
+        extent: (left, right, bottom, top) of the grid in plot coordinates.
+        ax: axes to draw into (a new pyplot-free Figure when None).
+        points: optional (n, 2) points in the same coordinates; labels: their classes
+            (0..C-1), drawn in the class colours with a white edge.
+        title, xlabel, ylabel: text.
+
+    Returns:
+        The axes.
+    """
+    image = np.asarray(image, dtype=np.float64)
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"image must have shape (G1, G2, 3); got {image.shape}")
+    if ax is None:
+        ax = _new_axes((4.6, 4.4))
+    ax.imshow(np.clip(image, 0.0, 1.0), origin="lower", extent=tuple(extent), aspect="auto",
+              interpolation="bilinear")
+    if points is not None:
+        points = np.asarray(points)
+        colours = "k"
+        if labels is not None:
+            labels = np.asarray(labels, dtype=int)
+            palette = _class_colours(int(labels.max()) + 1 if labels.size else 1)
+            colours = palette[labels]
+        ax.scatter(points[:, 0], points[:, 1], c=colours, s=14, edgecolors="white",
+                   linewidths=0.6, zorder=3)
+    ax.set_xlim(extent[0], extent[1])
+    ax.set_ylim(extent[2], extent[3])
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(colors="0.3", labelsize=8)
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+def probability_map_grid(images: dict, extent, *, points=None, labels=None,
+                         suptitle: str | None = None, xlabel: str = "x$_1$",
+                         ylabel: str = "x$_2$") -> Figure:
+    """``probability_map`` panels side by side, one per model (``{name: image}``)."""
+    from matplotlib.figure import Figure
+
+    if not images:
+        raise ValueError("images is empty: pass {name: (G1, G2, 3) image} for one model or more")
+    fig = Figure(figsize=(3.8 * len(images), 3.9), layout="constrained")
+    panels = fig.subplots(1, len(images), squeeze=False)[0]
+    for panel, (name, image) in zip(panels, images.items()):
+        probability_map(image, extent, ax=panel, points=points, labels=labels,
+                        title=str(name), xlabel=xlabel, ylabel=ylabel)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=10)
+    return fig
+
+
+def marginal_overlay(ax: Axes, draws_a: ArrayLike, draws_b: ArrayLike, *,
+                     labels=("a", "b"), title: str | None = None) -> Axes:
+    """Overlay two samples' marginal densities (ArviZ KDE; a vertical line for a constant).
+
+    Args:
+        ax: axes to draw into; draws_a, draws_b: 1-D samples of one scalar quantity.
+        labels: legend names of the two posteriors; title: panel title.
+    """
+    from arviz import kde
+
+    for draws, name, colour in ((draws_a, labels[0], "C0"), (draws_b, labels[1], "C1")):
+        draws = np.asarray(draws, dtype=np.float64).ravel()
+        if np.ptp(draws) == 0:
+            ax.axvline(draws[0], color=colour, linewidth=1.6, label=f"{name} (point)")
+            continue
+        grid, density = kde(draws)
+        ax.plot(grid, density, color=colour, linewidth=1.6, label=name)
+        ax.fill_between(grid, density, color=colour, alpha=0.15, linewidth=0)
+    ax.set_yticks([])
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(colors="0.3", labelsize=8)
+    ax.grid(True, axis="x", color="0.92")
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
 
 
 def save_figure(fig: Figure | Axes, path: str | Path) -> Path:

@@ -5,7 +5,8 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
 * ``posterior``: ``f`` [obs, latent], the latent at the training inputs; the hyperparameter
   sites (``kernel_variance``, ``kernel_lengthscale`` [feature] for ARD kernels or [latent]
   for per-latent kernels, ``mean`` [latent], ``inducing_inputs`` [inducing, feature]); and,
-  when the fit has inducing inputs, ``u`` [inducing, latent], the latent at them. Point
+  when the fit has inducing inputs, ``u`` [inducing, latent], the latent at them (and for
+  an SVGP fit the whitened inducing draws ``v`` [inducing, latent]). Point
   estimates (type-II ML, MAP, CAVI) are repeated over the draws, so every variable has the
   same (chain, draw) shape and ``az.summary``/``az.plot_posterior`` treat conjugate,
   variational and MCMC posteriors alike (their R-hat is NaN: a constant has no variance).
@@ -39,7 +40,9 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-__all__ = ["to_inference_data", "TRACE_STATS", "hyperparameter_dims"]
+__all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims"]
+
+_BLOCK = 512  # training inputs per block of an on-demand latent (as FitResult does)
 
 TRACE_STATS = ("elbo", "loss")
 """Sample statistics that are optimisation traces, shaped (chain, iteration), not per draw."""
@@ -83,14 +86,28 @@ def hyperparameter_dims(name: str, shape: tuple, *, num_features: int, num_laten
     return None
 
 
+def training_latent(result) -> jax.Array:
+    """(chain, draw, N, L) latent draws at the training inputs: the stored ones, or for a
+    fit that stores inducing draws, ``result.training_latent`` block by block with the same
+    keys as ``result.log_likelihood`` (so the two agree)."""
+    if result.latent is not None:
+        return jnp.asarray(result.latent)
+    N = result.data.X.shape[0]
+    return jnp.concatenate([result.training_latent(None, start, start + _BLOCK, block=i)
+                            for i, start in enumerate(range(0, N, _BLOCK))], axis=2)
+
+
 def _posterior_group(result, chains: int, draws: int, key):
     """Posterior variables and their dims; ``u`` at the inducing inputs when there are some."""
     data = result.data
     D = data.X.shape[1]
     L = result.spec.num_latent(result.num_classes)
     ard = bool(getattr(result.kernel, "ard", False))
-    posterior = {"f": np.asarray(result.latent)}
+    posterior = {"f": np.asarray(training_latent(result))}
     dims = {"f": ["obs", "latent"]}
+    if getattr(result, "inducing", None) is not None:  # whitened inducing draws (SVGP)
+        posterior["v"] = np.asarray(result.inducing)
+        dims["v"] = ["inducing", "latent"]
     for name, value in result.hypers.items():
         value = np.asarray(value)
         value = np.broadcast_to(value, (chains, draws) + value.shape[2:])
@@ -166,7 +183,7 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
     posterior, dims = _posterior_group(result, chains, draws, k_u)
     dims.update({"y": ["obs"], "X": ["obs", "feature"]})
     log_lik, pp_labels = _categorical_parts(k_pp, result.spec.log_link,
-                                            jnp.asarray(result.latent), jnp.asarray(data.y))
+                                            jnp.asarray(posterior["f"]), jnp.asarray(data.y))
     per_draw_stats, traces = _sample_stats_group(result, chains, draws)
     groups = dict(
         posterior=posterior,

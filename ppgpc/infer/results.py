@@ -197,3 +197,21 @@ class FitResult:
         from ppgpc.infer.arviz_export import to_inference_data
 
         return to_inference_data(self, X_pred, key=key, **kwargs)
+
+    # ------------------------------------------------------------ persistence
+    def save(self, path):
+        """Save to the folder ``path`` (netCDF arrays + JSON settings; ``ppgpc.persistence``).
+
+        Returns:
+            The folder written.
+        """
+        from ppgpc.persistence import save_result
+
+        return save_result(self, path)
+
+    @classmethod
+    def load(cls, path) -> "FitResult":
+        """Load a result saved by ``save``; it predicts bit for bit what the saved one did."""
+        from ppgpc.persistence import load_result
+
+        return load_result(path)
