@@ -4,6 +4,10 @@ Exact setting (ILR paper, section 5 and appendix B): for each seed, hold out 50 
 (stratified, ``ppgpc.datasets.paper_split``); the classifier gets the other points and
 chooses its own smoothing parameter on a 10% validation split of them; report accuracy,
 NLL and ECE (MATH.md section 5) on the test points, plus the fit time.
+
+Synthetic studies (ILR paper, section 5): ``epsilon_overlap_sweep`` (the effect of epsilon
+as the classes overlap, its Fig. 5) and ``scaling_with_classes`` (its Fig. 6), both on the
+circle mixture of ``ppgpc.datasets.synthetic``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ __all__ = [
     "RunResult",
     "run_split",
     "summarize",
+    "SweepRow",
+    "epsilon_overlap_sweep",
+    "ScalingRow",
+    "BAYES",
+    "scaling_with_classes",
 ]
 
 
@@ -172,3 +181,123 @@ def summarize(runs: list[RunResult]) -> dict:
         values = np.array([getattr(r, field) for r in runs], dtype=float)
         out[field] = (float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0)
     return out
+
+
+# ------------------------------------------------------------------ synthetic studies
+
+
+class SweepRow(NamedTuple):
+    """Exact-ILR with one fixed epsilon on one overlap level of the circle mixture."""
+
+    sigma: float
+    epsilon: float
+    accuracy: float
+    nll: float
+    ece: float
+    bayes_nll: float
+    """NLL of the true class probabilities on the same test points (the floor)."""
+    bayes_ece: float
+    """ECE of the true class probabilities (non-zero only through finite-sample noise)."""
+
+
+def epsilon_overlap_sweep(sigmas, epsilons, *, n_train: int = 200, n_test: int = 500,
+                          num_classes: int = 3, radius: float = 1.0, seed: int = 0,
+                          **options) -> list[SweepRow]:
+    """The ILR paper's effect-of-epsilon study (its Fig. 5) on the circle mixture.
+
+    For each overlap level sigma one training and one test set are drawn
+    (``ppgpc.datasets.synthetic.mixture_problem``); Exact-ILR is fitted with each fixed
+    epsilon and scored on the test set (accuracy, NLL, top-label ECE; MATH.md section 5),
+    next to the scores of the true class probabilities.
+
+    Args:
+        sigmas: component standard deviations (overlap levels).
+        epsilons: label-smoothing levels in (0, 1).
+        n_train, n_test, num_classes, radius, seed: the mixture (``mixture_problem``).
+        **options: passed to ``ILRGPClassifier`` (e.g. ``tau``, ``kernel``).
+
+    Returns:
+        One row per (sigma, epsilon), sigma-major.
+    """
+    from ppgpc.datasets.synthetic import mixture_problem
+    from ppgpc.estimators import ILRGPClassifier
+
+    sigmas, epsilons = [float(s) for s in sigmas], [float(e) for e in epsilons]
+    if not sigmas or not epsilons:
+        raise ValueError("sigmas and epsilons must each hold at least one value")
+    bad = [e for e in epsilons if not 0.0 < e < 1.0]
+    if bad:
+        raise ValueError(f"every epsilon must lie in (0, 1); got {bad}")
+    rows = []
+    for sigma in sigmas:
+        problem = mixture_problem(n_train, n_test, num_classes, sigma, radius=radius, seed=seed)
+        truth = metrics.evaluate(problem.bayes_probabilities(problem.X_test), problem.y_test)
+        for epsilon in epsilons:
+            clf = ILRGPClassifier(epsilon=epsilon, seed=seed, **options)
+            clf.fit(problem.X_train, problem.y_train)
+            scores = clf.evaluate(problem.X_test, problem.y_test)
+            rows.append(SweepRow(sigma, epsilon, scores["accuracy"], scores["nll"],
+                                 scores["ece"], truth["nll"], truth["ece"]))
+    return rows
+
+
+class ScalingRow(NamedTuple):
+    """One classifier on the circle mixture with a given number of classes."""
+
+    num_classes: int
+    model: str
+    accuracy: float
+    nll: float
+    ece: float
+    fit_seconds: float
+
+
+BAYES = "Bayes"
+"""Model name of the rows that score the true class probabilities."""
+
+
+def scaling_with_classes(class_counts, models=("Exact-ILR", "GPD"), *, n_train: int = 200,
+                         n_test: int = 500, sigma: float = 0.15, radius: float = 1.0,
+                         seed: int = 0, options: dict | None = None) -> list[ScalingRow]:
+    """The ILR paper's scaling-with-classes study (its Fig. 6) on the circle mixture.
+
+    For each C in ``class_counts`` one problem is drawn with C components of shared
+    standard deviation ``sigma`` on a circle of radius ``radius`` (neighbouring means are
+    ``2 r sin(pi / C)`` apart, so the overlap grows with C); each model is fitted on the
+    training points and scored on the test points. A ``"Bayes"`` row per C scores the true
+    class probabilities, the best any classifier can do.
+
+    Args:
+        class_counts: the values of C (each >= 2).
+        models: keys of ``EXACT_CLASSIFIERS`` or ``SPARSE_CLASSIFIERS``.
+        n_train, n_test, sigma, radius, seed: the mixture (``mixture_problem``).
+        options: ``{model: {option: value}}`` passed to each classifier factory, e.g.
+            ``{"Exact-ILR": {"epsilon": 0.99}}``.
+
+    Returns:
+        Rows ordered by C, then the Bayes row, then ``models`` in order.
+    """
+    from ppgpc.datasets.synthetic import mixture_problem
+
+    registry = {**EXACT_CLASSIFIERS, **SPARSE_CLASSIFIERS}
+    unknown = [m for m in models if m not in registry]
+    if unknown:
+        raise ValueError(f"unknown model(s) {unknown}; known: {list(registry)}")
+    options = dict(options or {})
+    stray = sorted(set(options) - set(models))
+    if stray:
+        raise ValueError(f"options given for model(s) {stray} that are not in models={list(models)}")
+    rows = []
+    for C in class_counts:
+        problem = mixture_problem(n_train, n_test, int(C), sigma, radius=radius, seed=seed)
+        truth = metrics.evaluate(problem.bayes_probabilities(problem.X_test), problem.y_test)
+        rows.append(ScalingRow(int(C), BAYES, truth["accuracy"], truth["nll"], truth["ece"], 0.0))
+        for model in models:
+            estimator = registry[model](seed, **options.get(model, {}))
+            start = time.perf_counter()
+            estimator.fit(problem.X_train, problem.y_train)
+            seconds = time.perf_counter() - start
+            scores = estimator.evaluate(problem.X_test, problem.y_test)
+            rows.append(ScalingRow(int(C), model, scores["accuracy"], scores["nll"],
+                                   scores["ece"], seconds))
+    return rows
