@@ -1,7 +1,7 @@
 """The ``ppgpc`` command line.
 
-    ppgpc compare --dataset wine            # every classifier on the paper's split, a table
-                                            # and a reliability-diagram PNG
+    ppgpc compare --dataset wine            # every classifier on the paper's split, a table,
+                                            # a reliability-diagram PNG and an RGB map PNG
     ppgpc fit --model ilr --dataset glass   # one classifier; optionally save its posterior
     ppgpc datasets                          # what can be loaded, and from where
 """
@@ -51,7 +51,40 @@ def _compare(args) -> int:
     fig = reliability_grid({r.model: (r.probs, r.y_test) for r in rows})
     path = save_figure(fig, Path(args.output_dir) / f"reliability_{args.dataset}_seed{args.seed}.png")
     print(f"\nreliability diagram: {path}")
+    path = _rgb_map(args, rows)
+    print(f"RGB map of predictive probabilities: {path}")
     return 0
+
+
+def _training_inputs(args):
+    """The training inputs and label indices ``run_split`` fitted on (same split, seed and
+    subsample), for the grid of the RGB map."""
+    import numpy as np
+
+    from ppgpc.datasets import DATASETS, load, paper_split
+
+    X, y = load(args.dataset, args.data_dir)
+    split = paper_split(X, y, seed=args.seed, n_test=DATASETS[args.dataset].paper_n_test)
+    X_fit = np.concatenate([split.X_train, split.X_val])
+    y_fit = np.concatenate([split.y_train, split.y_val])
+    if args.max_train is not None and X_fit.shape[0] > args.max_train:
+        keep = np.random.default_rng(args.seed).choice(X_fit.shape[0], args.max_train,
+                                                       replace=False)
+        X_fit, y_fit = X_fit[keep], y_fit[keep]
+    return X_fit, y_fit
+
+
+def _rgb_map(args, rows) -> Path:
+    """One RGB probability map per model over the training inputs (for D > 2, the plane of
+    their first two principal components, as the figure title says)."""
+    from ppgpc.diagnostics import probability_map
+    from ppgpc.plotting import save_figure
+
+    X_fit, y_fit = _training_inputs(args)
+    codes = rows[0].estimator._encode_known(y_fit, X_fit.shape[0])
+    fig = probability_map({r.model: r.estimator.predict_proba for r in rows}, X_fit, codes,
+                          grid_size=args.grid_size)
+    return save_figure(fig, Path(args.output_dir) / f"rgb_map_{args.dataset}_seed{args.seed}.png")
 
 
 def _fit(args) -> int:
@@ -101,9 +134,11 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("compare", help="fit every classifier on one split; print a metrics "
-                       "table and write a reliability diagram")
+                       "table and write a reliability diagram and an RGB probability map")
     _common(p)
     p.add_argument("--output-dir", default="ppgpc-output", help="where PNGs go")
+    p.add_argument("--grid-size", type=int, default=50,
+                   help="points per side of the RGB probability map (default 50)")
     p.set_defaults(run=_compare)
 
     p = sub.add_parser("fit", help="fit one classifier on one split")

@@ -134,7 +134,8 @@ def _ess(draws: np.ndarray) -> np.ndarray:
     ``ess(method="bulk")``: chains are split in halves, the pooled draws of each element
     replaced by normal scores of their ranks, and NumPyro's (vectorised) autocorrelation
     ESS applied. Constant elements (whose mean is exact) and undefined values get the
-    number of draws; the result is capped at the number of draws.
+    number of draws; the result is capped at the number of draws (the conservative choice
+    for anti-correlated draws).
     """
     from numpyro.diagnostics import effective_sample_size
     from scipy.special import ndtri
@@ -154,7 +155,9 @@ def _ess(draws: np.ndarray) -> np.ndarray:
     if varying.any():
         with np.errstate(invalid="ignore", divide="ignore"):
             ess = np.asarray(effective_sample_size(scores[:, :, varying]), dtype=np.float64)
-        out[varying] = np.where(np.isfinite(ess), np.minimum(ess, total), total)
+        # anti-correlated draws can give ESS > draws (or a degenerate, non-positive value):
+        # both are capped at the number of draws
+        out[varying] = np.where(np.isfinite(ess) & (ess > 0), np.minimum(ess, total), total)
     return out
 
 
