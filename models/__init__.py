@@ -15,6 +15,8 @@ _MODULES = {
     "dirichlet_gp": "ppgpc.models.dirichlet_gp",
     "dirichlet_gp_sparse": "ppgpc.models.dirichlet_gp:SPARSE_SPEC",
     "logistic_softmax": "ppgpc.models.logistic_softmax",
+    "softmax_svgp": "ppgpc.models.softmax_svgp",
+    "ilr_gp_uncollapsed": "ppgpc.models.softmax_svgp:ILR_SPEC",
 }
 
 

@@ -26,7 +26,7 @@ from ppgpc.validation import (
 )
 
 __all__ = ["GPClassifierBase", "ILRGPClassifier", "DirichletGPClassifier",
-           "LogisticSoftmaxGPClassifier"]
+           "LogisticSoftmaxGPClassifier", "SoftmaxSVGPClassifier"]
 
 _INFERENCE_TO_METHOD = {"exact": "exact", "map": "map", "nuts": "nuts", "collapsed": "exact"}
 
@@ -230,8 +230,13 @@ class ILRGPClassifier(GPClassifierBase):
             ``"map"`` (type-II MAP), ``"nuts"`` (NUTS; options in ``inference_options``,
             e.g. ``{"form": "latent", "num_samples": 1000}``) or ``"collapsed"``
             (Collapsed-ILR: Titsias's sparse bound, inducing inputs learned with the
-            hyperparameters, no size limit).
-        num_inducing: inducing points M for ``inference="collapsed"`` (k-means++ start).
+            hyperparameters, no size limit) or ``"uncollapsed"`` (Uncollapsed-ILR: the
+            sparse variational classifier with the inverse-ILR link and a learned mixing
+            matrix, fitted by minibatch SVI, model ``"ilr_gp_uncollapsed"``; it has a
+            categorical likelihood, so epsilon and tau do not apply; SVI options such as
+            ``batch_size``, ``max_iter``, ``learning_rate`` go in ``inference_options``).
+        num_inducing: inducing points M for ``inference="collapsed"`` or
+            ``"uncollapsed"`` (k-means++ start; at most N are used).
         standardize: z-score the inputs with the training statistics.
         seed: integer seed for every random step.
         max_exact_points: refuse exact inference above this many points.
@@ -270,6 +275,22 @@ class ILRGPClassifier(GPClassifierBase):
         self.cv_folds = cv_folds
         self.validation_fraction = validation_fraction
 
+    def _method(self) -> str:
+        if self.inference == "uncollapsed":
+            return "svi"
+        return super()._method()
+
+    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
+        if self.inference != "uncollapsed" or (method or "svi") != "svi":
+            return super()._fit_driver(X, y, num_classes, model_options, method=method,
+                                       **options)
+        opts = {"progress_bar": False, **dict(self.inference_options or {}), **options}
+        model_options = {"num_inducing": min(int(self.num_inducing), X.shape[0]),
+                         "seed": self.seed}
+        return run_inference("ilr_gp_uncollapsed", X, y, method="svi", num_classes=num_classes,
+                             kernel=self.kernel, model_options=model_options, seed=self.seed,
+                             max_exact_points=None, **opts)
+
     def _options_for(self, epsilon: float) -> dict:
         from ppgpc.models.ilr_gp import DEFAULT_TAU
 
@@ -281,6 +302,9 @@ class ILRGPClassifier(GPClassifierBase):
     def _select_model_options(self, X, y, num_classes) -> dict:
         from ppgpc.models.ilr_gp import EPSILON_GRID, prepare
 
+        if self.inference == "uncollapsed":  # categorical likelihood: no smoothing, no noise
+            self.epsilon_ = self.epsilon_scores_ = self.noise_std_ = None
+            return {}
         if self.epsilon != "auto":
             self.epsilon_ = float(self.epsilon)
             self.epsilon_scores_ = None
@@ -432,3 +456,98 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
                 hypers, _ = fit_hypers(prepare(X, y, num_classes), make_kernel(self.kernel))
                 options["hyperparameters"] = {k: np.asarray(v) for k, v in hypers.items()}
         return super()._fit_driver(X, y, num_classes, model_options, method=method, **options)
+
+
+class SoftmaxSVGPClassifier(GPClassifierBase):
+    """The sparse variational GP classifier of Hensman et al. (2015) (MATH.md section 4).
+
+    L latent GPs with M whitened inducing values each, a full-covariance Gaussian q(v_c), a
+    learned L x L mixing matrix W before the link, and kernel hyperparameters and inducing
+    inputs learned on the ELBO by minibatch SVI (Adam, warm-up + cosine learning-rate
+    schedule; ``ppgpc.infer.svi``). ``link="softmax"`` is SVGPC (L = C);
+    ``link="ilr"`` is Uncollapsed-ILR (L = C - 1, softmax(V W f)), the same model as
+    ``ILRGPClassifier(inference="uncollapsed")``.
+
+    Args:
+        num_inducing: M <= N (default min(200, N)); k-means++ start.
+        batch_size: minibatch size B <= N (default min(256, N)).
+        link: ``"softmax"`` or ``"ilr"``.
+        inference: ``"svi"`` (default) or ``"nuts"``: NUTS on the full, non-sparse GP with
+            the same link (W = I) for small N, with kernel hyperparameters from an SVI fit
+            unless given in ``inference_options["hyperparameters"]`` (or sampled, with
+            ``{"sample_hyperparameters": True}``); it shows how far the variational
+            posterior is from the exact one.
+        max_iter, learning_rate: SVI steps and peak learning rate.
+        progress_bar: show the SVI (or NUTS) progress bar.
+        kernel, standardize, seed: as for ``ILRGPClassifier``.
+        max_exact_points: size limit for ``inference="nuts"`` (SVI has none).
+        inference_options: further options of the driver method (``ppgpc.infer.fit``), e.g.
+            ``{"tol": None, "num_draws": 1000, "schedule": "constant"}``.
+
+    Attributes (after fit): classes_, n_features_in_, result_ (the driver's ``FitResult``;
+    ``result_.info`` has the ELBO, steps and seconds per epoch, ``result_.sample_stats
+    ["elbo"]`` the ELBO trace).
+
+    Example:
+        >>> from ppgpc import SoftmaxSVGPClassifier
+        >>> from ppgpc.datasets import load
+        >>> X, y = load("wine")
+        >>> clf = SoftmaxSVGPClassifier(num_inducing=20, batch_size=64).fit(X, y)
+        >>> clf.predict_proba(X[:2]).shape
+        (2, 3)
+    """
+
+    _methods = ("svi", "nuts")
+
+    def __init__(self, *, num_inducing: int | None = None, batch_size: int | None = None,
+                 link: str = "softmax", kernel="rbf-ard", inference: str = "svi",
+                 max_iter: int = 5000, learning_rate: float = 0.01,
+                 progress_bar: bool = False, standardize: bool = True, seed: int = 0,
+                 max_exact_points: int | None = MAX_EXACT_POINTS,
+                 inference_options: dict | None = None):
+        super().__init__(kernel=kernel, inference=inference, standardize=standardize, seed=seed,
+                         max_exact_points=max_exact_points, inference_options=inference_options)
+        self.num_inducing = num_inducing
+        self.batch_size = batch_size
+        self.link = link
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.progress_bar = progress_bar
+
+    @property
+    def model_name(self) -> str:
+        return "softmax_svgp" if self.link == "softmax" else "ilr_gp_uncollapsed"
+
+    def _method(self) -> str:
+        from ppgpc.models.softmax_svgp import LINKS
+
+        if self.link not in LINKS:
+            raise ValueError(f"unknown link {self.link!r}; choose from {list(LINKS)}")
+        if self.inference not in self._methods:
+            raise ValueError(f"{type(self).__name__} does not know inference="
+                             f"{self.inference!r}; choose from {list(self._methods)}")
+        return self.inference
+
+    def _svi(self, X, y, num_classes, **options):
+        opts = {"batch_size": self.batch_size, "max_iter": self.max_iter,
+                "learning_rate": self.learning_rate, "progress_bar": self.progress_bar,
+                **dict(self.inference_options or {}), **options}
+        return run_inference(self.model_name, X, y, method="svi", num_classes=num_classes,
+                             kernel=self.kernel, seed=self.seed, max_exact_points=None,
+                             model_options={"num_inducing": self.num_inducing,
+                                            "seed": self.seed}, **opts)
+
+    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
+        method = method or self._method()
+        if method == "svi":
+            return self._svi(X, y, num_classes, **options)
+        opts = {"form": "latent", "progress_bar": self.progress_bar,
+                **dict(self.inference_options or {}), **options}
+        if opts.get("hyperparameters") is None and not opts.get("sample_hyperparameters"):
+            svi = self._svi(X, y, num_classes, num_draws=1)
+            opts["hyperparameters"] = {k: np.asarray(v[0, 0]) for k, v in svi.hypers.items()
+                                       if k.startswith("kernel_")}
+        return run_inference(self.model_name, X, y, method=method, num_classes=num_classes,
+                             kernel=self.kernel, seed=self.seed,
+                             max_exact_points=self.max_exact_points,
+                             model_options={"num_inducing": 1, "seed": self.seed}, **opts)

@@ -2,6 +2,7 @@
 
 from ppgpc.infer.driver import fit, register_method, supported_methods
 from ppgpc.infer import cavi as _cavi, gibbs as _gibbs  # noqa: F401  (register methods)
+from ppgpc.infer import svi as _svi  # noqa: F401  (registers method "svi")
 from ppgpc.infer.results import FitResult
 from ppgpc.infer.spec import ModelSpec
 

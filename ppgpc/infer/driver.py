@@ -100,6 +100,10 @@ def _point_hypers(spec, data, kernel, given, include_prior, max_iter, tol):
     """Given hyperparameters, or the type-II ML / MAP optimum; plus facts for ``info``."""
     if given is not None:
         return _check_hyperparameters(spec, data, kernel, given), {"hyperparameters": "given"}
+    if not spec.provides("collapsed_model"):
+        raise ValueError(
+            f"model {spec.name!r} has no collapsed form to fit hyperparameters by type-II ML; "
+            "pass hyperparameters={...} (e.g. from an SVI fit) or sample_hyperparameters=True")
     opt = optimize_sites(
         spec.collapsed_model, spec.initial_hypers(data, kernel), args=(data, kernel),
         include_prior=include_prior, max_iter=max_iter, tol=tol,
@@ -237,7 +241,12 @@ METHODS: tuple = ()
 """Every method the driver knows (updated by ``register_method``)."""
 
 
-def register_method(name: str, runner, requirements, defaults: dict) -> None:
+_SCALABLE: set = set()
+"""Methods exempt from ``max_exact_points`` (they never form an N x N matrix)."""
+
+
+def register_method(name: str, runner, requirements, defaults: dict, *,
+                    scalable: bool = False) -> None:
     """Teach the driver a method.
 
     Args:
@@ -249,9 +258,13 @@ def register_method(name: str, runner, requirements, defaults: dict) -> None:
             ``"extras.<key>"``) that must all be present; the model supports the method if
             any alternative is met.
         defaults: the method's options and their defaults (unknown options are refused).
+        scalable: the method never forms an N x N matrix, so ``fit``'s
+            ``max_exact_points`` does not apply to it (minibatch SVI).
     """
     global METHODS
     _RUNNERS[name] = (runner, tuple(tuple(r) for r in requirements), dict(defaults))
+    if scalable:
+        _SCALABLE.add(name)
     METHODS = tuple(_RUNNERS)
 
 
@@ -296,12 +309,16 @@ def fit(
         kernel: a kernel name (``"rbf-ard"``, ``"rbf"``) or object.
         model_options: passed to the model's ``prepare`` (e.g. ``epsilon``, ``tau``).
         seed: integer seed; every random step derives its key from it.
-        max_exact_points: refuse exact/MCMC GP inference above this N (None: no limit).
+        max_exact_points: refuse exact/MCMC GP inference above this N (None: no limit;
+            scalable methods such as ``"svi"`` ignore it).
         **method_options: the method's options (an unknown one raises a TypeError naming
             the valid ones). exact/map: ``hyperparameters``, ``num_draws``, ``max_iter``,
             ``tol``. nuts: ``form``, ``num_warmup``, ``num_samples``, ``num_chains``,
             ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
-            ``max_tree_depth``, ``dense_mass``, ``progress_bar``.
+            ``max_tree_depth``, ``dense_mass``, ``progress_bar``. svi (``ppgpc.infer.svi``):
+            ``batch_size``, ``max_iter``, ``learning_rate``, ``optimizer``, ``schedule``,
+            ``warmup_steps``, ``num_particles``, ``tol``, ``patience``, ``window``,
+            ``num_draws``, ``progress_bar``.
 
     Returns:
         A ``FitResult`` that predicts class probabilities and exports to ArviZ.
@@ -330,7 +347,8 @@ def fit(
     opts = _with_options(method, defaults, method_options)
     X = check_features(X)
     y, num_classes = check_integer_labels(y, X.shape[0], num_classes)
-    check_exact_size(X.shape[0], max_exact_points, spec.name)
+    if method not in _SCALABLE:
+        check_exact_size(X.shape[0], max_exact_points, spec.name)
     kernel = make_kernel(kernel)
     model_options = dict(model_options or {})
     data = spec.prepare(X, y, num_classes, **model_options)

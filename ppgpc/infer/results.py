@@ -4,11 +4,18 @@ Whatever the method, a fitted classifier is held as
 
 * ``hypers``: hyperparameter draws by site name, shaped (chain, draw, ...). Point estimates
   (type-II ML, MAP) are one chain with one draw and ``point_hypers`` is True;
-* ``latent``: draws of the latent f at the training inputs, (chain, draw, N, L);
+* ``latent``: draws of the latent f at the training inputs, (chain, draw, N, L), or None
+  for kind ``"inducing"``;
+* ``inducing``: for kind ``"inducing"`` only, draws of the whitened inducing values v
+  (chain, draw, M, L) of a sparse variational fit (SVGP, MATH.md section 4);
 * ``predictive_kind``: how a draw turns into latent values at new inputs:
   ``"conjugate"`` (condition the GP on the Gaussian targets with that draw's hyperparameters
-  and sample the predictive marginal) or ``"latent"`` (the GP prior conditional given that
-  draw's f at the training inputs).
+  and sample the predictive marginal), ``"latent"`` (the GP prior conditional given that
+  draw's f at the training inputs) or ``"inducing"`` (the SVGP conditional p(f* | v) given
+  that draw of v, then the model's mixing, through ``spec.extras["inducing_latent"]``, with
+  the point hyperparameters, inducing inputs and mixing matrix in ``hypers``). The latent
+  at the training inputs of an ``"inducing"`` fit is computed on demand, block by block
+  (``training_latent``), so that N x draws x L floats are never stored.
 
 Class probabilities are always averages over posterior draws of the likelihood,
 p(y* = c | data) ~= (1/S) sum_s p(y* = c | f*_s), never a plug-in at a posterior mean.
@@ -64,6 +71,13 @@ def _per_draw_predictive(key, spec, kernel, data, flat_hypers, flat_f, Xs, kind)
     return lax.map(one, (flat_hypers, flat_f, keys))
 
 
+@functools.partial(jax.jit, static_argnames=("spec",))
+def _inducing_predictive(key, spec, kernel, data, hypers, v, Xs):
+    """(S, n, L) draws of the latent at Xs, one per whitened inducing draw v (S, M, L)."""
+    eps = jax.random.normal(key, v.shape[:1] + (Xs.shape[0], v.shape[-1]))
+    return spec.extras["inducing_latent"](data, kernel, hypers, v, Xs, eps)
+
+
 @dataclasses.dataclass
 class FitResult:
     """A fitted classifier: posterior draws plus what is needed to predict.
@@ -74,13 +88,15 @@ class FitResult:
         data: the model's prepared training data.
         method: the inference method that produced it.
         hypers: hyperparameter draws by site name, (chain, draw, ...).
-        latent: (chain, draw, N, L) latent draws at the training inputs.
-        predictive_kind: ``"conjugate"`` or ``"latent"`` (module docstring).
+        latent: (chain, draw, N, L) latent draws at the training inputs (None for
+            ``"inducing"``).
+        predictive_kind: ``"conjugate"``, ``"latent"`` or ``"inducing"`` (module docstring).
         point_hypers: hyperparameters are a point estimate (one chain, one draw).
         sample_stats: per-draw statistics (chain, draw), ArviZ names.
         settings: JSON-serialisable settings of the fit (method and model options).
         info: JSON-serialisable facts about the run (timing, jitter, optimiser result).
         seed: the integer seed the run started from.
+        inducing: (chain, draw, M, L) whitened inducing draws (kind ``"inducing"`` only).
     """
 
     spec: ModelSpec
@@ -95,6 +111,7 @@ class FitResult:
     settings: dict = dataclasses.field(default_factory=dict)
     info: dict = dataclasses.field(default_factory=dict)
     seed: int = 0
+    inducing: Any = None
 
     # ----------------------------------------------------------------- shapes
     @property
@@ -104,11 +121,15 @@ class FitResult:
 
     @property
     def num_chains(self) -> int:
-        return int(self.latent.shape[0])
+        return int(self._draws.shape[0])
 
     @property
     def num_draws(self) -> int:
-        return int(self.latent.shape[1])
+        return int(self._draws.shape[1])
+
+    @property
+    def _draws(self):
+        return self.inducing if self.predictive_kind == "inducing" else self.latent
 
     def _hyper_draw(self, chain: int, draw: int) -> dict:
         return {k: v[chain, draw] for k, v in self.hypers.items()}
@@ -128,6 +149,11 @@ class FitResult:
         is a closed-form Gaussian that can be sampled any number of times; otherwise there
         is one predictive draw per posterior draw.
         """
+        if self.predictive_kind == "inducing":
+            v = self.inducing.reshape((-1,) + self.inducing.shape[2:])
+            draws = _inducing_predictive(key, self.spec, self.kernel, self.data,
+                                         self._hyper_draw(0, 0), v, Xs)
+            return draws.reshape((self.num_chains, self.num_draws) + draws.shape[1:])
         if self.predictive_kind == "conjugate" and self.point_hypers:
             return _point_conjugate_draws(
                 key, self.spec, self.kernel, self.data, self._hyper_draw(0, 0), Xs,
@@ -188,9 +214,32 @@ class FitResult:
         This is the density of the observed labels, comparable across models (unlike the
         Gaussian density of transformed targets that ILR-GP and GPD observe internally).
         """
-        logp = self.spec.log_link(self.latent)  # (chain, draw, N, C)
         y = jnp.asarray(self.data.y)
-        return jnp.take_along_axis(logp, y[None, None, :, None], axis=-1)[..., 0]
+        if self.latent is not None:
+            logp = self.spec.log_link(self.latent)  # (chain, draw, N, C)
+            return jnp.take_along_axis(logp, y[None, None, :, None], axis=-1)[..., 0]
+        key = jax.random.PRNGKey(self.seed + 3)
+        out = []
+        for i, start in enumerate(range(0, y.shape[0], _PREDICT_CHUNK)):
+            f = self.training_latent(key, start, start + _PREDICT_CHUNK, block=i)
+            logp = self.spec.log_link(f)
+            yb = y[start:start + _PREDICT_CHUNK]
+            out.append(jnp.take_along_axis(logp, yb[None, None, :, None], axis=-1)[..., 0])
+        return jnp.concatenate(out, axis=2)
+
+    def training_latent(self, key: jax.Array | None = None, start: int = 0,
+                        stop: int | None = None, block: int = 0) -> jax.Array:
+        """(chain, draw, n, L) latent draws at the training inputs ``X[start:stop]``.
+
+        The stored ``latent`` when there is one; for an ``"inducing"`` fit, one draw of
+        p(f | v) per stored draw of v (the same key and block give the same draws, so the
+        log-likelihood and the exported posterior agree).
+        """
+        if self.latent is not None:
+            return self.latent[:, :, start:stop]
+        key = jax.random.PRNGKey(self.seed + 3) if key is None else key
+        return self._latent_draws_block(jax.random.fold_in(key, block),
+                                        jnp.asarray(self.data.X[start:stop]))
 
     def to_inference_data(self, X_pred=None, *, key: jax.Array | None = None, **kwargs):
         """ArviZ ``InferenceData``; see ``ppgpc.infer.arviz_export.to_inference_data``."""

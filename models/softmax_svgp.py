@@ -1,0 +1,429 @@
+"""Sparse variational GP classifier (Hensman et al. 2015; MATH.md section 4), with a softmax
+link (SVGPC, C latents) or the inverse ILR link (Uncollapsed-ILR, C-1 latents; MATH.md
+section 1 "Uncollapsed sparse" and the ILR paper's section 3.3).
+
+Model, for N points, C classes, L latent functions (L = C for ``link="softmax"``, C - 1 for
+``link="ilr"``), M inducing inputs Zm and an L x L mixing matrix W:
+
+    v_c ~ N(0, I_M),   u_c = f_c(Zm) = L_mm v_c          (whitened inducing values, c = 1..L)
+    f_c(x_i) | v_c ~ N(a_i^T v_c, k_ii - a_i^T a_i),     a_i = L_mm^-1 k_mi
+    y_i | f_i ~ Categorical(link(W f_i))                 softmax(W f) or softmax(V W f)
+
+Variational family: q(v_c) = N(m_c, S_c), S_c = R_c R_c^T with a full lower-triangular R_c
+(``q_mean`` (L, M), ``q_scale_tril`` (L, M, M)), and q(f | v) = p(f | v), so that
+
+    ELBO = (N / B) sum_{i in batch} E_q[log p(y_i | W f_i)] - sum_c KL(q(v_c) || N(0, I)).
+
+The expectation is a Monte Carlo estimate with reparameterisation (v = m + R e, then
+f_i = a_i^T v + sqrt(k_ii - |a_i|^2) e_i); the KL is analytic,
+KL = 1/2 (|m_c|^2 + |R_c|_F^2 - M - 2 sum log|diag R_c|) (``WhitenedPrior``). Minibatches come
+from ``numpyro.plate("data", N, subsample_size=B)``, which scales the likelihood by N / B.
+Kernel hyperparameters, inducing inputs and W are ``numpyro.param`` sites (point
+estimates maximising the ELBO); inducing inputs start at k-means++ centres.
+
+NumPyro sites: params ``kernel_variance`` (), ``kernel_lengthscale`` (D,) or (),
+``inducing_inputs`` (M, D), ``mixing`` (L, L) in the model and ``q_mean`` (L, M),
+``q_scale_tril`` (L, M, M) in the guide; latent ``v`` (L, M) and ``f`` (B, L); observed
+``y`` (B,). Fit with driver method ``"svi"`` (``ppgpc.infer.svi``). Predictions use the
+driver's ``"inducing"`` predictive kind: draws of v and the SVGP conditional at new inputs
+(``inducing_latent``).
+
+For small N, ``latent_model``/``latent_conditional`` give the full (non-sparse) GP with the
+same link and W = I, whitened (f_c = chol(K) w_c), for ``method="nuts", form="latent"``: the
+exact posterior to compare the variational one with.
+
+The link ``"gaussian"`` (``prepare_regression``) replaces the categorical likelihood by
+Y_i ~ N(W f_i, sigma^2 I); it exists so that the bound can be checked against Titsias's
+collapsed bound (``ppgpc.sparse``), which it equals at the optimal q(v) when W = I.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+from numpyro.distributions import constraints
+from numpyro.distributions.kl import kl_divergence
+
+from ppgpc import gp, linalg, simplex
+from ppgpc.infer.spec import ModelSpec
+from ppgpc.kernels import gram, gram_diag, sample_kernel_params
+from ppgpc.sparse import DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, initial_inducing_inputs
+
+__all__ = [
+    "LINKS",
+    "SVGPData",
+    "WhitenedPrior",
+    "prepare",
+    "prepare_regression",
+    "model",
+    "guide",
+    "svgp_conditional",
+    "inducing_latent",
+    "inducing_values",
+    "svi_result",
+    "latent_model",
+    "latent_conditional",
+    "SPEC",
+    "ILR_SPEC",
+]
+
+LINKS = ("softmax", "ilr")
+"""Classification links: softmax over C latents (SVGPC) or the inverse ILR over C-1."""
+
+_MIN_VAR = 1e-10
+"""Floor on the conditional variance k_ii - |a_i|^2 (exactly 0 at an inducing input)."""
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["X", "y", "inducing_init", "targets"],
+                   meta_fields=["num_classes", "link", "kmm_jitter", "noise_var"])
+@dataclasses.dataclass(frozen=True)
+class SVGPData:
+    """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
+    link and sizes are static metadata, so the data passes through ``jax.jit``)."""
+
+    X: jax.Array
+    """(N, D) inputs."""
+    y: jax.Array
+    """(N,) integer labels in 0..C-1 (zeros for the Gaussian link)."""
+    num_classes: int
+    """C."""
+    link: str
+    """``"softmax"``, ``"ilr"`` or ``"gaussian"``."""
+    inducing_init: jax.Array
+    """(M, D) starting inducing inputs."""
+    kmm_jitter: float
+    """Relative jitter on K_mm (times the kernel variance)."""
+    targets: Optional[jax.Array] = None
+    """(N, L) regression targets (Gaussian link only)."""
+    noise_var: float = 0.0
+    """sigma^2 (Gaussian link only)."""
+
+    @property
+    def num_latent(self) -> int:
+        """L."""
+        if self.link == "gaussian":
+            return int(self.targets.shape[1])
+        return _num_latent(self.link, self.num_classes)
+
+
+def _num_latent(link: str, num_classes: int) -> int:
+    return num_classes if link == "softmax" else num_classes - 1
+
+
+def _check_link(link) -> str:
+    if link not in LINKS:
+        raise ValueError(f"unknown link {link!r}; choose from {list(LINKS)}")
+    return link
+
+
+def _check_num_inducing(num_inducing, N: int) -> int:
+    if num_inducing is None:
+        return min(DEFAULT_NUM_INDUCING, N)
+    if isinstance(num_inducing, bool) or int(num_inducing) != num_inducing or num_inducing < 1:
+        raise ValueError(f"num_inducing must be a positive integer, got {num_inducing!r}")
+    if num_inducing > N:
+        raise ValueError(f"num_inducing M = {num_inducing} exceeds the number of training "
+                         f"points N = {N}; choose M <= N")
+    return int(num_inducing)
+
+
+def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int | None = None,
+            seed: int = 0, kmm_jitter: float = DEFAULT_KMM_JITTER) -> SVGPData:
+    """Data, link and k-means++ inducing inputs.
+
+    Args:
+        X: (N, D) inputs; y: (N,) integer labels in 0..num_classes-1.
+        link: ``"softmax"`` (L = C) or ``"ilr"`` (L = C - 1).
+        num_inducing: M <= N (default min(200, N)); inducing inputs start at k-means++
+            centres refined by Lloyd steps.
+        seed: seed of the k-means++ initialisation.
+        kmm_jitter: relative jitter added to K_mm.
+    """
+    _check_link(link)
+    if num_classes < 2:
+        raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
+    X = jnp.asarray(X, dtype=jnp.float64)
+    M = _check_num_inducing(num_inducing, X.shape[0])
+    return SVGPData(X=X, y=jnp.asarray(y), num_classes=int(num_classes), link=link,
+                    inducing_init=initial_inducing_inputs(X, M, seed),
+                    kmm_jitter=float(kmm_jitter))
+
+
+def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0) -> SVGPData:
+    """Data for the Gaussian link: targets Y (N, L), noise sigma^2, inducing inputs Z (M, D)."""
+    X = jnp.asarray(X, dtype=jnp.float64)
+    Y = jnp.asarray(Y, dtype=jnp.float64)
+    return SVGPData(X=X, y=jnp.zeros(X.shape[0], dtype=jnp.int32), num_classes=Y.shape[1],
+                    link="gaussian", inducing_init=jnp.asarray(Z, dtype=jnp.float64),
+                    kmm_jitter=float(kmm_jitter), targets=Y, noise_var=float(noise_var))
+
+
+def _log_link_softmax(f: jax.Array) -> jax.Array:
+    """log softmax(f): (..., C) -> (..., C)."""
+    return jax.nn.log_softmax(f, axis=-1)
+
+
+def _log_link_ilr(f: jax.Array) -> jax.Array:
+    """log softmax(V f) (inverse ILR): (..., C-1) -> (..., C)."""
+    return simplex.ilr_log_inverse(f)
+
+
+_LOG_LINKS = {"softmax": _log_link_softmax, "ilr": _log_link_ilr}
+
+
+# ---------------------------------------------------------------- the whitened prior
+class WhitenedPrior(dist.MultivariateNormal):
+    """N(0, I_M) for each of ``num_latent`` whitened inducing vectors: batch (L,), event (M,).
+
+    A distinct type only so that its KL from a ``MultivariateNormal`` q can be registered in
+    closed form at O(L M^2) (NumPyro's generic MVN-MVN KL solves with the prior's factor,
+    O(L M^3)).
+    """
+
+    def __init__(self, num_latent: int, num_inducing: int):
+        eye = jnp.broadcast_to(jnp.eye(num_inducing), (num_latent, num_inducing, num_inducing))
+        super().__init__(jnp.zeros((num_latent, num_inducing)), scale_tril=eye)
+
+
+@kl_divergence.register(dist.MultivariateNormal, WhitenedPrior)
+def _kl_whitened(p, q):
+    """KL(N(m, R R^T) || N(0, I)) = 1/2 (|m|^2 + |R|_F^2 - M - 2 sum log |diag R|), (L,)."""
+    M = p.loc.shape[-1]
+    R = jnp.broadcast_to(p.scale_tril, p.batch_shape + (M, M))
+    m = jnp.broadcast_to(p.loc, p.batch_shape + (M,))
+    log_diag = jnp.log(jnp.abs(jnp.diagonal(R, axis1=-2, axis2=-1)))
+    return 0.5 * (jnp.sum(m * m, -1) + jnp.sum(R * R, (-2, -1)) - M) - jnp.sum(log_diag, -1)
+
+
+# ----------------------------------------------------------------- SVGP conditional
+def _kernel_params(hypers: dict) -> dict:
+    return {"variance": hypers["kernel_variance"], "lengthscale": hypers["kernel_lengthscale"]}
+
+
+def _chol_mm(kernel, params, Z, kmm_jitter):
+    M = Z.shape[0]
+    Kmm = gram(kernel, params, Z) + kmm_jitter * params["variance"] * jnp.eye(M)
+    return linalg.cholesky(Kmm).factor
+
+
+def _projection(kernel, params, Z, chol_mm, Xs):
+    """a = L_mm^-1 K_m* (M, n) and the residual variance k** - |a|^2 (n,), floored."""
+    a = linalg.tri_solve(chol_mm, gram(kernel, params, Z, Xs))
+    resid = gram_diag(kernel, params, Xs) - jnp.sum(a * a, axis=0)
+    return a, jnp.maximum(resid, _MIN_VAR)
+
+
+def svgp_conditional(kernel, params, Z, chol_mm, v, Xs):
+    """p(f(Xs) | v) for whitened inducing values (MATH.md section 4).
+
+    Args:
+        Z: (M, D) inducing inputs; chol_mm: (M, M) Cholesky factor of K_mm;
+        v: (..., L, M) whitened inducing values; Xs: (n, D).
+
+    Returns:
+        mean (..., n, L) = a^T v_c per latent, and variance (n,) = k** - |a|^2 (shared by
+        the latents, floored at 1e-10).
+    """
+    a, resid = _projection(kernel, params, Z, chol_mm, Xs)
+    return jnp.einsum("mn,...lm->...nl", a, v), resid
+
+
+def _params_sites(data: SVGPData, kernel):
+    """The ``numpyro.param`` sites of kernel, inducing inputs and W (shared by model/guide)."""
+    D = data.X.shape[1]
+    start = kernel.initial_params(D, variance=1.0)
+    params = {name: numpyro.param("kernel_" + name, value, constraint=constraints.positive)
+              for name, value in start.items()}
+    Z = numpyro.param("inducing_inputs", data.inducing_init)
+    return params, Z
+
+
+def _resolve_batch(batch_size, N: int):
+    if batch_size is None:
+        return None
+    if int(batch_size) != batch_size or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if batch_size > N:
+        raise ValueError(f"batch_size B = {batch_size} exceeds the number of training points "
+                         f"N = {N}; choose B <= N (or None for full batches)")
+    return None if batch_size == N else int(batch_size)
+
+
+def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
+    """The SVGP classifier's generative model (module docstring); minibatch of size B.
+
+    Args:
+        data: ``SVGPData``.
+        kernel: the kernel object.
+        batch_size: B <= N, or None for the full batch.
+    """
+    N = data.X.shape[0]
+    L, M = data.num_latent, data.inducing_init.shape[0]
+    B = _resolve_batch(batch_size, N)
+    params, Z = _params_sites(data, kernel)
+    W = numpyro.param("mixing", jnp.eye(L))
+    chol_mm = _chol_mm(kernel, params, Z, data.kmm_jitter)
+    with numpyro.plate("latent", L, dim=-1):
+        v = numpyro.sample("v", WhitenedPrior(L, M))                         # (L, M)
+    with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
+        mean, var = svgp_conditional(kernel, params, Z, chol_mm, v, data.X[idx])
+        f = numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)[:, None]).to_event(1))
+        mixed = f @ W.T                                                      # (B, L)
+        if data.link == "gaussian":
+            numpyro.sample("y", dist.Normal(mixed, math.sqrt(data.noise_var)).to_event(1),
+                           obs=data.targets[idx])
+        else:
+            numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](mixed)),
+                           obs=data.y[idx])
+
+
+def guide(data: SVGPData, kernel, batch_size: int | None = None,
+          init_scale: float = 1.0) -> None:
+    """q(v) = prod_c N(m_c, R_c R_c^T) and q(f | v) = p(f | v) on the same minibatch.
+
+    ``init_scale`` sets R_c = init_scale I at the start (1: the prior).
+    """
+    N = data.X.shape[0]
+    L, M = data.num_latent, data.inducing_init.shape[0]
+    B = _resolve_batch(batch_size, N)
+    params, Z = _params_sites(data, kernel)
+    q_mean = numpyro.param("q_mean", jnp.zeros((L, M)))
+    q_tril = numpyro.param("q_scale_tril",
+                           init_scale * jnp.broadcast_to(jnp.eye(M), (L, M, M)),
+                           constraint=constraints.lower_cholesky)
+    chol_mm = _chol_mm(kernel, params, Z, data.kmm_jitter)
+    with numpyro.plate("latent", L, dim=-1):
+        v = numpyro.sample("v", dist.MultivariateNormal(q_mean, scale_tril=q_tril))
+    with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
+        mean, var = svgp_conditional(kernel, params, Z, chol_mm, v, data.X[idx])
+        numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)[:, None]).to_event(1))
+
+
+# ------------------------------------------------------------------ fitted posterior
+def inducing_latent(data: SVGPData, kernel, hypers: dict, v, Xs, eps):
+    """Draws of the mixed latent W f(Xs) given whitened inducing draws (predictive kind
+    ``"inducing"``): f = a^T v + sqrt(k** - |a|^2) eps, then W f.
+
+    Args:
+        hypers: point hyperparameters by site (``kernel_*``, ``inducing_inputs``, ``mixing``).
+        v: (S, M, L) whitened inducing draws; Xs: (n, D); eps: (S, n, L) standard normals.
+
+    Returns:
+        (S, n, L) draws of W f(Xs).
+    """
+    params = _kernel_params(hypers)
+    Z = hypers["inducing_inputs"]
+    chol_mm = _chol_mm(kernel, params, Z, data.kmm_jitter)
+    mean, var = svgp_conditional(kernel, params, Z, chol_mm, jnp.swapaxes(v, -1, -2), Xs)
+    f = mean + jnp.sqrt(var)[:, None] * eps
+    return f @ hypers["mixing"].T
+
+
+def inducing_values(data: SVGPData, kernel, hypers: dict, v):
+    """u = L_mm v, the inducing values f(Zm), for whitened draws v (..., M, L)."""
+    params = _kernel_params(hypers)
+    chol_mm = _chol_mm(kernel, params, hypers["inducing_inputs"], data.kmm_jitter)
+    return jnp.einsum("ij,...jl->...il", chol_mm, v)
+
+
+def svi_result(key, params: dict, data: SVGPData, kernel, num_draws: int) -> dict:
+    """Optimised SVI parameters -> ``FitResult`` fields: point hyperparameters and
+    ``num_draws`` draws of v from q(v), shaped (S, M, L) (predictive kind ``"inducing"``)."""
+    hypers = {k: params[k] for k in ("kernel_variance", "kernel_lengthscale",
+                                     "inducing_inputs", "mixing")}
+    m, R = params["q_mean"], params["q_scale_tril"]                         # (L, M), (L, M, M)
+    e = jax.random.normal(key, (num_draws,) + m.shape)
+    v = m[None] + jnp.einsum("lij,slj->sli", R, e)
+    return dict(hypers=hypers, inducing=jnp.swapaxes(v, -1, -2), predictive_kind="inducing")
+
+
+# ------------------------------------------------------ full (non-sparse) latent model
+def num_latent_softmax(num_classes: int) -> int:
+    """L = C (softmax link)."""
+    return num_classes
+
+
+def num_latent_ilr(num_classes: int) -> int:
+    """L = C - 1 (inverse ILR link)."""
+    return num_classes - 1
+
+
+def initial_hypers(data: SVGPData, kernel) -> dict:
+    """Kernel variance 1, lengthscales at sqrt(D) (the full latent model's sites)."""
+    start = kernel.initial_params(data.X.shape[1], variance=1.0)
+    return {"kernel_" + k: v for k, v in start.items()}
+
+
+def latent_model(data: SVGPData, kernel, fixed_hypers: dict | None = None) -> None:
+    """The full GP classifier with the same link and W = I, whitened for NUTS:
+    f_c = chol(K) w_c, w_c ~ N(0, I_N), y_i ~ Categorical(link(f_i)).
+
+    Sites: ``kernel_*`` (unless fixed), ``f_white`` (L, N), deterministic ``f`` (N, L),
+    ``y`` observed (N,).
+    """
+    N, L = data.X.shape[0], data.num_latent
+    params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
+    chol_K = linalg.cholesky(gram(kernel, params, data.X)).factor
+    with numpyro.plate("latent", L, dim=-1):
+        w = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
+    f = numpyro.deterministic("f", chol_K @ w.T)
+    numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](f)).to_event(1),
+                   obs=data.y)
+
+
+def latent_conditional(data: SVGPData, kernel, hypers: dict, f, Xs):
+    """f(Xs) | f(X) = f under the GP prior: mean (n, L), variance (n, L)."""
+    mean, var = gp.conditional_from_latent(kernel, _kernel_params(hypers), data.X, f, Xs)
+    return mean, jnp.broadcast_to(var[:, None], mean.shape)
+
+
+def _extras(link: str) -> dict:
+    return {"svi_model": model, "svi_guide": guide, "svi_result": svi_result,
+            "inducing_latent": inducing_latent, "inducing_values": inducing_values}
+
+
+def _prepare_with(link: str):
+    def prepare_link(X, y, num_classes: int, **options) -> SVGPData:
+        given = options.pop("link", link)
+        if given != link:
+            raise ValueError(f"this model's link is {link!r}, got link={given!r}; use the "
+                             f"{'ilr_gp_uncollapsed' if given == 'ilr' else 'softmax_svgp'} "
+                             "model for that link" if given in LINKS else
+                             f"unknown link {given!r}; choose from {list(LINKS)}")
+        return prepare(X, y, num_classes, link=link, **options)
+
+    prepare_link.__doc__ = f"``prepare`` with ``link={link!r}``."
+    return prepare_link
+
+
+SPEC = ModelSpec(
+    name="softmax_svgp",
+    description="SVGPC: Hensman et al.'s sparse variational GP classifier, softmax link",
+    prepare=_prepare_with("softmax"),
+    num_latent=num_latent_softmax,
+    log_link=_log_link_softmax,
+    initial_hypers=initial_hypers,
+    latent_model=latent_model,
+    latent_conditional=latent_conditional,
+    extras=_extras("softmax"),
+)
+
+ILR_SPEC = ModelSpec(
+    name="ilr_gp_uncollapsed",
+    description="Uncollapsed-ILR: the sparse variational GP classifier with the inverse ILR",
+    prepare=_prepare_with("ilr"),
+    num_latent=num_latent_ilr,
+    log_link=_log_link_ilr,
+    initial_hypers=initial_hypers,
+    latent_model=latent_model,
+    latent_conditional=latent_conditional,
+    extras=_extras("ilr"),
+)

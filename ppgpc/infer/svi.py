@@ -1,0 +1,200 @@
+"""Driver method ``"svi"``: stochastic variational inference of a NumPyro model and guide.
+
+Generic over models. A spec provides in ``extras``:
+
+* ``"svi_model"``, ``"svi_guide"``: NumPyro model and guide called as ``(data, kernel,
+  batch_size)``; minibatching is theirs (``numpyro.plate(..., subsample_size=B)``);
+* ``"svi_result"``: ``(key, params, data, kernel, num_draws) -> dict`` turning the optimised
+  parameters (constrained, by site name) into ``FitResult`` fields: ``hypers`` (point
+  values by name), ``predictive_kind`` and either ``inducing`` (S, M, L) or ``latent``
+  (S, N, L) draws.
+
+The objective is NumPyro's ``TraceMeanField_ELBO`` (analytic KL wherever the guide/prior
+pair has one registered). Optimiser: optax (Adam by default) under a learning-rate schedule
+(linear warm-up then cosine decay by default), through ``numpyro.optim.optax_to_numpyro``.
+Steps run in jitted windows of ``window`` steps (one ``lax.scan`` each); after each window
+the mean ELBO estimate of the window is compared with the previous one, and the run stops
+when the relative change stays below ``tol`` for ``patience`` windows in a row, or after
+``max_iter`` steps (rounded up to a whole number of windows). A tqdm progress bar shows the running ELBO.
+
+The result keeps the per-step ELBO estimates as ``sample_stats["elbo"]`` (1, steps) and in
+``info``: the last window's mean ELBO, steps, convergence, batch size, seconds per epoch
+(an epoch is N / B steps, timed after the first, compiling, window).
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+from numpyro.infer import SVI, TraceMeanField_ELBO
+from numpyro.optim import optax_to_numpyro
+
+from ppgpc.infer.driver import _as_draws, register_method
+
+__all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "make_optimizer"]
+
+DEFAULT_BATCH_SIZE = 256
+"""Minibatch size when ``batch_size`` is not given (N if the data is smaller)."""
+
+SVI_OPTIONS = {
+    "batch_size": None,
+    "max_iter": 5000,
+    "learning_rate": 0.01,
+    "optimizer": "adam",
+    "schedule": "warmup_cosine",
+    "warmup_steps": 100,
+    "num_particles": 1,
+    "tol": 1e-4,
+    "patience": 3,
+    "window": 100,
+    "num_draws": 500,
+    "progress_bar": True,
+}
+
+_OPTIMIZERS = {"adam": optax.adam, "adamw": optax.adamw, "sgd": optax.sgd}
+_SCHEDULES = ("constant", "warmup_cosine", "exponential")
+
+
+def make_optimizer(optimizer, learning_rate: float, schedule, max_iter: int,
+                   warmup_steps: int) -> optax.GradientTransformation:
+    """An optax optimiser with a learning-rate schedule.
+
+    Args:
+        optimizer: ``"adam"``, ``"adamw"``, ``"sgd"`` or an ``optax.GradientTransformation``
+            (used as it is; ``learning_rate`` and ``schedule`` are then ignored).
+        learning_rate: peak learning rate.
+        schedule: ``"constant"``; ``"warmup_cosine"`` (linear warm-up from 0 over
+            ``warmup_steps``, cosine decay to 5% of the peak at ``max_iter``);
+            ``"exponential"`` (halved every ``max_iter / 4`` steps); or an optax schedule
+            (a callable step -> rate).
+    """
+    if isinstance(optimizer, optax.GradientTransformation):
+        return optimizer
+    if optimizer not in _OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose from {sorted(_OPTIMIZERS)} "
+                         "or pass an optax.GradientTransformation")
+    if not learning_rate > 0:
+        raise ValueError(f"learning_rate must be positive, got {learning_rate}")
+    if callable(schedule):
+        rate = schedule
+    elif schedule == "constant":
+        rate = float(learning_rate)
+    elif schedule == "warmup_cosine":
+        warm = int(min(max(warmup_steps, 0), max_iter // 2))
+        rate = optax.warmup_cosine_decay_schedule(
+            0.0, learning_rate, max(warm, 1), max(max_iter, warm + 1),
+            end_value=0.05 * learning_rate)
+    elif schedule == "exponential":
+        rate = optax.exponential_decay(learning_rate, max(max_iter // 4, 1), 0.5)
+    else:
+        raise ValueError(f"unknown schedule {schedule!r}; choose from {list(_SCHEDULES)} or "
+                         "pass an optax schedule")
+    return _OPTIMIZERS[optimizer](rate)
+
+
+def _check_options(opts: dict, N: int) -> dict:
+    def positive_int(name):
+        value = opts[name]
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"svi option {name} must be a positive integer, got {value!r}")
+        return int(value)
+
+    out = dict(opts)
+    for name in ("max_iter", "num_particles", "patience", "window", "num_draws"):
+        out[name] = positive_int(name)
+    if out["batch_size"] is None:
+        out["batch_size"] = min(DEFAULT_BATCH_SIZE, N)
+    else:
+        out["batch_size"] = positive_int("batch_size")
+        if out["batch_size"] > N:
+            raise ValueError(f"batch_size B = {out['batch_size']} exceeds the number of "
+                             f"training points N = {N}; choose B <= N")
+    if out["tol"] is not None and not out["tol"] >= 0:
+        raise ValueError(f"svi option tol must be >= 0 or None, got {out['tol']!r}")
+    return out
+
+
+def _progress(enabled: bool, total: int):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="SVI", unit="step")
+
+
+def run_svi(spec, data, kernel, key, opts) -> dict:
+    """Runner of driver method ``"svi"`` (see ``register_method`` and the module docstring)."""
+    N = data.X.shape[0]
+    opts = _check_options(opts, N)
+    B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
+    max_iter = -(-opts["max_iter"] // window) * window  # whole windows
+    optim = optax_to_numpyro(make_optimizer(opts["optimizer"], float(opts["learning_rate"]),
+                                            opts["schedule"], max_iter,
+                                            int(opts["warmup_steps"])))
+    svi = SVI(spec.extras["svi_model"], spec.extras["svi_guide"], optim,
+              TraceMeanField_ELBO(num_particles=opts["num_particles"]))
+    k_init, k_draws = jax.random.split(key)
+    state = jax.jit(lambda k: svi.init(k, data, kernel, B))(k_init)  # eager init is slow
+
+    @jax.jit
+    def run_window(state):
+        def body(s, _):
+            s, loss = svi.update(s, data, kernel, B)
+            return s, -loss
+
+        return lax.scan(body, state, None, length=window)
+
+    bar = _progress(bool(opts["progress_bar"]), max_iter)
+    trace, means, calm, converged = [], [], 0, False
+    steps, timed_steps, timed_seconds = 0, 0, 0.0
+    try:
+        while steps < max_iter:
+            start = time.perf_counter()
+            state, elbos = run_window(state)
+            elbos = np.asarray(elbos)
+            if steps > 0:  # the first window includes compilation
+                timed_seconds += time.perf_counter() - start
+                timed_steps += window
+            steps += window
+            if not np.all(np.isfinite(elbos)):
+                raise FloatingPointError(
+                    f"the ELBO became non-finite within steps {steps - window}..{steps}; lower "
+                    f"the learning_rate (now {opts['learning_rate']}) or check the inputs' scale")
+            trace.append(elbos)
+            means.append(float(elbos.mean()))
+            if bar is not None:
+                bar.update(window)
+                bar.set_postfix(elbo=f"{means[-1]:.4g}")
+            if opts["tol"] is not None and len(means) > 1:
+                change = abs(means[-1] - means[-2]) / max(abs(means[-1]), 1.0)
+                calm = calm + 1 if change < opts["tol"] else 0
+                if calm >= opts["patience"]:
+                    converged = True
+                    break
+    finally:
+        if bar is not None:
+            bar.close()
+    params = svi.get_params(state)
+    out = spec.extras["svi_result"](k_draws, params, data, kernel, opts["num_draws"])
+    for name in ("inducing", "latent"):
+        if name in out:
+            if not bool(jnp.all(jnp.isfinite(out[name]))):
+                raise FloatingPointError(f"SVI produced non-finite {name} draws")
+            out[name] = out[name][None]
+    out.setdefault("latent", None)
+    trace = np.concatenate(trace)
+    per_step = timed_seconds / timed_steps if timed_steps else float("nan")
+    info = {"hyperparameters": "SVI ELBO (type-II ML)", "elbo": means[-1],
+            "svi_steps": int(steps), "svi_converged": bool(converged), "batch_size": int(B),
+            "seconds_per_step": per_step, "seconds_per_epoch": per_step * N / B}
+    return dict(hypers=_as_draws(out.pop("hypers")), point_hypers=True, info=info,
+                sample_stats={"elbo": trace[None]}, **out)
+
+
+register_method("svi", run_svi, (("extras.svi_model", "extras.svi_guide",
+                                   "extras.svi_result"),), SVI_OPTIONS, scalable=True)

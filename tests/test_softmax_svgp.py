@@ -1,0 +1,248 @@
+"""Softmax SVGP / Uncollapsed-ILR (models/softmax_svgp.py) and driver method "svi".
+
+Statistical checks compare the mean of many independent ELBO estimates with a value known
+independently (Gauss-Hermite quadrature plus the closed-form Gaussian KL, or Titsias's
+collapsed bound), with a tolerance of 4.5 Monte Carlo standard errors (independent draws,
+so the ESS is the number of draws).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer import TraceMeanField_ELBO
+
+from ppgpc import SoftmaxSVGPClassifier, ILRGPClassifier, simplex, sparse
+from ppgpc.infer import fit
+from ppgpc.kernels import RBF, gram
+from ppgpc.models import softmax_svgp as svgp
+
+from conftest import SMALL, toy_problem
+
+KERNEL = RBF(ard=True)
+NUM_ESTIMATES = 2000
+
+
+@functools.lru_cache(maxsize=None)
+def _elbo_sampler(batch_size):
+    """A jitted (keys, data, params) -> ELBO estimates, one per key (TraceMeanField_ELBO)."""
+    elbo = TraceMeanField_ELBO()
+
+    def one(key, data, params):
+        return -elbo.loss(key, params, svgp.model, svgp.guide, data, KERNEL, batch_size)
+
+    return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
+
+
+def _elbo_draws(data, params, batch_size, num, seed=0):
+    """``num`` independent ELBO estimates of the model and guide at ``params``."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), num)
+    return np.asarray(_elbo_sampler(batch_size)(keys, data, params))
+
+
+def _assert_mean_close(draws, target):
+    se = draws.std(ddof=1) / np.sqrt(draws.size)
+    assert abs(draws.mean() - target) < 4.5 * se + 1e-9, (draws.mean(), target, se)
+
+
+# ------------------------------------------------------------- a known binary case
+@pytest.fixture(scope="module")
+def binary_case():
+    """C = 2 with the ILR link (L = 1): E_q[log p(y | w f)] is a 1-D Gaussian integral."""
+    gen = np.random.default_rng(3)
+    N, M, D = 30, 5, 2
+    X = gen.normal(size=(N, D))
+    y = (X[:, 0] + 0.5 * gen.normal(size=N) > 0).astype(int)
+    data = svgp.prepare(X, y, 2, link="ilr", num_inducing=M, seed=1)
+    R = np.tril(0.3 * gen.normal(size=(1, M, M)), -1) + np.diag(gen.uniform(0.3, 0.9, M))
+    params = {
+        "kernel_variance": jnp.asarray(1.7),
+        "kernel_lengthscale": jnp.asarray([0.9, 1.4]),
+        "inducing_inputs": data.inducing_init + 0.1,
+        "mixing": jnp.asarray([[1.3]]),
+        "q_mean": jnp.asarray(gen.normal(size=(1, M))),
+        "q_scale_tril": jnp.asarray(R),
+    }
+    return data, params
+
+
+def _analytic_elbo(data, params):
+    """sum_i E_q[log p(y_i | w f_i)] by 80-point Gauss-Hermite minus the closed-form KL."""
+    kp = {"variance": params["kernel_variance"], "lengthscale": params["kernel_lengthscale"]}
+    Z = np.asarray(params["inducing_inputs"])
+    Kmm = np.asarray(gram(KERNEL, kp, Z)) + data.kmm_jitter * float(kp["variance"]) * np.eye(len(Z))
+    Lm = np.linalg.cholesky(Kmm)
+    A = np.linalg.solve(Lm, np.asarray(gram(KERNEL, kp, Z, data.X)))        # (M, N)
+    m = np.asarray(params["q_mean"])[0]
+    R = np.asarray(params["q_scale_tril"])[0]
+    S = R @ R.T
+    mean = A.T @ m
+    var = float(kp["variance"]) - np.sum(A * A, 0) + np.sum(A * (S @ A), 0)
+    w = float(params["mixing"][0, 0])
+    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+    g = w * (mean[:, None] + np.sqrt(var)[:, None] * nodes[None, :])       # (N, nodes)
+    logp = np.asarray(simplex.ilr_log_inverse(jnp.asarray(g)[..., None]))  # (N, nodes, 2)
+    y = np.asarray(data.y)
+    ell = (logp[np.arange(len(y)), :, y] @ weights) / np.sqrt(2 * np.pi)
+    M = len(m)
+    kl = 0.5 * (m @ m + np.sum(R * R) - M) - np.sum(np.log(np.abs(np.diag(R))))
+    return float(np.sum(ell) - kl)
+
+
+@pytest.mark.parametrize("batch_size", [None, 10])
+def test_elbo_estimator_is_unbiased_full_and_minibatch(binary_case, batch_size):
+    """Full-batch and minibatch (N/B-scaled) estimates both average to the analytic ELBO."""
+    data, params = binary_case
+    target = _analytic_elbo(data, params)
+    _assert_mean_close(_elbo_draws(data, params, batch_size, NUM_ESTIMATES), target)
+
+
+def test_elbo_is_exact_without_variational_variance(binary_case):
+    """With q(v) almost a point mass and Z = X, M = N (no conditional variance), every
+    estimate equals sum_i log p(y_i | w a_i^T m) - KL: the estimator has no bias to hide."""
+    data, params = binary_case
+    n = 8
+    X, y = np.asarray(data.X[:n]), np.asarray(data.y[:n])
+    data0 = svgp.prepare(X, y, 2, link="ilr", num_inducing=n, kmm_jitter=0.0)
+    params0 = {**params, "inducing_inputs": jnp.asarray(X),
+               "q_mean": jnp.linspace(-1.0, 1.0, n)[None],
+               "q_scale_tril": 1e-7 * jnp.eye(n)[None]}
+    draws = _elbo_draws(data0, params0, None, 20)
+    target = _analytic_elbo(data0, params0)
+    assert np.allclose(draws, target, rtol=1e-6)
+
+
+def test_gaussian_link_with_m_equal_n_matches_collapsed_bound_at_its_optimum():
+    """M = N, Z = X, Gaussian link: at the optimal q(v) (closed form in whitened
+    coordinates, S = (I + A A^T / s2)^-1, m = S A y / s2) the bound equals Titsias's
+    collapsed bound; moving q away from it lowers the bound."""
+    gen = np.random.default_rng(5)
+    N, L, s2 = 12, 2, 0.1
+    X = np.sort(gen.uniform(-3, 3, size=(N, 1)), axis=0)
+    Y = np.stack([np.sin(X[:, 0]), np.cos(X[:, 0])], 1) + 0.3 * gen.normal(size=(N, L))
+    kp = {"variance": jnp.asarray(1.2), "lengthscale": jnp.asarray([1.1])}
+    data = svgp.prepare_regression(X, Y, s2, X, kmm_jitter=0.0)
+    K = np.asarray(gram(KERNEL, kp, jnp.asarray(X)))
+    A = np.linalg.cholesky(K).T                               # L_m^-1 K_mn with Z = X
+    S = np.linalg.inv(np.eye(N) + A @ A.T / s2)
+    m = (S @ A @ Y / s2).T                                    # (L, N)
+    params = {"kernel_variance": kp["variance"], "kernel_lengthscale": kp["lengthscale"],
+              "inducing_inputs": jnp.asarray(X), "mixing": jnp.eye(L),
+              "q_mean": jnp.asarray(m),
+              "q_scale_tril": jnp.asarray(np.broadcast_to(np.linalg.cholesky(S), (L, N, N)))}
+    bound = float(sparse.collapsed_bound(KERNEL, kp, jnp.asarray(X), jnp.asarray(Y),
+                                         jnp.asarray(X), s2, kmm_jitter=0.0))
+    draws = _elbo_draws(data, params, None, NUM_ESTIMATES)
+    _assert_mean_close(draws, bound)
+    moved = _elbo_draws(data, {**params, "q_mean": params["q_mean"] + 0.2}, None, 200)
+    se = moved.std(ddof=1) / np.sqrt(moved.size)
+    assert moved.mean() < bound - 5 * se - 0.1
+
+
+# ------------------------------------------------------------------- errors
+def test_bad_options_raise_clear_errors():
+    X, y = toy_problem(30, 3)
+    with pytest.raises(ValueError, match="num_inducing M = 40 exceeds .* N = 30"):
+        svgp.prepare(X, y, 3, num_inducing=40)
+    with pytest.raises(ValueError, match="unknown link 'probit'"):
+        svgp.prepare(X, y, 3, link="probit")
+    with pytest.raises(ValueError, match="unknown link 'probit'"):
+        SoftmaxSVGPClassifier(link="probit").fit(X, y)
+    with pytest.raises(ValueError, match="batch_size B = 50 exceeds .* N = 30"):
+        fit("softmax_svgp", X, y, method="svi", batch_size=50,
+            model_options={"num_inducing": 5})
+    with pytest.raises(ValueError, match="unknown optimizer 'adagrad'"):
+        fit("softmax_svgp", X, y, method="svi", optimizer="adagrad",
+            model_options={"num_inducing": 5})
+    with pytest.raises(ValueError, match="unknown schedule"):
+        fit("softmax_svgp", X, y, method="svi", schedule="linear",
+            model_options={"num_inducing": 5})
+    with pytest.raises(ValueError, match="no collapsed form"):
+        fit("softmax_svgp", X, y, method="nuts", form="latent")
+
+
+# ------------------------------------------------------------- fits and predictions
+@pytest.fixture(scope="module")
+def fitted():
+    """SVGPC on string labels (well-separated blobs), small M and B, few steps."""
+    X, y = toy_problem(90, 3, seed=2)
+    labels = np.array(["a", "b", "c"])[y]
+    clf = SoftmaxSVGPClassifier(num_inducing=8, batch_size=30, max_iter=600,
+                                learning_rate=0.03, seed=1,
+                                inference_options={"num_draws": 64, "tol": None})
+    return clf.fit(X, labels), X, labels
+
+
+def test_predictions_shapes_and_normalisation(fitted):
+    clf, X, labels = fitted
+    probs = clf.predict_proba(X[:17])
+    assert probs.shape == (17, 3)
+    assert np.all(probs >= 0) and np.allclose(probs.sum(1), 1.0)
+    assert set(clf.predict(X)) <= {"a", "b", "c"}
+    assert clf.score(X, labels) > 0.9
+    draws = clf.result_.predict_proba_draws(clf._transform(X[:4]))
+    assert draws.shape == (1, 64, 4, 3)
+    assert np.allclose(np.sum(draws, -1), 1.0)
+
+
+def test_elbo_trace_and_inducing_result(fitted):
+    clf, X, _ = fitted
+    res = clf.result_
+    assert res.predictive_kind == "inducing" and res.latent is None
+    assert res.inducing.shape == (1, 64, 8, 3)
+    assert res.hypers["inducing_inputs"].shape == (1, 1, 8, 2)
+    assert res.hypers["mixing"].shape == (1, 1, 3, 3)
+    trace = res.sample_stats["elbo"]
+    assert trace.shape == (1, 600) and res.info["svi_steps"] == 600
+    assert trace[0, -100:].mean() > trace[0, :100].mean() + 10
+    assert np.isclose(res.info["elbo"], trace[0, -100:].mean())
+    assert res.log_likelihood().shape == (1, 64, 90)
+
+
+def test_inference_data_export(fitted):
+    clf, X, _ = fitted
+    idata = clf.to_inference_data(X[:7])
+    post = idata.posterior
+    assert post["v"].dims == ("chain", "draw", "inducing", "latent")
+    assert post["u"].shape == (1, 64, 8, 3)
+    assert post["inducing_inputs"].dims == ("chain", "draw", "inducing", "feature")
+    assert post["f"].dims == ("chain", "draw", "obs", "latent")   # computed on demand
+    assert idata.log_likelihood["y"].shape == (1, 64, 90)
+    assert np.allclose(idata.log_likelihood["y"].values, clf.result_.log_likelihood())
+    assert idata.predictions["p"].shape == (1, 64, 7, 3)
+    assert idata.sample_stats["elbo"].shape == (1, 600)
+
+
+@pytest.mark.slow
+def test_uncollapsed_ilr_estimator():
+    """ILRGPClassifier(inference="uncollapsed") is the SVGP model with the inverse ILR."""
+    X, y = toy_problem(60 if SMALL else 120, 3, seed=4)
+    clf = ILRGPClassifier(inference="uncollapsed", num_inducing=8,
+                          inference_options={"batch_size": 30, "max_iter": 400,
+                                             "learning_rate": 0.03, "num_draws": 32})
+    clf.fit(X, y)
+    res = clf.result_
+    assert res.spec.name == "ilr_gp_uncollapsed" and clf.epsilon_ is None
+    assert res.inducing.shape == (1, 32, 8, 2) and res.hypers["mixing"].shape == (1, 1, 2, 2)
+    probs = clf.predict_proba(X)
+    assert probs.shape == (len(y), 3) and np.allclose(probs.sum(1), 1.0)
+    assert clf.score(X, y) > 0.9
+
+
+@pytest.mark.slow
+def test_nuts_on_the_full_softmax_gp():
+    """The full (non-sparse) model runs under NUTS in latent form for small N."""
+    X, y = toy_problem(24, 2, seed=6)
+    hypers = {"kernel_variance": 2.0, "kernel_lengthscale": np.array([1.5, 1.5])}
+    n = 60 if SMALL else 200
+    res = fit("softmax_svgp", X, y, method="nuts", form="latent", hyperparameters=hypers,
+              num_warmup=n, num_samples=n, num_chains=1, progress_bar=False,
+              model_options={"num_inducing": 1})
+    assert res.latent.shape == (1, n, 24, 2) and res.predictive_kind == "latent"
+    probs = res.predict_proba(X)
+    assert probs.shape == (24, 2) and np.allclose(probs.sum(1), 1.0)
+    assert np.mean(probs.argmax(1) == y) > 0.9
