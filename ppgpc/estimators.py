@@ -109,7 +109,11 @@ class GPClassifierBase:
         raise ValueError(f"validation must be 'cv' or 'holdout', got {self.validation!r}")
 
     def _held_out_nll(self, X, y, num_classes, grid, splits) -> dict:
-        """Pooled held-out NLL of an exact fit for each value of a smoothing grid.
+        """Pooled held-out NLL of a conjugate fit for each value of a smoothing grid.
+
+        The fits use the hyperparameter estimate of the final fit: type-II MAP when
+        ``inference`` is ``"map"`` or ``"nuts"`` (whose hyperparameter posterior includes the
+        priors; MAP is its cheap stand-in), type-II ML otherwise.
 
         Args:
             grid: the values; ``self._options_for(value)`` gives the model options.
@@ -118,12 +122,13 @@ class GPClassifierBase:
         Returns:
             {value: sum of validation NLLs / number of validation points}.
         """
+        method = "map" if self.inference in ("map", "nuts") else "exact"
         scores = {}
         for value in grid:
             losses = []
             for train, val in splits:
                 result = self._fit_driver(X[train], y[train], num_classes,
-                                          self._options_for(value), method="exact", num_draws=1)
+                                          self._options_for(value), method=method, num_draws=1)
                 losses.append(metrics.nll(result.predict_proba(X[val]), y[val]) * len(val))
             scores[float(value)] = float(np.sum(losses) / sum(len(v) for _, v in splits))
         return scores
@@ -405,12 +410,21 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
     augmentation.
 
     Args:
-        inference: ``"gibbs"`` (default; the exact blocked Gibbs sampler, kernel
-            hyperparameters fitted first by type-II ML on the CAVI ELBO unless given in
-            ``inference_options["hyperparameters"]``), ``"cavi"`` (mean-field VI with
-            hyperparameter learning; ``num_inducing`` for the sparse version) or ``"nuts"``
-            (NUTS on the non-augmented latent model, hyperparameters as for Gibbs, or
-            sampled with ``{"sample_hyperparameters": True}``).
+        inference: one of
+            ``"gibbs"`` (default): the exact blocked Gibbs sampler (driver method
+            ``"gibbs"``); kernel hyperparameters fitted first by type-II MAP on the CAVI
+            ELBO, or given in ``inference_options["hyperparameters"]``, or sampled inside
+            every sweep with ``{"hyperparameters": "sample"}`` (HMC-within-Gibbs;
+            predictions then average over the hyperparameter draws too);
+            ``"cavi"``: mean-field coordinate-ascent VI with hyperparameter learning
+            (``{"num_inducing": M}`` for the sparse version);
+            ``"svi"``: the stochastic CAVI of appendix A.3 (driver method ``"cavi"`` with
+            ``batch_size``, default min(N, 128), and ``class_batch_size``, default all
+            classes; 1000 iterations unless ``max_iter`` is given), for large N or C;
+            ``"nuts"``: NUTS on the non-augmented latent model, hyperparameters as for
+            Gibbs, or sampled with ``{"sample_hyperparameters": True}``.
+            Every option predicts by averaging the likelihood over posterior (or
+            variational) draws of f, never at a plug-in posterior mean.
         kernel, standardize, seed, max_exact_points: as for ``ILRGPClassifier``.
         inference_options: options of the driver method (``ppgpc.infer.fit``), e.g.
             ``{"num_samples": 1000, "kernel_options": {"collapse_lambda": True}}``.
@@ -427,7 +441,9 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
     """
 
     model_name = "logistic_softmax"
-    _methods = ("gibbs", "cavi", "nuts")
+    _methods = ("gibbs", "cavi", "svi", "nuts")
+    SVI_BATCH_SIZE = 128
+    """Default minibatch size of ``inference="svi"``."""
 
     def __init__(self, *, kernel="rbf-ard", inference: str = "gibbs", standardize: bool = True,
                  seed: int = 0, max_exact_points: int | None = MAX_EXACT_POINTS,
@@ -439,11 +455,16 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
         if self.inference not in self._methods:
             raise ValueError(f"{type(self).__name__} does not know inference="
                              f"{self.inference!r}; choose from {list(self._methods)}")
-        return self.inference
+        return "cavi" if self.inference == "svi" else self.inference
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
         method = method or self._method()
         given = dict(self.inference_options or {})
+        if self.inference == "svi" and method == "cavi":
+            if "batch_size" not in given:
+                options["batch_size"] = min(len(y), self.SVI_BATCH_SIZE)
+            if "max_iter" not in given:
+                options["max_iter"] = 1000
         if method in ("gibbs", "nuts") and "progress_bar" not in given:
             options["progress_bar"] = False
         if method == "nuts":
