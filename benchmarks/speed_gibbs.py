@@ -11,7 +11,8 @@ Each cell draws ``--draws`` variates of PG(b, z) at one (b, z) and reports the b
 second. Part (b), ``--part ess``: Gibbs against NUTS in effective samples per second of the
 latent f (``bench_gibbs_vs_nuts``, implemented in ``speed_gibbs_ess.py``):
 
-    python benchmarks/speed_gibbs.py --part ess --sizes 200 --classes 3 10 --samples 300
+    python benchmarks/speed_gibbs.py --part ess --sizes 200 1000 --classes 3 10 --samples 500 \
+        --nuts-warmup 200 --nuts-samples 200
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _print_header(num_draws: int) -> None:
 
 
 def bench_gibbs_vs_nuts(sizes, classes, samples: int, warmup: int, chains: int,
-                        samplers) -> list:
+                        samplers, nuts_warmup: int = 300, nuts_samples: int | None = None) -> list:
     """Part (b): min and median bulk ESS per second of the latent f, logistic-softmax
     blocked Gibbs (plain and lambda-collapsed) against NUTS on the non-augmented model, same
     fixed hyperparameters (details in ``speed_gibbs_ess.py``)."""
@@ -111,7 +112,7 @@ def bench_gibbs_vs_nuts(sizes, classes, samples: int, warmup: int, chains: int,
     from speed_gibbs_ess import ess_table
 
     return ess_table(sizes, classes, chains=chains, warmup=warmup, samples=samples,
-                     nuts_warmup=max(warmup, 300), samplers=samplers)
+                     nuts_warmup=nuts_warmup, nuts_samples=nuts_samples, samplers=samplers)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,6 +125,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=500, help="(b) draws per chain")
     parser.add_argument("--warmup", type=int, default=200, help="(b) warm-up sweeps")
     parser.add_argument("--chains", type=int, default=2, help="(b) chains")
+    parser.add_argument("--nuts-warmup", type=int, default=300, help="(b) NUTS warm-up")
+    parser.add_argument("--nuts-samples", type=int, default=None,
+                        help="(b) NUTS draws per chain (default: --samples)")
     parser.add_argument("--samplers", nargs="+", default=["gibbs", "gibbs-collapsed", "nuts"])
     parser.add_argument("--draws", type=int, default=100_000, help="draws per (b, z) cell")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per cell")
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         bench_polyagamma_draws(args.b, args.z, args.draws, args.repeats, args.seed)
     elif args.part == "ess":
         bench_gibbs_vs_nuts(args.sizes, args.classes, args.samples, args.warmup, args.chains,
-                            args.samplers)
+                            args.samplers, args.nuts_warmup, args.nuts_samples)
 
 
 if __name__ == "__main__":

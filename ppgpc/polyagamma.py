@@ -205,8 +205,13 @@ def polyagamma_mean(b: ArrayLike, z: ArrayLike) -> jax.Array:
         >>> float(pg.polyagamma_mean(1.0, 0.0))
         0.25
     """
+    return _scaled_by_b(_mean_unit, b, z)
+
+
+def _scaled_by_b(unit_moment, b: ArrayLike, z: ArrayLike) -> jax.Array:
+    """b times a PG(1, |z|) cumulant (mean and variance are linear in b), broadcast."""
     b, z = jnp.broadcast_arrays(jnp.asarray(b, float), jnp.abs(jnp.asarray(z, float)))
-    return b * _mean_unit(z)
+    return b * unit_moment(z)
 
 
 @jax.jit
@@ -215,22 +220,15 @@ def polyagamma_variance(b: ArrayLike, z: ArrayLike) -> jax.Array:
 
     Var[PG(b, z)] = b (sinh z - z) / (4 z^3 cosh^2(z/2)), b / 24 at z = 0; evaluated as
     b (2 tanh(z/2) - z sech^2(z/2)) / (4 z^3) (about b / (2 z^3) for large z, no overflow) and
-    by a Taylor series for |z| < 0.5, where that form cancels.
-
-    Args:
-        b: shape parameter, any shape broadcastable with ``z``.
-        z: tilting parameter; only |z| matters.
-
-    Returns:
-        Array of the broadcast shape of ``b`` and ``z``.
+    by a Taylor series for |z| < 0.5, where that form cancels. Arguments and result as for
+    ``polyagamma_mean``.
 
     Example:
         >>> import ppgpc.polyagamma as pg
         >>> round(float(pg.polyagamma_variance(24.0, 0.0)), 12)
         1.0
     """
-    b, z = jnp.broadcast_arrays(jnp.asarray(b, float), jnp.abs(jnp.asarray(z, float)))
-    return b * _var_unit(z)
+    return _scaled_by_b(_var_unit, b, z)
 
 
 # ----------------------------------------------------------------------------------------

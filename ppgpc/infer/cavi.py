@@ -6,6 +6,11 @@ kernel, result, S) -> (S, N, L)`` joint draws of the latent at the training inpu
 variational posterior. The ``FitResult`` holds those draws as one chain (predictive kind
 ``"latent"``: new inputs get the GP prior conditional given each draw), and the ELBO trace
 as ``sample_stats["elbo"]`` of shape (1, iterations) plus ``info["elbo"]`` (the final value).
+
+Options ``batch_size`` and ``class_batch_size`` (``None``: all points / all classes; giving
+either selects the stochastic version, with step size rho_t = (t + step_size_delay) ^
+-step_size_power and a full-data ELBO evaluation every ``elbo_every`` iterations, whose
+values then form the trace) are passed to the model's ``cavi`` only when one is set.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ CAVI_OPTIONS = {
     "tol": 1e-6,
     "learning_rate": 0.05,
     "num_draws": 1000,
+    "batch_size": None,
+    "class_batch_size": None,
+    "step_size_delay": 1.0,
+    "step_size_power": 0.6,
+    "elbo_every": 10,
 }
 
 
@@ -33,12 +43,16 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
     """Runner of driver method ``"cavi"`` (see ``register_method``)."""
     given = opts["hyperparameters"]
     hypers = None if given is None else _check_hyperparameters(spec, data, kernel, given)
+    stochastic = {}
+    if opts["batch_size"] is not None or opts["class_batch_size"] is not None:
+        stochastic = {k: opts[k] for k in ("batch_size", "class_batch_size", "step_size_delay",
+                                           "step_size_power", "elbo_every")}
     res = spec.extras["cavi"](
         data, kernel, hypers, num_inducing=opts["num_inducing"],
         learn_hypers=opts["learn_hyperparameters"], learn_inducing=opts["learn_inducing"],
         include_prior=bool(opts["include_prior"]),
         max_iter=int(opts["max_iter"]), tol=float(opts["tol"]),
-        learning_rate=float(opts["learning_rate"]))
+        learning_rate=float(opts["learning_rate"]), **stochastic)
     latent = spec.extras["sample_q_f"](key, data, kernel, res, int(opts["num_draws"]))
     if not bool(np.all(np.isfinite(np.asarray(latent)))):
         raise FloatingPointError("CAVI produced non-finite latent draws")
@@ -46,7 +60,8 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
     learnt = given is None or bool(opts["learn_hyperparameters"])
     info = {"hyperparameters": f"CAVI ELBO (type-II {kind})" if learnt else "given",
             "elbo": float(res.elbo[-1]),
-            "cavi_iterations": int(len(res.elbo)), "cavi_converged": bool(res.converged)}
+            "cavi_iterations": int(len(res.elbo)), "cavi_converged": bool(res.converged),
+            "cavi_stochastic": bool(stochastic)}
     return dict(hypers=_as_draws(res.hypers), latent=latent[None], predictive_kind="latent",
                 point_hypers=True, info=info,
                 sample_stats={"elbo": np.asarray(res.elbo)[None]})

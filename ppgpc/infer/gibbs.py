@@ -6,8 +6,16 @@ whose state has a field ``f`` (N, L) (BlackJAX style). ``GibbsKernel`` is the th
 ``MCMCKernel`` adapter that lets ``MCMC`` run it (chains, warm-up, thinning, progress bars);
 it holds the two functions and nothing mutable.
 
-Hyperparameters are fixed during the sweep: given (``hyperparameters=``) or fitted first by
-the model's ``extras["fit_hypers"](data, kernel) -> (hypers, info)``.
+Kernel hyperparameters are fixed during the sweep, given (``hyperparameters={...}``) or
+fitted first by the model's ``extras["fit_hypers"](data, kernel) -> (hypers, info)``; or
+sampled inside it (``hyperparameters="sample"``, HMC-within-Gibbs): the driver then calls
+``gibbs_kernel(data, kernel, start, sample_hypers=True, num_warmup=..., hyper_algo=...,
+hyper_num_steps=..., max_tree_depth=...)`` (options ``hyper_algo`` "HMC" or "NUTS",
+``hyper_num_steps``, ``hyper_max_tree_depth``)
+with ``start = spec.initial_hypers(data, kernel)``, the model's state carries the current
+values in a field ``hypers`` (a dict by site name), and the ``FitResult`` stores one
+hyperparameter draw per latent draw (``point_hypers=False``), so predictions average over
+both.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ class GibbsAdapterState(NamedTuple):
     """What ``MCMC`` carries between iterations."""
 
     z: dict
-    """The sample field: ``{"f": (N, L)}``."""
+    """The sample field: ``{"f": (N, L)}`` plus the sampled hyperparameters by site name."""
     inner: Any
     """The model's own Gibbs state."""
     info: Any
@@ -62,17 +70,21 @@ class GibbsKernel(MCMCKernel):
     def model(self):
         return None
 
+    @staticmethod
+    def _sample_field(inner) -> dict:
+        return {"f": inner.f, **dict(getattr(inner, "hypers", None) or {})}
+
     def _init_one(self, rng_key):
         k_init, k_probe, k_next = jax.random.split(rng_key, 3)
         inner = self._init_fn(k_init)
         _, info = jax.eval_shape(self._step_fn, k_probe, inner)
         info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), info)
-        return GibbsAdapterState({"f": inner.f}, inner, info, k_next)
+        return GibbsAdapterState(self._sample_field(inner), inner, info, k_next)
 
     def _sample_one(self, state):
         key, k_step = jax.random.split(state.rng_key)
         inner, info = self._step_fn(k_step, state.inner)
-        return GibbsAdapterState({"f": inner.f}, inner, info, key)
+        return GibbsAdapterState(self._sample_field(inner), inner, info, key)
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         # chain_method="vectorized" passes one key per chain: vmap the pair over chains.
@@ -101,18 +113,33 @@ GIBBS_OPTIONS = {
     "thinning": 1,
     "progress_bar": True,
     "kernel_options": None,
+    "hyper_algo": "HMC",
+    "hyper_num_steps": 8,
+    "hyper_max_tree_depth": 6,
 }
 
 
 def run_gibbs(spec, data, kernel, key, opts) -> dict:
     """Runner of driver method ``"gibbs"`` (see ``register_method``)."""
-    if opts["hyperparameters"] is not None:
-        hypers = _check_hyperparameters(spec, data, kernel, opts["hyperparameters"])
+    given = opts["hyperparameters"]
+    kernel_options = dict(opts["kernel_options"] or {})
+    sample = isinstance(given, str)
+    if sample:
+        if given != "sample":
+            raise ValueError(f"hyperparameters must be a dict, None or 'sample', got {given!r}")
+        hypers = spec.initial_hypers(data, kernel)
+        info = {"hyperparameters": f"sampled (HMC-within-Gibbs: one {opts['hyper_algo']} "
+                                   "step per sweep)"}
+        kernel_options.update(sample_hypers=True, num_warmup=int(opts["num_warmup"]),
+                              hyper_algo=str(opts["hyper_algo"]),
+                              hyper_num_steps=int(opts["hyper_num_steps"]),
+                              max_tree_depth=int(opts["hyper_max_tree_depth"]))
+    elif given is not None:
+        hypers = _check_hyperparameters(spec, data, kernel, given)
         info = {"hyperparameters": "given"}
     else:
         hypers, info = spec.extras["fit_hypers"](data, kernel)
-    init_fn, step_fn = spec.extras["gibbs_kernel"](data, kernel, hypers,
-                                                   **dict(opts["kernel_options"] or {}))
+    init_fn, step_fn = spec.extras["gibbs_kernel"](data, kernel, hypers, **kernel_options)
     num_chains = int(opts["num_chains"])
     mcmc = MCMC(GibbsKernel(init_fn, step_fn), num_warmup=int(opts["num_warmup"]),
                 num_samples=int(opts["num_samples"]), num_chains=num_chains,
@@ -121,11 +148,16 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
     info_fields = tuple(getattr(jax.eval_shape(step_fn, jax.random.PRNGKey(0),
                                                init_fn(jax.random.PRNGKey(0)))[1], "_fields", ()))
     mcmc.run(key, extra_fields=tuple("info." + f for f in info_fields))
-    latent = mcmc.get_samples(group_by_chain=True)["f"]
+    samples = mcmc.get_samples(group_by_chain=True)
+    latent = samples.pop("f")
     extra = mcmc.get_extra_fields(group_by_chain=True)
     stats = {f: np.asarray(extra["info." + f]) for f in info_fields}
     if not bool(np.all(np.isfinite(np.asarray(latent)))):
         raise FloatingPointError("the Gibbs sampler produced non-finite latent draws")
+    if sample:
+        info["hyper_divergences"] = int(np.sum(stats.get("hyper_diverging", 0)))
+        return dict(hypers=samples, latent=latent, predictive_kind="latent",
+                    point_hypers=False, info=info, sample_stats=stats)
     return dict(hypers=_as_draws(hypers), latent=latent, predictive_kind="latent",
                 point_hypers=True, info=info, sample_stats=stats)
 
