@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from typing import Optional
 
 import jax
@@ -82,8 +81,9 @@ _MIN_VAR = 1e-10
 
 
 @functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["X", "y", "inducing_init", "targets"],
-                   meta_fields=["num_classes", "link", "kmm_jitter", "noise_var"])
+                   data_fields=["X", "y", "inducing_init", "targets", "kmm_jitter",
+                                "noise_var"],
+                   meta_fields=["num_classes", "link"])
 @dataclasses.dataclass(frozen=True)
 class SVGPData:
     """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
@@ -278,7 +278,7 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
         f = numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)[:, None]).to_event(1))
         mixed = f @ W.T                                                      # (B, L)
         if data.link == "gaussian":
-            numpyro.sample("y", dist.Normal(mixed, math.sqrt(data.noise_var)).to_event(1),
+            numpyro.sample("y", dist.Normal(mixed, jnp.sqrt(data.noise_var)).to_event(1),
                            obs=data.targets[idx])
         else:
             numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](mixed)),
