@@ -7,11 +7,15 @@ from ppgpc.cli import main
 
 
 def test_compare_prints_a_table_and_writes_a_png(tmp_path, capsys):
-    assert main(["compare", "--dataset", "wine", "--output-dir", str(tmp_path)]) == 0
+    assert main(["compare", "--dataset", "wine", "--output-dir", str(tmp_path),
+                 "--grid-size", "30"]) == 0
     out = capsys.readouterr().out
     assert "Exact-ILR" in out and "accuracy" in out and "ECE" in out
     png = tmp_path / "reliability_wine_seed0.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rgb = tmp_path / "rgb_map_wine_seed0.png"  # wine has 13 inputs: the principal plane
+    assert rgb.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "RGB map of predictive probabilities" in out
     row = [line for line in out.splitlines() if line.startswith("Exact-ILR")][0].split()
     accuracy = float(row[1])
     assert accuracy > 0.9  # wine is easy: the paper reports 0.98

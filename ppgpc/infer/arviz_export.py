@@ -210,17 +210,17 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         X_pred = jnp.asarray(X_pred, dtype=jnp.float64)
         if X_pred.ndim != 2 or X_pred.shape[1] != D:
             raise ValueError(f"X_pred must have shape (n, {D}); got {X_pred.shape}")
-        f_pred = result.predict_latent(X_pred, k_pred)
-        probs, labels = _predictive_parts(k_pred_y, result.spec.log_link, f_pred)
         constant = {"X": np.asarray(X_pred)}
-        pred_dims = {"f": ["pred", "latent"], "p": ["pred", "class"], "y": ["pred"],
-                     "X": ["pred", "feature"]}
         if y_pred is not None:
             y_pred = np.asarray(y_pred)
             if y_pred.shape != (X_pred.shape[0],) or not np.all((y_pred >= 0) & (y_pred < C)):
                 raise ValueError(f"y_pred must be ({X_pred.shape[0]},) class indices in "
                                  f"0..{C - 1}; got shape {y_pred.shape}")
             constant["y"] = y_pred.astype(np.int64)
+        f_pred = result.predict_latent(X_pred, k_pred)
+        probs, labels = _predictive_parts(k_pred_y, result.spec.log_link, f_pred)
+        pred_dims = {"f": ["pred", "latent"], "p": ["pred", "class"], "y": ["pred"],
+                     "X": ["pred", "feature"]}
         idata.extend(az.from_dict(
             predictions={"f": np.asarray(f_pred), "p": np.asarray(probs),
                          "y": np.asarray(labels)},

@@ -1,0 +1,115 @@
+"""Saving and loading without pickle: bit-for-bit predictions after a round trip."""
+
+import json
+
+import numpy as np
+import pytest
+
+import ppgpc
+from fitted_cases import NUM_PRED, fitted, initial_hyperparameters, toy
+from ppgpc import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
+from ppgpc.infer import FitResult
+from ppgpc.kernels import RBF
+from ppgpc.persistence import _constructor_params, _encode
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    """An ILR-GP estimator with string labels and raw-scale inputs; the hyperparameters and
+    draw count of the shared ``ilr_gp`` fits, so that its compiled functions are reused."""
+    X, y = toy()
+    labels = np.array(["setosa", "versicolor", "virginica"])[y]
+    options = {"hyperparameters": initial_hyperparameters("ilr_gp"), "num_draws": 60}
+    clf = ILRGPClassifier(epsilon=0.99, seed=4, inference_options=options)
+    clf.fit(10.0 * X + 3.0, labels)
+    clf.epsilon_scores_ = {0.9: 0.25, 0.99: 0.125}  # as a search leaves it: float keys
+    return clf, (10.0 * X + 3.0)[:NUM_PRED], labels[:NUM_PRED]
+
+
+@pytest.mark.parametrize("model, method", [
+    ("ilr_gp", "exact"),                # point conjugate predictive
+    ("dirichlet_gp_sparse", "map"),     # nested prepared data with static options, inducing
+    ("ilr_gp", "nuts"),                 # per-draw hyperparameters, NUTS sample stats
+    ("logistic_softmax", "gibbs"),      # latent predictive, Gibbs sample stats
+    ("logistic_softmax", "cavi"),       # ELBO trace
+])
+def test_fit_result_round_trip_is_bit_for_bit(tmp_path, model, method):
+    result = fitted(model, method)
+    X = toy()[0][:NUM_PRED]
+    path = result.save(tmp_path / "fit")
+    assert sorted(p.name for p in path.iterdir()) == ["arrays.nc", "settings.json"]
+    loaded = FitResult.load(path)
+    assert loaded.spec is result.spec and loaded.kernel == result.kernel
+    assert (loaded.method, loaded.predictive_kind, loaded.point_hypers, loaded.seed) == (
+        result.method, result.predictive_kind, result.point_hypers, result.seed)
+    for name, value in result.hypers.items():
+        assert loaded.hypers[name].shape == value.shape
+        np.testing.assert_array_equal(loaded.hypers[name], value)
+    for name, value in result.sample_stats.items():
+        assert loaded.sample_stats[name].dtype == np.asarray(value).dtype
+        np.testing.assert_array_equal(loaded.sample_stats[name], value)
+    np.testing.assert_array_equal(loaded.latent, result.latent)
+    assert loaded.settings == result.settings
+    np.testing.assert_array_equal(loaded.predict_proba(X), result.predict_proba(X))
+    np.testing.assert_array_equal(loaded.log_likelihood(), result.log_likelihood())
+
+
+def test_estimator_round_trip_is_bit_for_bit(tmp_path, classifier):
+    clf, X, labels = classifier
+    path = clf.save(tmp_path / "clf")
+    for loaded in (ppgpc.load(path), ILRGPClassifier.load(path)):
+        assert type(loaded) is ILRGPClassifier
+        assert (json.dumps(_encode(_constructor_params(loaded)), sort_keys=True)
+                == json.dumps(_encode(_constructor_params(clf)), sort_keys=True))
+        np.testing.assert_array_equal(loaded.classes_, clf.classes_)
+        assert loaded.classes_.dtype == clf.classes_.dtype
+        assert loaded.epsilon_ == clf.epsilon_ and loaded.epsilon_scores_ == clf.epsilon_scores_
+        assert loaded.inference_options["num_draws"] == 60
+        np.testing.assert_array_equal(loaded.inference_options["hyperparameters"]
+                                      ["kernel_lengthscale"],
+                                      clf.inference_options["hyperparameters"]
+                                      ["kernel_lengthscale"])
+        np.testing.assert_array_equal(loaded.standardizer_.scale, clf.standardizer_.scale)
+        np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+        np.testing.assert_array_equal(loaded.predict(X), clf.predict(X))
+    idata = ppgpc.load(path).to_inference_data(X, labels)
+    assert list(idata.predictions["class"].values) == clf.classes_.tolist()
+
+
+def test_saved_settings_are_plain_json(tmp_path, classifier):
+    clf, _, _ = classifier
+    path = clf.save(tmp_path / "clf")
+    payload = json.loads((path / "settings.json").read_text())
+    assert payload["kind"] == "estimator" and payload["class"] == "ILRGPClassifier"
+    assert payload["result"]["model"] == "ilr_gp"
+    assert payload["result"]["scalars"]["settings"]["model_options"]["epsilon"] == clf.epsilon_
+
+
+def test_loading_the_wrong_thing_is_a_clear_error(tmp_path, classifier):
+    clf, _, _ = classifier
+    with pytest.raises(FileNotFoundError, match="not a saved ppgpc model"):
+        ppgpc.load(tmp_path / "nothing")
+    path = clf.save(tmp_path / "clf")
+    with pytest.raises(TypeError, match="holds a ILRGPClassifier, not a DirichletGPClassifier"):
+        DirichletGPClassifier.load(path)
+    with pytest.raises(ValueError, match="not a FitResult"):
+        FitResult.load(path)
+    payload = json.loads((path / "settings.json").read_text())
+    payload["format_version"] = 99
+    (path / "settings.json").write_text(json.dumps(payload))
+    with pytest.raises(ValueError, match="format version 99"):
+        ppgpc.load(path)
+
+
+def test_what_cannot_be_saved_is_refused(tmp_path):
+    with pytest.raises(RuntimeError, match="not fitted"):
+        LogisticSoftmaxGPClassifier().save(tmp_path / "x")
+
+    class MyKernel(RBF):
+        pass
+
+    result = fitted("ilr_gp", "exact")
+    custom = FitResult(**{**vars(result), "kernel": MyKernel()})
+    with pytest.raises(ValueError, match="only the kernels of ppgpc.kernels"):
+        custom.save(tmp_path / "y")
+    assert not (tmp_path / "y").exists()
