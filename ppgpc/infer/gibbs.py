@@ -88,9 +88,11 @@ class GibbsKernel(MCMCKernel):
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         # chain_method="vectorized" passes one key per chain: vmap the pair over chains.
+        # Compiled: MCMC calls init outside jit, where a model's init (a NumPyro HMC init
+        # when hyperparameters are sampled) would otherwise run op by op.
         if is_prng_key(rng_key):
-            return self._init_one(rng_key)
-        return jax.vmap(self._init_one)(rng_key)
+            return jax.jit(self._init_one)(rng_key)
+        return jax.jit(jax.vmap(self._init_one))(rng_key)
 
     def sample(self, state, model_args, model_kwargs):
         if is_prng_key(state.rng_key):
@@ -145,8 +147,8 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
                 num_samples=int(opts["num_samples"]), num_chains=num_chains,
                 thinning=int(opts["thinning"]), chain_method=_chain_method(num_chains),
                 progress_bar=bool(opts["progress_bar"]))
-    info_fields = tuple(getattr(jax.eval_shape(step_fn, jax.random.PRNGKey(0),
-                                               init_fn(jax.random.PRNGKey(0)))[1], "_fields", ()))
+    info_shape = jax.eval_shape(lambda k: step_fn(k, init_fn(k))[1], jax.random.PRNGKey(0))
+    info_fields = tuple(getattr(info_shape, "_fields", ()))
     mcmc.run(key, extra_fields=tuple("info." + f for f in info_fields))
     samples = mcmc.get_samples(group_by_chain=True)
     latent = samples.pop("f")
