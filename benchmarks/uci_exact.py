@@ -34,7 +34,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--kernel", default=None, help="rbf-ard (default) or rbf")
     parser.add_argument("--tau", type=float, default=None, help="ILR Proposition 1 tolerance")
-    parser.add_argument("--inference", default=None, help="exact (default), map or nuts")
+    parser.add_argument("--inference", default=None,
+                        help="override the protocol's inference for every model "
+                             "(default: ppgpc.experiments.EXACT_PROTOCOL, type-II MAP for "
+                             "Exact-ILR and GPD, each estimator's default otherwise)")
     args = parser.parse_args(argv)
 
     options = {k: v for k, v in (("kernel", args.kernel), ("tau", args.tau),

@@ -14,7 +14,18 @@ from pathlib import Path
 
 __all__ = ["main"]
 
-_MODEL_ALIASES = {"ilr": "Exact-ILR", "exact-ilr": "Exact-ILR", "ilr_gp": "Exact-ILR"}
+_MODEL_ALIASES = {"ilr": "Exact-ILR", "exact-ilr": "Exact-ILR", "ilr_gp": "Exact-ILR",
+                  "gpd": "GPD", "dirichlet_gp": "GPD", "lsm": "LSM", "logistic_softmax": "LSM"}
+
+
+def _resolve_models(names, known) -> list[str]:
+    """Model names (or their aliases) to keys of ``known``; a ValueError names unknown ones."""
+    resolved = [_MODEL_ALIASES.get(n.lower(), n) for n in names]
+    unknown = [n for n, r in zip(names, resolved) if r not in known]
+    if unknown:
+        raise ValueError(f"unknown model(s) {unknown}; known: {list(known)} "
+                         f"(aliases {sorted(_MODEL_ALIASES)})")
+    return resolved
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +51,9 @@ def _compare(args) -> int:
     from ppgpc.plotting import reliability_grid, save_figure
 
     rows = []
-    for model in EXACT_CLASSIFIERS:
+    models = list(EXACT_CLASSIFIERS) if args.models is None else _resolve_models(
+        args.models, EXACT_CLASSIFIERS)
+    for model in models:
         print(f"fitting {model} on {args.dataset} (seed {args.seed}) ...", flush=True)
         rows.append(run_split(args.dataset, model, args.seed, data_dir=args.data_dir,
                               max_train=args.max_train))
@@ -95,7 +108,7 @@ def _fit(args) -> int:
         print(f"unknown model {args.model!r}; known: {list(EXACT_CLASSIFIERS)} "
               f"(aliases {sorted(_MODEL_ALIASES)})", file=sys.stderr)
         return 2
-    options = {"inference": args.inference}
+    options = {} if args.inference is None else {"inference": args.inference}
     if args.epsilon is not None:
         options["epsilon"] = args.epsilon if args.epsilon == "auto" else float(args.epsilon)
     run = run_split(args.dataset, model, args.seed, data_dir=args.data_dir,
@@ -137,6 +150,8 @@ def main(argv=None) -> int:
                        "table and write a reliability diagram and an RGB probability map")
     _common(p)
     p.add_argument("--output-dir", default="ppgpc-output", help="where PNGs go")
+    p.add_argument("--models", nargs="+", default=None,
+                   help="a subset of the classifiers (default: all; e.g. --models ilr gpd)")
     p.add_argument("--grid-size", type=int, default=50,
                    help="points per side of the RGB probability map (default 50)")
     p.set_defaults(run=_compare)
@@ -144,7 +159,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("fit", help="fit one classifier on one split")
     _common(p)
     p.add_argument("--model", default="ilr", help="ilr (Exact-ILR)")
-    p.add_argument("--inference", default="exact", help="exact, map or nuts")
+    p.add_argument("--inference", default=None,
+                   help="exact (type-II ML), map or nuts (default: the protocol's, map)")
     p.add_argument("--epsilon", default=None, help="label smoothing, or 'auto'")
     p.add_argument("--save-idata", default=None, help="write the posterior to this netCDF file")
     p.set_defaults(run=_fit)

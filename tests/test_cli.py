@@ -7,8 +7,10 @@ from ppgpc.cli import main
 
 
 def test_compare_prints_a_table_and_writes_a_png(tmp_path, capsys):
+    # One model on a subsample keeps this fast; CI's main job (.ci/run) runs the full
+    # `ppgpc compare --dataset wine` with every classifier.
     assert main(["compare", "--dataset", "wine", "--output-dir", str(tmp_path),
-                 "--grid-size", "30"]) == 0
+                 "--grid-size", "30", "--models", "ilr", "--max-train", "80"]) == 0
     out = capsys.readouterr().out
     assert "Exact-ILR" in out and "accuracy" in out and "ECE" in out
     png = tmp_path / "reliability_wine_seed0.png"
@@ -38,6 +40,10 @@ def test_errors_are_reported_without_a_traceback(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "ppgpc: error:" in err and "letter" in err
     assert main(["fit", "--dataset", "wine", "--model", "nope"]) == 2
+    capsys.readouterr()
+    assert main(["compare", "--dataset", "wine", "--models", "ilr", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown model(s) ['nope']" in err and "Exact-ILR" in err
 
 
 def test_datasets_listing(capsys):

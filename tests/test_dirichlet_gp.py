@@ -84,7 +84,7 @@ def test_exact_fit_predicts_and_exports(exact_fit):
     assert result.hypers["mean"].shape == (1, 1, 3)
     assert result.latent.shape == (1, 300, 30, 3)
     idata = result.to_inference_data(X[:4])
-    assert idata.posterior["mean"].dims == ("chain", "draw", "class")
+    assert idata.posterior["mean"].dims == ("chain", "draw", "latent")  # GPD: latent c = class c
     assert idata.predictions["p"].shape == (1, 300, 4, 3)
 
 
