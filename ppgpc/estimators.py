@@ -550,9 +550,12 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         return self.inference
 
     def _svi(self, X, y, num_classes, **options):
+        # inference_options belong to the chosen method: with inference="nuts" they are NUTS
+        # options, and the preliminary SVI fit (for the hyperparameters) must not get them
+        given = dict(self.inference_options or {}) if self.inference == "svi" else {}
         opts = {"batch_size": self.batch_size, "max_iter": self.max_iter,
                 "learning_rate": self.learning_rate, "progress_bar": self.progress_bar,
-                **dict(self.inference_options or {}), **options}
+                **given, **options}
         return run_inference(self.model_name, X, y, method="svi", num_classes=num_classes,
                              kernel=self.kernel, seed=self.seed, max_exact_points=None,
                              model_options={"num_inducing": self.num_inducing,

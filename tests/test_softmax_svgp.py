@@ -248,3 +248,19 @@ def test_nuts_on_the_full_softmax_gp():
     probs = res.predict_proba(X)
     assert probs.shape == (24, 2) and np.allclose(probs.sum(1), 1.0)
     assert np.mean(probs.argmax(1) == y) > 0.9
+
+
+@pytest.mark.slow
+def test_estimator_nuts_takes_hyperparameters_from_a_preliminary_svi_fit():
+    """``inference="nuts"`` without hyperparameters: an SVI fit supplies them, and the NUTS
+    options in ``inference_options`` go to NUTS only (they once leaked into the SVI fit)."""
+    X, y = toy_problem(24, 2, seed=6)
+    n = 40 if SMALL else 200
+    clf = SoftmaxSVGPClassifier(
+        inference="nuts", num_inducing=4, batch_size=24, max_iter=200, learning_rate=0.03,
+        inference_options={"num_warmup": n, "num_samples": n, "num_chains": 1})
+    clf.fit(X, y)
+    res = clf.result_
+    assert res.method == "nuts" and res.latent.shape == (1, n, 24, 2)
+    assert set(res.hypers) >= {"kernel_variance", "kernel_lengthscale"}
+    assert clf.score(X, y) > 0.9
