@@ -14,17 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ppgpc.experiments import EXACT_CLASSIFIERS, PAPER_EXACT, run_split, summarize
-
-
-def _cell(ours, paper, lower_is_better):
-    mean, sd = ours
-    text = f"{mean:.3f} ± {sd:.3f}"
-    if paper is None:
-        return text + "   "
-    p_mean, p_sd = paper
-    ok = mean <= p_mean + p_sd if lower_is_better else mean >= p_mean - p_sd
-    return text + (" ok" if ok else " --")
+from ppgpc.experiments import EXACT_CLASSIFIERS, PAPER_EXACT, format_cell, run_split, summarize
 
 
 def main(argv=None) -> int:
@@ -56,8 +46,8 @@ def main(argv=None) -> int:
             paper = PAPER_EXACT.get((dataset, model))
             p_acc, p_nll, p_ece = paper if paper else (None, None, None)
             paper_text = (f"{p_acc[0]:.2f} / {p_nll[0]:.2f} / {p_ece[0]:.2f}" if paper else "n/a")
-            print(f"{dataset:8s} {model:10s} {_cell(s['accuracy'], p_acc, False):>17s} "
-                  f"{_cell(s['nll'], p_nll, True):>17s} {_cell(s['ece'], p_ece, True):>17s} "
+            print(f"{dataset:8s} {model:10s} {format_cell(s['accuracy'], p_acc, False):>17s} "
+                  f"{format_cell(s['nll'], p_nll, True):>17s} {format_cell(s['ece'], p_ece, True):>17s} "
                   f"{s['fit_seconds'][0]:7.1f}   {paper_text}", flush=True)
     return 0
 

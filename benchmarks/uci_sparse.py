@@ -22,6 +22,7 @@ import argparse
 import sys
 
 from ppgpc.experiments import (
+    format_cell,
     PAPER_SPARSE,
     PAPER_SPARSE_OPTIONS,
     SPARSE_CLASSIFIERS,
@@ -29,16 +30,6 @@ from ppgpc.experiments import (
     run_split,
     summarize,
 )
-
-
-def _cell(ours, paper, lower_is_better):
-    mean, sd = ours
-    text = f"{mean:.3f} ± {sd:.3f}"
-    if paper is None:
-        return text + "   "
-    p_mean, p_sd = paper
-    ok = mean <= p_mean + p_sd if lower_is_better else mean >= p_mean - p_sd
-    return text + (" ok" if ok else " --")
 
 
 def _svi_options(args, dataset: str) -> dict:
@@ -93,8 +84,8 @@ def main(argv=None) -> int:
             p_acc, p_nll, p_ece = paper if paper else (None, None, None)
             paper_text = f"{p_acc[0]:.2f} / {p_nll[0]:.2f} / {p_ece[0]:.2f}" if paper else "n/a"
             print(f"{dataset:8s} {model:14s} {n_train:6d} "
-                  f"{_cell(s['accuracy'], p_acc, False):>17s} "
-                  f"{_cell(s['nll'], p_nll, True):>17s} {_cell(s['ece'], p_ece, True):>17s} "
+                  f"{format_cell(s['accuracy'], p_acc, False):>17s} "
+                  f"{format_cell(s['nll'], p_nll, True):>17s} {format_cell(s['ece'], p_ece, True):>17s} "
                   f"{s['fit_seconds'][0]:7.1f}   {paper_text}", flush=True)
     return 0
 

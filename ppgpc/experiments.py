@@ -40,6 +40,7 @@ __all__ = [
     "RunResult",
     "run_split",
     "summarize",
+    "format_cell",
     "SweepRow",
     "epsilon_overlap_sweep",
     "ScalingRow",
@@ -214,6 +215,24 @@ def run_split(dataset: str, model: str, seed: int, *, data_dir=None, n_test: int
     scores = metrics.evaluate(probs, codes)
     return RunResult(dataset, model, seed, scores["accuracy"], scores["nll"], scores["ece"],
                      scores["brier"], seconds, probs, codes, estimator)
+
+
+def format_cell(ours, paper, lower_is_better: bool) -> str:
+    """A benchmark table cell: ``"mean ± sd"`` and whether it is within one paper standard
+    deviation of the paper's mean or better (``ok``) or not (``--``).
+
+    Args:
+        ours: (mean, sd) over seeds.
+        paper: the paper's (mean, sd), or None when the paper has no such row.
+        lower_is_better: True for NLL and ECE, False for accuracy.
+    """
+    mean, sd = ours
+    text = f"{mean:.3f} ± {sd:.3f}"
+    if paper is None:
+        return text + "   "
+    p_mean, p_sd = paper
+    ok = mean <= p_mean + p_sd if lower_is_better else mean >= p_mean - p_sd
+    return text + (" ok" if ok else " --")
 
 
 def summarize(runs: list[RunResult]) -> dict:
