@@ -60,10 +60,15 @@ def main(argv=None) -> int:
     parser.add_argument("--min-svi-steps", type=int, default=3000, help="SVI steps at least")
     parser.add_argument("--learning-rate", type=float, default=0.01, help="SVI learning rate")
     parser.add_argument("--progress", action="store_true", help="SVI progress bars (stderr)")
+    parser.add_argument("--standardize", choices=["zscore", "robust"], default="zscore",
+                        help="input scaling: z-scores (the paper's protocol) or median / IQR "
+                             "(for eeg, whose few extreme rows set the z-score scale)")
     args = parser.parse_args(argv)
+    scaling = {"standardize": True if args.standardize == "zscore" else "robust"}
 
     print(f"{args.num_inducing} inducing points; max_train={args.max_train}; seeds "
-          f"0..{args.seeds - 1}; paper smoothing values; 'ok' = within one paper s.d. or better")
+          f"0..{args.seeds - 1}; inputs scaled by {args.standardize}; paper smoothing values; "
+          "'ok' = within one paper s.d. or better")
     header = (f"{'dataset':8s} {'model':14s} {'N':>6s} {'accuracy':>17s} {'NLL':>17s} "
               f"{'ECE':>17s} {'fit s':>7s}   paper (acc / NLL / ECE)")
     print(header)
@@ -76,7 +81,8 @@ def main(argv=None) -> int:
                        **PAPER_SPARSE_OPTIONS.get((dataset, model), {})}
             if model in SVI_SPARSE_MODELS:
                 options = _svi_options(args, dataset)
-            runs = [run_split(dataset, model, seed, max_train=args.max_train, **options)
+            runs = [run_split(dataset, model, seed, max_train=args.max_train, **scaling,
+                              **options)
                     for seed in range(args.seeds)]
             s = summarize(runs)
             n_train = runs[0].estimator.result_.data.X.shape[0]

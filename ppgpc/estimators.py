@@ -7,11 +7,15 @@ Every classifier follows the same conventions:
 * ``predict_proba(X)`` returns a NumPy array (n, C) whose rows sum to 1, columns ordered as
   ``classes_``; ``predict`` returns labels from ``classes_``; ``score`` is the accuracy;
 * ``to_inference_data(X=None)`` exports the posterior (and predictions at X) to ArviZ;
-* inputs are z-scored with the training statistics by default (``standardize=True``);
+* inputs are z-scored with the training statistics by default (``standardize=True``;
+  ``"robust"``: median and interquartile range, for columns with a few extreme values,
+  which a warning at fit time points out; ``False``: as given);
 * every random step derives its key from ``seed``, so fits are reproducible.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -27,6 +31,36 @@ from ppgpc.validation import (
 
 __all__ = ["GPClassifierBase", "ILRGPClassifier", "DirichletGPClassifier",
            "LogisticSoftmaxGPClassifier", "SoftmaxSVGPClassifier"]
+
+OUTLIER_SCORE = 20.0
+"""A z-scored training value this far from 0 makes ``fit`` warn that the column's scale is
+set by a few extreme values (and suggest ``standardize="robust"``)."""
+
+
+def _fit_standardizer(X: np.ndarray, standardize) -> Standardizer | None:
+    """The input scaling ``standardize`` asks for (True, "robust" or False), fitted on X;
+    warns when z-scoring leaves training values more than ``OUTLIER_SCORE`` standard
+    deviations out, which squashes the rest of the column towards 0."""
+    if standardize is False or standardize is None:
+        return None
+    if standardize is True:
+        standardizer = Standardizer.fit(X)
+        score = standardizer.max_abs_score(X)
+        columns = np.flatnonzero(score > OUTLIER_SCORE)
+        if columns.size:
+            worst = columns[np.argmax(score[columns])]
+            warnings.warn(
+                f"{columns.size} input column(s) {columns.tolist()[:10]} have training values "
+                f"up to {score[worst]:.0f} standard deviations from the mean (column {worst}): "
+                "a few extreme values set the z-score scale and squash the other values "
+                "together, which can stall the hyperparameter fit; consider "
+                "standardize='robust' (median / interquartile range) or removing the outliers",
+                UserWarning, stacklevel=3)
+        return standardizer
+    if standardize == "robust":
+        return Standardizer.fit(X, robust=True)
+    raise ValueError(f"standardize must be True, False or 'robust'; got {standardize!r}")
+
 
 _INFERENCE_TO_METHOD = {"exact": "exact", "map": "map", "nuts": "nuts", "collapsed": "exact"}
 
@@ -149,8 +183,8 @@ class GPClassifierBase:
         y = check_labels(y, X.shape[0])
         self.classes_, codes = encode_labels(y)
         self.n_features_in_ = X.shape[1]
-        self.standardizer_ = Standardizer.fit(X) if self.standardize else None
-        Xs = self.standardizer_.transform(X) if self.standardize else X
+        self.standardizer_ = _fit_standardizer(X, self.standardize)
+        Xs = X if self.standardizer_ is None else self.standardizer_.transform(X)
         C = len(self.classes_)
         options = self._select_model_options(Xs, codes, C)
         self.result_ = self._fit_driver(Xs, codes, C, options)
@@ -189,13 +223,19 @@ class GPClassifierBase:
         codes = self._encode_known(y, np.asarray(X).shape[0])
         return metrics.evaluate(self.predict_proba(X), codes, n_bins=n_bins)
 
-    def to_inference_data(self, X=None, y=None):
+    def to_inference_data(self, X=None, y=None, *, thin=1, **kwargs):
         """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given
-        (and the true labels y there, for ``ppgpc.diagnostics``)."""
+        (and the true labels y there, for ``ppgpc.diagnostics``).
+
+        ``thin`` keeps every ``thin``-th posterior draw; other keyword arguments
+        (``key``, ``feature_names``, ``max_bytes``) go to
+        ``ppgpc.infer.arviz_export.to_inference_data``.
+        """
         self._check_fitted()
         X_pred = None if X is None else self._transform(X)
         codes = None if y is None else self._encode_known(y, X_pred.shape[0])
-        return self.result_.to_inference_data(X_pred, class_names=self.classes_, y_pred=codes)
+        return self.result_.to_inference_data(X_pred, class_names=self.classes_, y_pred=codes,
+                                              thin=thin, **kwargs)
 
     def save(self, path):
         """Save the fitted estimator to the folder ``path`` without pickle: netCDF arrays and
@@ -242,7 +282,9 @@ class ILRGPClassifier(GPClassifierBase):
             ``batch_size``, ``max_iter``, ``learning_rate`` go in ``inference_options``).
         num_inducing: inducing points M for ``inference="collapsed"`` or
             ``"uncollapsed"`` (k-means++ start; at most N are used).
-        standardize: z-score the inputs with the training statistics.
+        standardize: ``True`` z-scores the inputs with the training statistics,
+            ``"robust"`` centres them at the median and scales by the interquartile range
+            (for columns with a few extreme values), ``False`` uses them as given.
         seed: integer seed for every random step.
         max_exact_points: refuse exact inference above this many points.
         inference_options: options for the driver's method (see ``ppgpc.infer.fit``).

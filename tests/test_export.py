@@ -128,6 +128,48 @@ def test_point_estimates_are_repeated_over_the_draws():
     assert variance.shape == (1, 60) and np.ptp(variance) == 0
 
 
+def _svi_case():
+    return next((m, k) for m, k in CASES if k == "svi")
+
+
+@pytest.mark.parametrize("case", [("ilr_gp", "nuts"), "svi"])
+def test_thinned_export_keeps_every_kth_draw(case):
+    """``thin=k`` exports draws 0, k, 2k, ... of each chain: the thinned posterior is the
+    full export's at those draws, and traces stay whole. (An inducing fit's f and u, at
+    the training and inducing inputs, are fresh draws from p(f | v) for each kept v, so
+    only their shapes are the full export's.)"""
+    model, method = _svi_case() if case == "svi" else case
+    result = fitted(model, method)
+    full = result.to_inference_data()
+    thinned = result.to_inference_data(thin=7)
+    kept = np.arange(0, result.num_draws, 7)
+    assert thinned.posterior.sizes["draw"] == len(kept)
+    for name in thinned.posterior.data_vars:
+        if method == "svi" and name in ("f", "u"):
+            assert thinned.posterior[name].shape[1] == len(kept)
+            continue
+        np.testing.assert_array_equal(thinned.posterior[name].values,
+                                      full.posterior[name].values[:, kept], err_msg=name)
+    if method == "svi":  # the ELBO trace is not per draw
+        assert thinned.sample_stats["elbo"].shape == full.sample_stats["elbo"].shape
+    else:
+        np.testing.assert_array_equal(thinned.sample_stats["diverging"].values,
+                                      full.sample_stats["diverging"].values[:, kept])
+    assert result.thin(7).info["thinned_by"] == 7
+    assert result.thin(1) is result
+
+
+def test_export_over_the_size_limit_names_the_thin_that_fits():
+    result = fitted(*_svi_case())
+    per_draw = 8 * N * result.spec.num_latent(C) * result.num_chains
+    with pytest.raises(ValueError, match=r"pass thin=4 \(keeps 15 draws"):
+        result.to_inference_data(max_bytes=15 * per_draw)
+    assert result.to_inference_data(thin=4, max_bytes=15 * per_draw).posterior.sizes["draw"] == 15
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="thin step must be a positive integer"):
+            result.thin(bad)
+
+
 def test_hyperparameter_dims():
     kw = dict(num_features=4, num_latent=3)
     assert hyperparameter_dims("kernel_lengthscale", (4,), ard=True, **kw) == ["feature"]

@@ -340,6 +340,10 @@ def _as_features(X, name: str = "X") -> np.ndarray:
     return X
 
 
+_NORMAL_IQR = 1.3489795003921634
+"""Interquartile range of the standard normal distribution, 2 Phi^{-1}(0.75)."""
+
+
 class Standardizer(NamedTuple):
     """Per-feature z-scoring ``(x - mean) / scale`` with statistics from training data.
 
@@ -354,17 +358,22 @@ class Standardizer(NamedTuple):
     """
 
     mean: np.ndarray
-    """Per-feature training mean, float64, shape (d,)."""
+    """Per-feature training mean (median when fitted with ``robust=True``), float64, (d,)."""
     scale: np.ndarray
-    """Per-feature training standard deviation (ddof=0), float64, shape (d,); 1 where a
-    column is constant in the training data."""
+    """Per-feature training standard deviation (ddof=0; IQR / 1.349 when fitted with
+    ``robust=True``), float64, shape (d,); 1 where a column is constant in the training
+    data."""
 
     @classmethod
-    def fit(cls, X) -> "Standardizer":
+    def fit(cls, X, robust: bool = False) -> "Standardizer":
         """Fit mean and scale on training features.
 
         Args:
             X: Training features, shape (n, d), n >= 1, all finite.
+            robust: centre at the median and scale by the interquartile range / 1.349
+                (the standard deviation of a normal distribution with that IQR), so that a
+                few extreme values cannot squash the rest of a column together; columns
+                whose IQR is 0 fall back to the standard deviation.
 
         Returns:
             The fitted Standardizer. Constant columns (max == min) get scale 1 and their
@@ -379,9 +388,19 @@ class Standardizer(NamedTuple):
         if not np.all(np.isfinite(X)):
             raise ValueError("X contains NaN or infinite values")
         constant = X.max(axis=0) == X.min(axis=0)
-        mean = np.where(constant, X[0], X.mean(axis=0))
-        scale = np.where(constant, 1.0, X.std(axis=0))
+        centre, spread = X.mean(axis=0), X.std(axis=0)
+        if robust:
+            q25, q50, q75 = np.percentile(X, [25.0, 50.0, 75.0], axis=0)
+            centre = q50
+            spread = np.where(q75 > q25, (q75 - q25) / _NORMAL_IQR, spread)
+        mean = np.where(constant, X[0], centre)
+        scale = np.where(constant, 1.0, spread)
         return cls(mean=mean, scale=scale)
+
+    def max_abs_score(self, X) -> np.ndarray:
+        """(d,) largest |transformed value| per column of X: a large one (tens) means a few
+        extreme values dominate the column's scale."""
+        return np.max(np.abs(self.transform(X)), axis=0, initial=0.0)
 
     @property
     def n_features(self) -> int:

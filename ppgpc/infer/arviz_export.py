@@ -40,13 +40,14 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from ppgpc.infer.results import TRACE_STATS
+
 __all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims"]
 
 _BLOCK = 512  # training inputs per block of an on-demand latent (as FitResult does)
 
-TRACE_STATS = ("elbo", "loss")
-"""Sample statistics that are optimisation traces, shaped (chain, iteration), not per draw."""
-
+MAX_EXPORT_BYTES = 2 ** 30
+"""Largest training-latent array (chain x draw x N x L float64) exported without ``thin``."""
 
 @functools.partial(jax.jit, static_argnames=("log_link",))
 def _categorical_parts(key, log_link, latent, y):
@@ -141,8 +142,26 @@ def _sample_stats_group(result, chains: int, draws: int):
     return per_draw, (xr.Dataset(traces) if traces else None)
 
 
+def _check_export_size(result, max_bytes) -> None:
+    """A clear error, naming the ``thin`` that fits, when the exported f would be too large."""
+    if max_bytes is None:
+        return
+    N = result.data.X.shape[0]
+    L = result.spec.num_latent(result.num_classes)
+    per_draw = 8 * N * L * result.num_chains
+    size = per_draw * result.num_draws
+    if size > max_bytes:
+        fits = max(1, max_bytes // per_draw)
+        step = -(-result.num_draws // fits)
+        raise ValueError(
+            f"exporting {result.num_chains} chain(s) x {result.num_draws} draws of the latent at "
+            f"{N} training inputs x {L} latents takes {size / 2 ** 20:.0f} MiB, over max_bytes="
+            f"{max_bytes / 2 ** 20:.0f} MiB; pass thin={step} (keeps {-(-result.num_draws // step)}"
+            f" draws per chain) or max_bytes=None")
+
+
 def to_inference_data(result, X_pred=None, *, key=None, class_names=None, feature_names=None,
-                      y_pred=None):
+                      y_pred=None, thin=1, max_bytes=MAX_EXPORT_BYTES):
     """Build an ``az.InferenceData`` from a fitted result (groups in the module docstring).
 
     Args:
@@ -155,6 +174,11 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         y_pred: optional (n,) true labels (indices 0..C-1) at ``X_pred``, stored in
             ``predictions_constant_data`` so that ``ppgpc.diagnostics`` can score the
             predictions without being given them again.
+        thin: keep every ``thin``-th draw (``FitResult.thin``). The posterior ``f`` holds
+            chain x draw x N x L numbers; for an inducing-point fit on a large training set
+            they are computed here, so thin to keep the export small.
+        max_bytes: refuse (with a message that gives the ``thin`` that fits) to build a
+            training latent larger than this many bytes; ``None`` lifts the limit.
 
     Returns:
         ``az.InferenceData``.
@@ -167,6 +191,8 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         >>> idata.predictions["p"].shape
         (1, 100, 4, 2)
     """
+    result = result.thin(thin)
+    _check_export_size(result, max_bytes)
     key = jax.random.PRNGKey(result.seed + 2) if key is None else key
     k_pp, k_pred, k_pred_y, k_u = jax.random.split(key, 4)
     data = result.data

@@ -40,6 +40,9 @@ __all__ = ["FitResult"]
 
 _PREDICT_CHUNK = 512
 MIN_PREDICTIVE_DRAWS = 1000
+
+TRACE_STATS = ("elbo", "loss")
+"""Sample statistics that are optimisation traces, shaped (chain, iteration), not per draw."""
 """``predict_proba`` of a point-hyperparameter conjugate fit averages over at least this
 many predictive draws, however few training-latent draws the fit stored."""
 
@@ -240,6 +243,40 @@ class FitResult:
         key = jax.random.PRNGKey(self.seed + 3) if key is None else key
         return self._latent_draws_block(jax.random.fold_in(key, block),
                                         jnp.asarray(self.data.X[start:stop]))
+
+    def thin(self, step: int) -> "FitResult":
+        """A copy that keeps every ``step``-th draw of every chain (draws 0, step, 2 step, ...).
+
+        Thins the latent or inducing draws, per-draw hyperparameters and per-draw sample
+        statistics alike (optimisation traces such as the ELBO are kept whole), so the copy
+        predicts with the kept draws only. Point-hyperparameter conjugate fits, whose
+        predictive is re-sampled in closed form, keep their number of predictive draws for
+        ``predict_proba`` (``MIN_PREDICTIVE_DRAWS`` at least) but export fewer. For an
+        ``"inducing"`` fit the latent at the training inputs, drawn from p(f | v) when
+        needed (f, and u at the inducing inputs), is a fresh draw for each kept v.
+
+        Args:
+            step: a positive integer; 1 returns ``self``.
+        """
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
+            raise ValueError(f"thin step must be a positive integer; got {step!r}")
+        if step == 1:
+            return self
+        draws = self.num_draws
+
+        def per_draw(value):
+            value = jnp.asarray(value)
+            return value[:, ::step] if value.ndim >= 2 and value.shape[1] == draws else value
+
+        return dataclasses.replace(
+            self,
+            latent=None if self.latent is None else self.latent[:, ::step],
+            inducing=None if self.inducing is None else self.inducing[:, ::step],
+            hypers={k: per_draw(v) for k, v in self.hypers.items()},
+            sample_stats={k: (v if k in TRACE_STATS else per_draw(v))
+                          for k, v in self.sample_stats.items()},
+            info={**self.info, "thinned_by": int(step) * int(self.info.get("thinned_by", 1))},
+        )
 
     def to_inference_data(self, X_pred=None, *, key: jax.Array | None = None, **kwargs):
         """ArviZ ``InferenceData``; see ``ppgpc.infer.arviz_export.to_inference_data``."""

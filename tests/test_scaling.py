@@ -1,0 +1,97 @@
+"""Input scaling: the robust Standardizer and the estimators' ``standardize`` option."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import toy_problem
+from ppgpc import ILRGPClassifier, estimators
+from ppgpc.datasets import Standardizer
+from ppgpc.estimators import _fit_standardizer
+
+
+def test_robust_standardizer_uses_median_and_iqr():
+    X = np.random.default_rng(0).gamma(2.0, 3.0, size=(101, 3))
+    s = Standardizer.fit(X, robust=True)
+    q25, q50, q75 = np.percentile(X, [25, 50, 75], axis=0)
+    np.testing.assert_array_equal(s.mean, q50)
+    np.testing.assert_allclose(s.scale, (q75 - q25) / 1.3489795003921634, rtol=1e-15)
+    Z = s.transform(X)
+    np.testing.assert_allclose(np.median(Z, axis=0), 0.0, atol=1e-15)
+    np.testing.assert_allclose(s.inverse_transform(Z), X, rtol=1e-14)
+
+
+def test_robust_scale_of_normal_data_is_its_standard_deviation():
+    """IQR / 1.349 estimates sigma for normal data; its standard error is about
+    1.1 sigma / sqrt(n), so 5 standard errors at n = 40000 is 2.8%."""
+    X = np.random.default_rng(1).normal(3.0, 2.0, size=(40_000, 2))
+    s = Standardizer.fit(X, robust=True)
+    np.testing.assert_allclose(s.scale, 2.0, rtol=5 * 1.1 / np.sqrt(40_000))
+
+
+def test_a_few_extreme_rows_set_the_z_scale_but_not_the_robust_one():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(2000, 2))
+    X_out = np.vstack([X, [[1e4, 0.0], [-5e3, 0.0]]])
+    z, robust = Standardizer.fit(X_out), Standardizer.fit(X_out, robust=True)
+    assert z.scale[0] > 100 and z.max_abs_score(X_out)[0] > 40
+    np.testing.assert_allclose(robust.scale, Standardizer.fit(X, robust=True).scale, rtol=0.01)
+    np.testing.assert_allclose(robust.transform(X)[:, 0].std(), 1.0, rtol=0.1)
+
+
+def test_robust_standardizer_constant_and_zero_iqr_columns():
+    X = np.zeros((20, 3))
+    X[:, 0] = 4.0                 # constant: scale 1, transforms to 0
+    X[-2:, 1] = [1.0, 3.0]        # IQR 0 but not constant: the standard deviation
+    X[:, 2] = np.arange(20.0)
+    s = Standardizer.fit(X, robust=True)
+    assert s.scale[0] == 1.0 and np.all(s.transform(X)[:, 0] == 0.0)
+    assert s.scale[1] == pytest.approx(X[:, 1].std())
+    assert np.all(np.isfinite(s.transform(X)))
+
+
+@pytest.fixture(scope="module")
+def with_outlier():
+    X, y = toy_problem(24, 2, seed=5)
+    X = X.copy()
+    X[0, 1] = 1e4
+    return X, y
+
+
+def test_extreme_z_scores_are_reported():
+    """One value among n has a z-score of at most sqrt(n - 1), so the warning needs n > 400."""
+    X = np.random.default_rng(3).normal(size=(2000, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert _fit_standardizer(X, True) is not None
+    X[7, 2] = 1e4
+    with pytest.warns(UserWarning, match=r"1 input column\(s\) \[2\] have training values up "
+                                         r"to 4[0-9] standard deviations.*standardize='robust'"):
+        _fit_standardizer(X, True)
+    assert _fit_standardizer(X, False) is None
+
+
+def test_fit_warns_through_the_same_check(with_outlier, monkeypatch):
+    X, y = with_outlier  # 24 points: the largest possible z-score is sqrt(23) = 4.8
+    monkeypatch.setattr(estimators, "OUTLIER_SCORE", 4.0)
+    with pytest.warns(UserWarning, match=r"1 input column\(s\) \[1\]"):
+        ILRGPClassifier(epsilon=0.99).fit(X, y)
+
+
+def test_robust_standardize_fits_without_warning_and_round_trips(with_outlier, tmp_path):
+    X, y = with_outlier
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        clf = ILRGPClassifier(epsilon=0.99, standardize="robust").fit(X, y)
+    np.testing.assert_allclose(clf.standardizer_.mean, np.median(X, axis=0), rtol=1e-14)
+    probs = clf.predict_proba(X[:5])
+    loaded = ILRGPClassifier.load(clf.save(tmp_path / "robust"))
+    assert loaded.standardize == "robust"
+    np.testing.assert_array_equal(loaded.predict_proba(X[:5]), probs)
+
+
+def test_unknown_standardize_value_is_refused():
+    X, y = toy_problem(12, 2)
+    with pytest.raises(ValueError, match="standardize must be True, False or 'robust'; got 'iqr'"):
+        ILRGPClassifier(epsilon=0.99, standardize="iqr").fit(X, y)
