@@ -30,6 +30,7 @@ import numpy as np
 
 import ppgpc  # noqa: F401  (float64, BLAS threads)
 from ppgpc import simplex
+from ppgpc.experiments import print_table_header
 from ppgpc.infer import fit
 from ppgpc.models import dirichlet_gp
 
@@ -70,8 +71,7 @@ def main(argv=None) -> int:
     print(f"single-sample test error; {args.per_class} training and 100 test points per class; "
           f"{args.repeats} draws per test point")
     header = f"{'C':>3s} {'model':22s} {'latent':>8s} {'noisy':>8s} {'fit s':>7s}"
-    print(header)
-    print("-" * len(header))
+    print_table_header(header)
     for C in args.classes:
         X, y = _blobs(C, args.per_class, args.seed)
         Xt, yt = _blobs(C, 100, args.seed + 1)

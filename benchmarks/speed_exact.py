@@ -33,6 +33,7 @@ import numpy as np
 
 import ppgpc  # noqa: F401  (float64, BLAS threads)
 from ppgpc import linalg
+from ppgpc.experiments import print_table_header
 from ppgpc.infer.optimize import _value_and_grad
 from ppgpc.kernels import RBF
 from ppgpc.models import dirichlet_gp, ilr_gp
@@ -93,8 +94,7 @@ def main(argv=None) -> int:
           f"{jax.devices()[0].platform}; {args.steps} steps per fit")
     header = (f"{'model':>5s} {'N':>6s} {'C':>4s} {'s/step':>9s} {'chol s':>9s} {'chol %':>7s} "
               f"{'fit s':>9s} {'x ILR':>6s}")
-    print(header)
-    print("-" * len(header))
+    print_table_header(header)
     for n in args.sizes:
         for c in args.classes:
             base = None

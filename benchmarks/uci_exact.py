@@ -16,7 +16,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ppgpc.experiments import EXACT_CLASSIFIERS, PAPER_EXACT, format_cell, run_split, summarize
+from ppgpc.experiments import (
+    EXACT_CLASSIFIERS,
+    PAPER_COMPARISON_HEADER,
+    PAPER_EXACT,
+    paper_comparison_cells,
+    print_table_header,
+    run_split,
+    summarize,
+)
 
 
 def main(argv=None) -> int:
@@ -38,25 +46,17 @@ def main(argv=None) -> int:
     options = {k: v for k, v in (("kernel", args.kernel), ("tau", args.tau),
                                  ("inference", args.inference),
                                  ("validation", args.validation)) if v is not None}
-    header = (f"{'dataset':8s} {'model':10s} {'accuracy':>17s} {'NLL':>17s} {'ECE':>17s} "
-              f"{'fit s':>7s}   paper (acc / NLL / ECE)")
     print(f"options: {options or 'defaults'}; seeds 0..{args.seeds - 1}; "
           "'ok' = within one paper s.d. or better")
-    print(header)
-    print("-" * len(header))
+    print_table_header(f"{'dataset':8s} {'model':10s} {PAPER_COMPARISON_HEADER}")
     for dataset in args.datasets:
         for model in args.models:
             model_options = {k: v for k, v in options.items()
                              if not (k == "tau" and "ILR" not in model)
                              and not (k == "validation" and model not in ("Exact-ILR", "GPD"))}
             runs = [run_split(dataset, model, seed, **model_options) for seed in range(args.seeds)]
-            s = summarize(runs)
-            paper = PAPER_EXACT.get((dataset, model))
-            p_acc, p_nll, p_ece = paper if paper else (None, None, None)
-            paper_text = (f"{p_acc[0]:.2f} / {p_nll[0]:.2f} / {p_ece[0]:.2f}" if paper else "n/a")
-            print(f"{dataset:8s} {model:10s} {format_cell(s['accuracy'], p_acc, False):>17s} "
-                  f"{format_cell(s['nll'], p_nll, True):>17s} {format_cell(s['ece'], p_ece, True):>17s} "
-                  f"{s['fit_seconds'][0]:7.1f}   {paper_text}", flush=True)
+            cells = paper_comparison_cells(summarize(runs), PAPER_EXACT.get((dataset, model)))
+            print(f"{dataset:8s} {model:10s} {cells}", flush=True)
     return 0
 
 

@@ -22,11 +22,13 @@ import argparse
 import sys
 
 from ppgpc.experiments import (
-    format_cell,
+    PAPER_COMPARISON_HEADER,
     PAPER_SPARSE,
     PAPER_SPARSE_OPTIONS,
     SPARSE_CLASSIFIERS,
     SVI_SPARSE_MODELS,
+    paper_comparison_cells,
+    print_table_header,
     run_split,
     summarize,
 )
@@ -69,10 +71,7 @@ def main(argv=None) -> int:
     print(f"{args.num_inducing} inducing points; max_train={args.max_train}; seeds "
           f"0..{args.seeds - 1}; inputs scaled by {args.standardize}; paper smoothing values; "
           "'ok' = within one paper s.d. or better")
-    header = (f"{'dataset':8s} {'model':14s} {'N':>6s} {'accuracy':>17s} {'NLL':>17s} "
-              f"{'ECE':>17s} {'fit s':>7s}   paper (acc / NLL / ECE)")
-    print(header)
-    print("-" * len(header))
+    print_table_header(f"{'dataset':8s} {'model':14s} {'N':>6s} {PAPER_COMPARISON_HEADER}")
     for dataset in args.datasets:
         for model in args.models:
             options = {"num_inducing": args.num_inducing,
@@ -84,15 +83,9 @@ def main(argv=None) -> int:
             runs = [run_split(dataset, model, seed, max_train=args.max_train, **scaling,
                               **options)
                     for seed in range(args.seeds)]
-            s = summarize(runs)
             n_train = runs[0].estimator.result_.data.X.shape[0]
-            paper = PAPER_SPARSE.get((dataset, model))
-            p_acc, p_nll, p_ece = paper if paper else (None, None, None)
-            paper_text = f"{p_acc[0]:.2f} / {p_nll[0]:.2f} / {p_ece[0]:.2f}" if paper else "n/a"
-            print(f"{dataset:8s} {model:14s} {n_train:6d} "
-                  f"{format_cell(s['accuracy'], p_acc, False):>17s} "
-                  f"{format_cell(s['nll'], p_nll, True):>17s} {format_cell(s['ece'], p_ece, True):>17s} "
-                  f"{s['fit_seconds'][0]:7.1f}   {paper_text}", flush=True)
+            cells = paper_comparison_cells(summarize(runs), PAPER_SPARSE.get((dataset, model)))
+            print(f"{dataset:8s} {model:14s} {n_train:6d} {cells}", flush=True)
     return 0
 
 

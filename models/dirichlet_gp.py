@@ -46,7 +46,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, sparse
-from ppgpc.infer.spec import ModelSpec
+from ppgpc.infer.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.kernels import gram, sample_kernel_params
 
 __all__ = [
@@ -279,20 +279,10 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
     return _finish_prediction(data, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 
-SPEC = ModelSpec(
-    name="dirichlet_gp",
+SPEC = conjugate_spec(
+    "dirichlet_gp",
     description="GPD: heteroscedastic GP regression on log-normal Dirichlet targets (C GPs)",
-    prepare=prepare,
-    num_latent=num_latent,
-    log_link=log_link,
-    initial_hypers=initial_hypers,
-    collapsed_model=collapsed_model,
-    condition=condition,
-    predict=predict,
-    sample_train=sample_train,
-    latent_model=latent_model,
-    latent_conditional=latent_conditional,
-)
+    functions=globals())
 
 
 # ------------------------------------------------------------- collapsed sparse GPD
@@ -344,16 +334,7 @@ def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, post
     return jnp.moveaxis(draws, 0, -1) + hypers["mean"]
 
 
-SPARSE_SPEC = ModelSpec(
-    name="dirichlet_gp_sparse",
+SPARSE_SPEC = collapsed_sparse_spec(
+    SPEC, "dirichlet_gp_sparse",
     description="Sparse GPD: collapsed Titsias bound with per-class heteroscedastic noise",
-    prepare=sparse_prepare,
-    num_latent=num_latent,
-    log_link=log_link,
-    initial_hypers=sparse_initial_hypers,
-    collapsed_model=sparse_collapsed_model,
-    condition=sparse_condition,
-    predict=sparse_predict,
-    sample_train=sparse_sample_train,
-    extras={"excluded_methods": ("nuts",)},
-)
+    functions=globals())

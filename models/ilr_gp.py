@@ -37,7 +37,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, simplex, sparse
-from ppgpc.infer.spec import ModelSpec
+from ppgpc.infer.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.kernels import gram, sample_kernel_params
 
 __all__ = [
@@ -198,20 +198,9 @@ def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
-SPEC = ModelSpec(
-    name="ilr_gp",
-    description="ILR-GP: conjugate GP regression on ILR targets (C-1 latent GPs)",
-    prepare=prepare,
-    num_latent=num_latent,
-    log_link=log_link,
-    initial_hypers=initial_hypers,
-    collapsed_model=collapsed_model,
-    condition=condition,
-    predict=predict,
-    sample_train=sample_train,
-    latent_model=latent_model,
-    latent_conditional=latent_conditional,
-)
+SPEC = conjugate_spec(
+    "ilr_gp", description="ILR-GP: conjugate GP regression on ILR targets (C-1 latent GPs)",
+    functions=globals())
 
 
 # ------------------------------------------------------------- collapsed sparse ILR-GP
@@ -251,16 +240,7 @@ def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, post
     return sparse.sample_at(key, kernel, _kernel_params(hypers), posterior, data.X, num_samples)
 
 
-SPARSE_SPEC = ModelSpec(
-    name="ilr_gp_sparse",
+SPARSE_SPEC = collapsed_sparse_spec(
+    SPEC, "ilr_gp_sparse",
     description="Collapsed-ILR: Titsias's collapsed sparse bound on ILR targets",
-    prepare=sparse_prepare,
-    num_latent=num_latent,
-    log_link=log_link,
-    initial_hypers=sparse_initial_hypers,
-    collapsed_model=sparse_collapsed_model,
-    condition=sparse_condition,
-    predict=sparse_predict,
-    sample_train=sparse_sample_train,
-    extras={"excluded_methods": ("nuts",)},
-)
+    functions=globals())

@@ -770,6 +770,11 @@ def _svi_full_elbo(Y, X, kernel, log_hypers, Z, state: SVIState):
     return elbo(Y, proj, full), full
 
 
+def _elbo_converged(trace: list[float], tol: float) -> bool:
+    """Whether the last two ELBO values differ by less than ``tol`` relative to the last."""
+    return len(trace) > 1 and abs(trace[-1] - trace[-2]) < tol * abs(trace[-1])
+
+
 def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int | None = None,
          learn_hypers: bool | None = None, learn_inducing: bool = True,
          include_prior: bool = False, max_iter: int = 300, tol: float = 1e-6,
@@ -845,20 +850,19 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
             if (t + 1) % int(elbo_every) == 0 or t + 1 == max_iter:
                 value, state = _svi_full_elbo(Y, X, kernel, log_hypers, Z, sstate)
                 trace.append(float(value))
-                if len(trace) > 1 and abs(trace[-1] - trace[-2]) < tol * abs(trace[-1]):
+                if _elbo_converged(trace, tol):
                     converged = True
                     break
-        hypers = {k: jnp.exp(v) for k, v in log_hypers.items()}
-        return CAVIResult(hypers, Z, state, np.asarray(trace), converged, Z.shape[0] < N)
-    for _ in range(max_iter):
-        log_hypers, Z, state, opt_state, value = _outer_iteration(
-            Y, X, kernel, log_hypers, Z, state, opt_state, learning_rate,
-            learn_hypers=bool(learn_hypers), learn_inducing=bool(learn_inducing),
-            include_prior=bool(include_prior), num_steps=int(hyper_steps))
-        trace.append(float(value))
-        if len(trace) > 1 and abs(trace[-1] - trace[-2]) < tol * abs(trace[-1]):
-            converged = True
-            break
+    else:
+        for _ in range(max_iter):
+            log_hypers, Z, state, opt_state, value = _outer_iteration(
+                Y, X, kernel, log_hypers, Z, state, opt_state, learning_rate,
+                learn_hypers=bool(learn_hypers), learn_inducing=bool(learn_inducing),
+                include_prior=bool(include_prior), num_steps=int(hyper_steps))
+            trace.append(float(value))
+            if _elbo_converged(trace, tol):
+                converged = True
+                break
     hypers = {k: jnp.exp(v) for k, v in log_hypers.items()}
     return CAVIResult(hypers, Z, state, np.asarray(trace), converged, Z.shape[0] < N)
 

@@ -404,26 +404,23 @@ def _prepare_with(link: str):
     return prepare_link
 
 
-SPEC = ModelSpec(
-    name="softmax_svgp",
-    description="SVGPC: Hensman et al.'s sparse variational GP classifier, softmax link",
-    prepare=_prepare_with("softmax"),
-    num_latent=num_latent_softmax,
-    log_link=_log_link_softmax,
-    initial_hypers=initial_hypers,
-    latent_model=latent_model,
-    latent_conditional=latent_conditional,
-    extras=_extras("softmax"),
-)
+def _spec(name: str, link: str, num_latent, description: str) -> ModelSpec:
+    """The spec of the sparse variational classifier with ``link`` (one of ``LINKS``).
 
-ILR_SPEC = ModelSpec(
-    name="ilr_gp_uncollapsed",
-    description="Uncollapsed-ILR: the sparse variational GP classifier with the inverse ILR",
-    prepare=_prepare_with("ilr"),
-    num_latent=num_latent_ilr,
-    log_link=_log_link_ilr,
-    initial_hypers=initial_hypers,
-    latent_model=latent_model,
-    latent_conditional=latent_conditional,
-    extras=_extras("ilr"),
-)
+    Args:
+        name: the model name the driver knows it by.
+        link: ``"softmax"`` or ``"ilr"``; fixes ``prepare``'s link and the ``log_link``.
+        num_latent: ``C -> L`` for that link (C for softmax, C - 1 for ILR).
+        description: one line for the model registry.
+    """
+    return ModelSpec(name=name, description=description, prepare=_prepare_with(link),
+                     num_latent=num_latent, log_link=_LOG_LINKS[link],
+                     initial_hypers=initial_hypers, latent_model=latent_model,
+                     latent_conditional=latent_conditional, extras=_extras(link))
+
+
+SPEC = _spec("softmax_svgp", "softmax", num_latent_softmax,
+             "SVGPC: Hensman et al.'s sparse variational GP classifier, softmax link")
+
+ILR_SPEC = _spec("ilr_gp_uncollapsed", "ilr", num_latent_ilr,
+                 "Uncollapsed-ILR: the sparse variational GP classifier with the inverse ILR")

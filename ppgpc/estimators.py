@@ -74,15 +74,22 @@ class GPClassifierBase:
 
     model_name: str = ""
 
-    def __init__(self, *, kernel="rbf-ard", inference: str = "exact", standardize: bool = True,
+    def __init__(self, *, kernel="rbf-ard", inference: str = "exact", standardize: bool | str = True,
                  seed: int = 0, max_exact_points: int | None = MAX_EXACT_POINTS,
                  inference_options: dict | None = None):
-        self.kernel = kernel
-        self.inference = inference
-        self.standardize = standardize
-        self.seed = seed
-        self.max_exact_points = max_exact_points
-        self.inference_options = inference_options
+        self._store_params(locals())
+
+    def _store_params(self, arguments: dict) -> None:
+        """Store each constructor argument as the attribute of the same name.
+
+        The scikit-learn convention: a constructor only records its arguments (``fit``
+        checks them), and ``ppgpc.persistence`` saves and rebuilds an estimator from these
+        attributes. Every ``__init__`` calls this first, with its ``locals()``, which then
+        hold ``self`` and exactly the constructor's parameters.
+        """
+        for name, value in arguments.items():
+            if name not in ("self", "__class__"):
+                setattr(self, name, value)
 
     # ------------------------------------------------------------------ hooks
     def _model_options(self) -> dict:
@@ -94,18 +101,38 @@ class GPClassifierBase:
         return self._model_options()
 
     # --------------------------------------------------------------- helpers
+    def _unknown_inference(self, choices) -> ValueError:
+        """The error for an ``inference`` setting that is not one of ``choices``."""
+        return ValueError(f"{type(self).__name__} does not know inference="
+                          f"{self.inference!r}; choose from {list(choices)}")
+
     def _method(self) -> str:
         try:
             return _INFERENCE_TO_METHOD[self.inference]
         except KeyError:
-            raise ValueError(
-                f"{type(self).__name__} does not know inference={self.inference!r}; choose "
-                f"from {sorted(_INFERENCE_TO_METHOD)}"
-            ) from None
+            raise self._unknown_inference(sorted(_INFERENCE_TO_METHOD)) from None
+
+    def _given_options(self) -> dict:
+        """A copy of ``inference_options`` (empty when it is None)."""
+        return dict(self.inference_options or {})
+
+    def _run_driver(self, model_name: str, X, y, num_classes: int, *, method: str,
+                    model_options: dict, max_exact_points: int | None, options: dict):
+        """``ppgpc.infer.fit`` of ``model_name`` with this estimator's kernel and seed.
+
+        Args:
+            X: (N, D) standardised inputs; y: (N,) integer labels in 0..C-1.
+            options: the method's options (``ppgpc.infer.fit`` keywords).
+        """
+        return run_inference(
+            model_name, X, y, method=method, num_classes=num_classes, kernel=self.kernel,
+            model_options=model_options, seed=self.seed,
+            max_exact_points=max_exact_points, **options,
+        )
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
         method = method or self._method()
-        opts = dict(self.inference_options or {}) if method == self._method() else {}
+        opts = self._given_options() if method == self._method() else {}
         opts.update(options)
         model_name, max_points = self.model_name, self.max_exact_points
         if self.inference == "collapsed":  # the model's collapsed sparse variant (Titsias)
@@ -113,11 +140,9 @@ class GPClassifierBase:
             model_options = {**model_options, "num_inducing": int(self.num_inducing),
                              "seed": self.seed}
             opts.setdefault("num_draws", SPARSE_NUM_DRAWS)
-        return run_inference(
-            model_name, X, y, method=method, num_classes=num_classes, kernel=self.kernel,
-            model_options=model_options, seed=self.seed,
-            max_exact_points=max_points, **opts,
-        )
+        return self._run_driver(model_name, X, y, num_classes, method=method,
+                                model_options=model_options, max_exact_points=max_points,
+                                options=opts)
 
     def _check_fitted(self):
         if not hasattr(self, "result_"):
@@ -166,6 +191,28 @@ class GPClassifierBase:
                 losses.append(metrics.nll(result.predict_proba(X[val]), y[val]) * len(val))
             scores[float(value)] = float(np.sum(losses) / sum(len(v) for _, v in splits))
         return scores
+
+    def _search_grid(self, X, y, num_classes, grid, grid_name: str, *,
+                     on_training_data: bool = False) -> tuple[float, dict]:
+        """The value of a smoothing grid with the least held-out NLL (``_held_out_nll``).
+
+        Args:
+            X: (N, D) standardised inputs; y: (N,) integer labels in 0..C-1.
+            grid: the candidate values; an empty grid raises ``"<grid_name> is empty"``.
+            grid_name: the constructor parameter that gave the grid, for that error.
+            on_training_data: score on the training data itself (one split whose validation
+                part is all of it) instead of the ``validation`` splits.
+
+        Returns:
+            (best value, {value: NLL}).
+        """
+        grid = tuple(grid)
+        if not grid:
+            raise ValueError(f"{grid_name} is empty")
+        splits = ([(np.arange(len(y)), np.arange(len(y)))] if on_training_data
+                  else self._validation_splits(y))
+        scores = self._held_out_nll(X, y, num_classes, grid, splits)
+        return min(scores, key=scores.get), scores
 
     # ------------------------------------------------------------ public API
     def fit(self, X, y):
@@ -308,19 +355,10 @@ class ILRGPClassifier(GPClassifierBase):
                  noise_std: float | None = None, epsilon_grid=None,
                  validation: str = "cv", cv_folds: int = 5,
                  validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "exact",
-                 num_inducing: int = 200, standardize: bool = True, seed: int = 0,
+                 num_inducing: int = 200, standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
                  inference_options: dict | None = None):
-        super().__init__(kernel=kernel, inference=inference, standardize=standardize, seed=seed,
-                         max_exact_points=max_exact_points, inference_options=inference_options)
-        self.num_inducing = num_inducing
-        self.epsilon = epsilon
-        self.tau = tau
-        self.noise_std = noise_std
-        self.epsilon_grid = epsilon_grid
-        self.validation = validation
-        self.cv_folds = cv_folds
-        self.validation_fraction = validation_fraction
+        self._store_params(locals())
 
     def _method(self) -> str:
         if self.inference == "uncollapsed":
@@ -331,12 +369,12 @@ class ILRGPClassifier(GPClassifierBase):
         if self.inference != "uncollapsed" or (method or "svi") != "svi":
             return super()._fit_driver(X, y, num_classes, model_options, method=method,
                                        **options)
-        opts = {"progress_bar": False, **dict(self.inference_options or {}), **options}
+        opts = {"progress_bar": False, **self._given_options(), **options}
         model_options = {"num_inducing": min(int(self.num_inducing), X.shape[0]),
                          "seed": self.seed}
-        return run_inference("ilr_gp_uncollapsed", X, y, method="svi", num_classes=num_classes,
-                             kernel=self.kernel, model_options=model_options, seed=self.seed,
-                             max_exact_points=None, **opts)
+        return self._run_driver("ilr_gp_uncollapsed", X, y, num_classes, method="svi",
+                                model_options=model_options, max_exact_points=None,
+                                options=opts)
 
     def _options_for(self, epsilon: float) -> dict:
         from ppgpc.models.ilr_gp import DEFAULT_TAU
@@ -356,12 +394,10 @@ class ILRGPClassifier(GPClassifierBase):
             self.epsilon_ = float(self.epsilon)
             self.epsilon_scores_ = None
         else:
-            grid = tuple(EPSILON_GRID if self.epsilon_grid is None else self.epsilon_grid)
-            if not grid:
-                raise ValueError("epsilon_grid is empty")
-            scores = self._held_out_nll(X, y, num_classes, grid, self._validation_splits(y))
+            grid = EPSILON_GRID if self.epsilon_grid is None else self.epsilon_grid
+            best, scores = self._search_grid(X, y, num_classes, grid, "epsilon_grid")
             self.epsilon_scores_ = scores
-            self.epsilon_ = min(scores, key=scores.get)
+            self.epsilon_ = best
         options = self._options_for(self.epsilon_)
         self.noise_std_ = float(np.sqrt(prepare(X[:1], y[:1], num_classes, **options).noise_var))
         return options
@@ -409,20 +445,10 @@ class DirichletGPClassifier(GPClassifierBase):
     def __init__(self, *, alpha_eps="auto", alpha_eps_grid=None, shared_kernel: bool = True,
                  predict_from: str = "latent", validation: str = "cv", cv_folds: int = 5,
                  validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "exact",
-                 num_inducing: int = 200, standardize: bool = True, seed: int = 0,
+                 num_inducing: int = 200, standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
                  inference_options: dict | None = None):
-        super().__init__(kernel=kernel, inference=inference, standardize=standardize, seed=seed,
-                         max_exact_points=max_exact_points, inference_options=inference_options)
-        self.alpha_eps = alpha_eps
-        self.alpha_eps_grid = alpha_eps_grid
-        self.shared_kernel = shared_kernel
-        self.predict_from = predict_from
-        self.validation = validation
-        self.cv_folds = cv_folds
-        self.validation_fraction = validation_fraction
-        self.num_inducing = num_inducing
-
+        self._store_params(locals())
 
     def _options_for(self, alpha_eps: float) -> dict:
         return {"alpha_eps": float(alpha_eps), "shared_kernel": bool(self.shared_kernel),
@@ -435,14 +461,11 @@ class DirichletGPClassifier(GPClassifierBase):
             self.alpha_eps_ = self.alpha_eps
             self.alpha_eps_scores_ = None
             return self._options_for(self.alpha_eps)
-        grid = tuple(ALPHA_EPS_GRID if self.alpha_eps_grid is None else self.alpha_eps_grid)
-        if not grid:
-            raise ValueError("alpha_eps_grid is empty")
-        splits = ([(np.arange(len(y)), np.arange(len(y)))] if self.alpha_eps == "train"
-                  else self._validation_splits(y))
-        scores = self._held_out_nll(X, y, num_classes, grid, splits)
+        grid = ALPHA_EPS_GRID if self.alpha_eps_grid is None else self.alpha_eps_grid
+        best, scores = self._search_grid(X, y, num_classes, grid, "alpha_eps_grid",
+                                         on_training_data=self.alpha_eps == "train")
         self.alpha_eps_scores_ = scores
-        self.alpha_eps_ = min(scores, key=scores.get)
+        self.alpha_eps_ = best
         return self._options_for(self.alpha_eps_)
 
 
@@ -487,21 +510,19 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
     SVI_BATCH_SIZE = 128
     """Default minibatch size of ``inference="svi"``."""
 
-    def __init__(self, *, kernel="rbf-ard", inference: str = "gibbs", standardize: bool = True,
+    def __init__(self, *, kernel="rbf-ard", inference: str = "gibbs", standardize: bool | str = True,
                  seed: int = 0, max_exact_points: int | None = MAX_EXACT_POINTS,
                  inference_options: dict | None = None):
-        super().__init__(kernel=kernel, inference=inference, standardize=standardize, seed=seed,
-                         max_exact_points=max_exact_points, inference_options=inference_options)
+        self._store_params(locals())
 
     def _method(self) -> str:
         if self.inference not in self._methods:
-            raise ValueError(f"{type(self).__name__} does not know inference="
-                             f"{self.inference!r}; choose from {list(self._methods)}")
+            raise self._unknown_inference(self._methods)
         return "cavi" if self.inference == "svi" else self.inference
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
         method = method or self._method()
-        given = dict(self.inference_options or {})
+        given = self._given_options()
         if self.inference == "svi" and method == "cavi":
             if "batch_size" not in given:
                 options["batch_size"] = min(len(y), self.SVI_BATCH_SIZE)
@@ -565,17 +586,10 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
     def __init__(self, *, num_inducing: int | None = None, batch_size: int | None = None,
                  link: str = "softmax", kernel="rbf-ard", inference: str = "svi",
                  max_iter: int = 5000, learning_rate: float = 0.01,
-                 progress_bar: bool = False, standardize: bool = True, seed: int = 0,
+                 progress_bar: bool = False, standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
                  inference_options: dict | None = None):
-        super().__init__(kernel=kernel, inference=inference, standardize=standardize, seed=seed,
-                         max_exact_points=max_exact_points, inference_options=inference_options)
-        self.num_inducing = num_inducing
-        self.batch_size = batch_size
-        self.link = link
-        self.max_iter = max_iter
-        self.learning_rate = learning_rate
-        self.progress_bar = progress_bar
+        self._store_params(locals())
 
     @property
     def model_name(self) -> str:
@@ -587,33 +601,31 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         if self.link not in LINKS:
             raise ValueError(f"unknown link {self.link!r}; choose from {list(LINKS)}")
         if self.inference not in self._methods:
-            raise ValueError(f"{type(self).__name__} does not know inference="
-                             f"{self.inference!r}; choose from {list(self._methods)}")
+            raise self._unknown_inference(self._methods)
         return self.inference
 
     def _svi(self, X, y, num_classes, **options):
         # inference_options belong to the chosen method: with inference="nuts" they are NUTS
         # options, and the preliminary SVI fit (for the hyperparameters) must not get them
-        given = dict(self.inference_options or {}) if self.inference == "svi" else {}
+        given = self._given_options() if self.inference == "svi" else {}
         opts = {"batch_size": self.batch_size, "max_iter": self.max_iter,
                 "learning_rate": self.learning_rate, "progress_bar": self.progress_bar,
                 **given, **options}
-        return run_inference(self.model_name, X, y, method="svi", num_classes=num_classes,
-                             kernel=self.kernel, seed=self.seed, max_exact_points=None,
-                             model_options={"num_inducing": self.num_inducing,
-                                            "seed": self.seed}, **opts)
+        return self._run_driver(self.model_name, X, y, num_classes, method="svi",
+                                model_options={"num_inducing": self.num_inducing,
+                                               "seed": self.seed},
+                                max_exact_points=None, options=opts)
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
         method = method or self._method()
         if method == "svi":
             return self._svi(X, y, num_classes, **options)
         opts = {"form": "latent", "progress_bar": self.progress_bar,
-                **dict(self.inference_options or {}), **options}
+                **self._given_options(), **options}
         if opts.get("hyperparameters") is None and not opts.get("sample_hyperparameters"):
             svi = self._svi(X, y, num_classes, num_draws=1)
             opts["hyperparameters"] = {k: np.asarray(v[0, 0]) for k, v in svi.hypers.items()
                                        if k.startswith("kernel_")}
-        return run_inference(self.model_name, X, y, method=method, num_classes=num_classes,
-                             kernel=self.kernel, seed=self.seed,
-                             max_exact_points=self.max_exact_points,
-                             model_options={"num_inducing": 1, "seed": self.seed}, **opts)
+        return self._run_driver(self.model_name, X, y, num_classes, method=method,
+                                model_options={"num_inducing": 1, "seed": self.seed},
+                                max_exact_points=self.max_exact_points, options=opts)

@@ -41,6 +41,9 @@ __all__ = [
     "run_split",
     "summarize",
     "format_cell",
+    "PAPER_COMPARISON_HEADER",
+    "paper_comparison_cells",
+    "print_table_header",
     "SweepRow",
     "epsilon_overlap_sweep",
     "ScalingRow",
@@ -233,6 +236,36 @@ def format_cell(ours, paper, lower_is_better: bool) -> str:
     p_mean, p_sd = paper
     ok = mean <= p_mean + p_sd if lower_is_better else mean >= p_mean - p_sd
     return text + (" ok" if ok else " --")
+
+
+PAPER_COMPARISON_HEADER = (f"{'accuracy':>17s} {'NLL':>17s} {'ECE':>17s} {'fit s':>7s}   "
+                           "paper (acc / NLL / ECE)")
+"""Column titles of ``paper_comparison_cells``."""
+
+
+def paper_comparison_cells(summary: dict, paper) -> str:
+    """The right-hand part of a benchmark row that sets our scores beside the paper's.
+
+    Accuracy, NLL and top-label ECE cells (``format_cell``, 17 characters each), the mean
+    fit seconds, then the paper's three means (``"n/a"`` without a paper row); the columns
+    of ``PAPER_COMPARISON_HEADER``.
+
+    Args:
+        summary: ``summarize`` of the runs.
+        paper: the paper's ((mean, sd) of accuracy, of NLL, of ECE), or None.
+    """
+    p_acc, p_nll, p_ece = paper if paper else (None, None, None)
+    paper_text = f"{p_acc[0]:.2f} / {p_nll[0]:.2f} / {p_ece[0]:.2f}" if paper else "n/a"
+    return (f"{format_cell(summary['accuracy'], p_acc, False):>17s} "
+            f"{format_cell(summary['nll'], p_nll, True):>17s} "
+            f"{format_cell(summary['ece'], p_ece, True):>17s} "
+            f"{summary['fit_seconds'][0]:7.1f}   {paper_text}")
+
+
+def print_table_header(header: str) -> None:
+    """Print a benchmark table's column titles and, under them, a rule of dashes as long."""
+    print(header)
+    print("-" * len(header))
 
 
 def summarize(runs: list[RunResult]) -> dict:

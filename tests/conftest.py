@@ -32,3 +32,61 @@ def toy_problem(n: int = 40, num_classes: int = 3, seed: int = 0):
     angles = 2 * np.pi * y / num_classes
     centres = np.stack([np.cos(angles), np.sin(angles)], axis=1) * 2.0
     return centres + 0.6 * gen.normal(size=(n, 2)), y
+
+
+def assert_exact_fit_classifies(result, X, y, *, num_classes: int, min_accuracy: float):
+    """A driver fit by ``exact`` (or ``map``) predicts its own training data well.
+
+    ``predict_proba(X)`` is (n, ``num_classes``) with rows summing to 1, its accuracy on
+    ``(X, y)`` exceeds ``min_accuracy``, and the hyperparameter optimiser converged.
+    """
+    probs = result.predict_proba(X)
+    assert probs.shape == (len(X), num_classes)
+    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
+    assert np.mean(probs.argmax(1) == y) > min_accuracy
+    assert result.info["optimizer_converged"]
+
+
+def assert_estimator_conventions(clf, X, labels, classes: list, *, min_accuracy: float):
+    """The conventions every fitted ppgpc estimator keeps (``ppgpc.estimators``).
+
+    ``classes_`` holds ``classes``; ``predict_proba(X)`` is a NumPy array (n, C) whose rows
+    sum to 1; ``predict`` returns labels from ``classes_``; ``score`` (the accuracy on
+    ``(X, labels)``) exceeds ``min_accuracy``.
+    """
+    assert clf.classes_.tolist() == classes
+    probs = clf.predict_proba(X)
+    assert isinstance(probs, np.ndarray) and probs.shape == (len(X), len(classes))
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
+    assert set(clf.predict(X)) <= set(clf.classes_)
+    assert clf.score(X, labels) > min_accuracy
+
+
+def assert_nuts_matches_gaussian_posterior(nuts, mean, sd, *, min_ess: float,
+                                           max_abs_z: float):
+    """NUTS draws of the latent ``f`` against its exact Gaussian posterior, element by element.
+
+    The differences of ArviZ's posterior means and standard deviations of ``f`` from the exact
+    ones are measured in Monte Carlo standard errors, with the bulk ESS: sd / sqrt(ESS) for a
+    mean and about sd / sqrt(2 ESS) for a standard deviation. The run must not diverge.
+
+    Args:
+        nuts: a latent-form NUTS ``FitResult`` whose posterior holds ``f`` (N, L).
+        mean: (N, L) exact posterior means of f.
+        sd: (N, L) exact posterior standard deviations of f.
+        min_ess: every element's bulk ESS must exceed it.
+        max_abs_z: every |z| of a mean or a standard deviation must stay below it.
+    """
+    import arviz as az
+
+    N, L = mean.shape
+    summary = az.summary(nuts.to_inference_data(), var_names=["f"], round_to="none")
+    m = summary["mean"].values.reshape(N, L)
+    s = summary["sd"].values.reshape(N, L)
+    ess = summary["ess_bulk"].values.reshape(N, L)
+    assert ess.min() > min_ess
+    z_mean = (m - mean) / (sd / np.sqrt(ess))
+    z_sd = (s - sd) / (sd / np.sqrt(2 * ess))
+    assert np.max(np.abs(z_mean)) < max_abs_z, np.max(np.abs(z_mean))
+    assert np.max(np.abs(z_sd)) < max_abs_z, np.max(np.abs(z_sd))
+    assert nuts.info["divergences"] == 0

@@ -2,14 +2,19 @@
 
 import functools
 
-import arviz as az
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from numpyro.infer.util import log_density
 from scipy.stats import multivariate_normal
 
-from conftest import SMALL, toy_problem
+from conftest import (
+    SMALL,
+    assert_estimator_conventions,
+    assert_exact_fit_classifies,
+    assert_nuts_matches_gaussian_posterior,
+    toy_problem,
+)
 from ppgpc import DirichletGPClassifier
 from ppgpc.infer import fit, supported_methods
 from ppgpc.kernels import RBF, gram
@@ -76,11 +81,7 @@ def exact_fit():
 
 def test_exact_fit_predicts_and_exports(exact_fit):
     result, X, y = exact_fit
-    probs = result.predict_proba(X)
-    assert probs.shape == (30, 3)
-    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
-    assert np.mean(probs.argmax(1) == y) > 0.9
-    assert result.info["optimizer_converged"]
+    assert_exact_fit_classifies(result, X, y, num_classes=3, min_accuracy=0.9)
     assert result.hypers["mean"].shape == (1, 1, 3)
     assert result.latent.shape == (1, 300, 30, 3)
     idata = result.to_inference_data(X[:4])
@@ -153,16 +154,7 @@ def test_nuts_on_the_latent_form_matches_the_closed_form_posterior():
         mean[:, c] = HYPERS["mean"][c] + K @ np.linalg.solve(
             A, np.asarray(data.targets)[:, c] - HYPERS["mean"][c])
         sd[:, c] = np.sqrt(np.diag(K - K @ np.linalg.solve(A, K)))
-    summary = az.summary(nuts.to_inference_data(), var_names=["f"], round_to="none")
-    m = summary["mean"].values.reshape(N, 3)
-    s = summary["sd"].values.reshape(N, 3)
-    ess = summary["ess_bulk"].values.reshape(N, 3)
-    assert ess.min() > 100
-    z_mean = (m - mean) / (sd / np.sqrt(ess))
-    z_sd = (s - sd) / (sd / np.sqrt(2 * ess))
-    assert np.max(np.abs(z_mean)) < 4.5, np.max(np.abs(z_mean))
-    assert np.max(np.abs(z_sd)) < 4.5, np.max(np.abs(z_sd))
-    assert nuts.info["divergences"] == 0
+    assert_nuts_matches_gaussian_posterior(nuts, mean, sd, min_ess=100, max_abs_z=4.5)
 
 
 # ------------------------------------------------------------------ estimator
@@ -177,12 +169,7 @@ def fitted():
 
 def test_estimator_conventions(fitted):
     clf, X, labels = fitted
-    assert clf.classes_.tolist() == ["a", "b", "c"]
-    probs = clf.predict_proba(X)
-    assert isinstance(probs, np.ndarray) and probs.shape == (30, 3)
-    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
-    assert set(clf.predict(X)) <= set(clf.classes_)
-    assert clf.score(X, labels) > 0.9
+    assert_estimator_conventions(clf, X, labels, ["a", "b", "c"], min_accuracy=0.9)
     assert clf.alpha_eps_ in (0.01, 0.1) and set(clf.alpha_eps_scores_) == {0.01, 0.1}
     np.testing.assert_array_equal(clf.predict_proba(X[:4]), clf.predict_proba(X[:4]))
     assert clf.alpha_eps_scores_[clf.alpha_eps_] == min(clf.alpha_eps_scores_.values())

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import toy_problem
+from conftest import assert_estimator_conventions, toy_problem
 from ppgpc import ILRGPClassifier
 
 
@@ -17,12 +17,8 @@ def fitted():
 
 def test_classes_probabilities_and_labels(fitted):
     clf, X, labels = fitted
-    assert clf.classes_.tolist() == ["setosa", "versicolor", "virginica"]
-    probs = clf.predict_proba(X)
-    assert isinstance(probs, np.ndarray) and probs.shape == (36, 3)
-    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-12)
-    assert set(clf.predict(X)) <= set(clf.classes_)
-    assert clf.score(X, labels) > 0.9
+    assert_estimator_conventions(clf, X, labels, ["setosa", "versicolor", "virginica"],
+                                 min_accuracy=0.9)
     assert clf.epsilon_ in (0.9, 0.999)
     assert set(clf.epsilon_scores_) == {0.9, 0.999}
     assert clf.noise_std_ > 0

@@ -10,7 +10,12 @@ import pytest
 from numpyro.infer.util import log_density
 from scipy.stats import multivariate_normal
 
-from conftest import SMALL, toy_problem
+from conftest import (
+    SMALL,
+    assert_exact_fit_classifies,
+    assert_nuts_matches_gaussian_posterior,
+    toy_problem,
+)
 from ppgpc import simplex
 from ppgpc.infer import fit, supported_methods
 from ppgpc.kernels import RBF, gram
@@ -65,11 +70,7 @@ def exact_fit():
 
 def test_exact_fit_predicts_probabilities(exact_fit):
     result, X, y = exact_fit
-    probs = result.predict_proba(X)
-    assert probs.shape == (30, 3)
-    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
-    assert np.mean(probs.argmax(1) == y) > 0.9
-    assert result.info["optimizer_converged"]
+    assert_exact_fit_classifies(result, X, y, num_classes=3, min_accuracy=0.9)
     assert result.info["cholesky_jitter"] == 0.0
 
 
@@ -139,17 +140,7 @@ def test_nuts_on_the_latent_form_matches_the_closed_form_posterior():
     A = K + data.noise_var * np.eye(N)
     mean = K @ np.linalg.solve(A, np.asarray(data.targets))
     sd = np.sqrt(np.diag(K - K @ np.linalg.solve(A, K)))[:, None] * np.ones((1, 2))
-
-    summary = az.summary(nuts.to_inference_data(), var_names=["f"], round_to="none")
-    m = summary["mean"].values.reshape(N, 2)
-    s = summary["sd"].values.reshape(N, 2)
-    ess = summary["ess_bulk"].values.reshape(N, 2)
-    assert ess.min() > 100
-    z_mean = (m - mean) / (sd / np.sqrt(ess))
-    z_sd = (s - sd) / (sd / np.sqrt(2 * ess))
-    assert np.max(np.abs(z_mean)) < 4.5, np.max(np.abs(z_mean))
-    assert np.max(np.abs(z_sd)) < 4.5, np.max(np.abs(z_sd))
-    assert nuts.info["divergences"] == 0
+    assert_nuts_matches_gaussian_posterior(nuts, mean, sd, min_ess=100, max_abs_z=4.5)
     idata = nuts.to_inference_data()
     assert {"diverging", "tree_depth"} <= set(idata.sample_stats.data_vars)
     assert float(az.rhat(idata, var_names=["f"])["f"].max()) < 1.05

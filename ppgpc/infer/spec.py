@@ -13,6 +13,10 @@ Conventions shared by every field:
   and any model-specific ones such as ``mean``).
 * Latent values have a trailing axis of size L = ``num_latent(C)`` (C - 1 for ILR-GP, C for
   GPD and the softmax models).
+
+The conjugate models (ILR-GP, GPD) build their specs with ``conjugate_spec`` and, for the
+collapsed sparse variant, ``collapsed_sparse_spec``: each module defines its functions under
+the names of the fields they fill, and states only its name and description.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, Optional
 
-__all__ = ["ModelSpec"]
+__all__ = ["ModelSpec", "CONJUGATE_FIELDS", "SPARSE_FIELDS", "conjugate_spec",
+           "collapsed_sparse_spec"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,3 +84,45 @@ class ModelSpec:
 
     def __hash__(self) -> int:  # extras is a dict; specs are hashed by identity of content
         return hash((self.name, self.prepare, self.log_link, tuple(sorted(self.extras))))
+
+
+CONJUGATE_FIELDS = ("prepare", "num_latent", "log_link", "initial_hypers", "collapsed_model",
+                    "condition", "predict", "sample_train", "latent_model", "latent_conditional")
+"""The function fields of a conjugate model's spec: every method, ``nuts`` in both forms."""
+
+SPARSE_FIELDS = ("prepare", "initial_hypers", "collapsed_model", "condition", "predict",
+                 "sample_train")
+"""The function fields a collapsed sparse variant defines itself (as ``sparse_<field>``)."""
+
+
+def conjugate_spec(name: str, description: str, functions: Mapping[str, Any]) -> ModelSpec:
+    """The spec of a conjugate model, which runs ``exact``, ``map`` and ``nuts``.
+
+    Args:
+        name: the model name, e.g. ``"ilr_gp"``.
+        description: one line for the model registry.
+        functions: the model module's namespace (its ``globals()``), holding one function
+            for each field in ``CONJUGATE_FIELDS`` under the field's name.
+    """
+    return ModelSpec(name=name, description=description,
+                     **{field: functions[field] for field in CONJUGATE_FIELDS})
+
+
+def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
+                          functions: Mapping[str, Any]) -> ModelSpec:
+    """The spec of the collapsed sparse variant (Titsias's bound) of a conjugate model.
+
+    The variant keeps ``exact``'s ``num_latent`` and ``log_link``, has no latent form, and
+    runs ``exact`` and ``map`` only: ``extras["excluded_methods"]`` refuses NUTS over the
+    inducing inputs.
+
+    Args:
+        exact: the conjugate model's spec (``conjugate_spec``).
+        name: the variant's model name, e.g. ``"ilr_gp_sparse"``.
+        description: one line for the model registry.
+        functions: the model module's namespace, holding ``sparse_<field>`` for each field
+            in ``SPARSE_FIELDS``.
+    """
+    return ModelSpec(name=name, description=description, num_latent=exact.num_latent,
+                     log_link=exact.log_link, extras={"excluded_methods": ("nuts",)},
+                     **{field: functions["sparse_" + field] for field in SPARSE_FIELDS})
