@@ -6,6 +6,7 @@ Model, for N points, C classes and L = C - 1 ILR coordinates:
     f_d ~ GP(0, k_theta),  d = 1..L               (independent, one shared kernel)
     z_i = m_{y_i},  z_i | f(x_i) ~ N(f(x_i), sigma^2 I_L)
     sigma = delta / (2 Phi^-1(1 - tau/(C-1)))     (Proposition 1; the default)
+    sigma^2 -> s sigma^2,  s ~ LogNormal(0, 1)    (``learn_noise_scale=True`` only)
     p(y* = c | x*) = E[softmax(V f*)_c]           (Monte Carlo through the inverse ILR)
 
 NumPyro sites (stable names, shared with the other classifiers):
@@ -15,7 +16,14 @@ NumPyro sites (stable names, shared with the other classifiers):
 * ``z`` (L, N): the observed ILR targets (collapsed form, one MVN per coordinate) or
   (N, L) (latent form, Gaussian likelihood);
 * ``f_white`` (L, N) and the deterministic ``f`` (N, L): the latent form, whitened
-  (f_d = chol(K) v_d), which NUTS samples far better than the centred parameterisation.
+  (f_d = chol(K) v_d), which NUTS samples far better than the centred parameterisation;
+* ``noise_scale`` (): with ``learn_noise_scale=True``, a factor s on the Proposition 1
+  noise variance, fitted with the kernel hyperparameters. This is the ILR paper's "more
+  flexible likelihood" for the collapsed sparse model (its section 5). One scale for all
+  C-1 coordinates keeps the single shared factorisation (a scale per coordinate would need
+  C-1 of them, GPD's cost). It matters most for Titsias's bound, whose trace penalty
+  (C-1) tr(K - Q) / (2 sigma^2) under a small fixed sigma^2 forces lengthscales long
+  enough that M inducing points reproduce K, underfitting many-class problems.
 
 ``SPARSE_SPEC`` is Collapsed-ILR (Titsias's bound, MATH.md section 1; ``ppgpc.sparse``): the
 same sites with the factor ``collapsed_bound`` in place of ``z`` and the inducing inputs as
@@ -28,7 +36,7 @@ model comparison uses the categorical log-likelihood ``log_link(f)[y]`` (``ppgpc
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from typing import NamedTuple
 
 import jax
@@ -42,6 +50,8 @@ from ppgpc.kernels import gram, sample_kernel_params
 
 __all__ = [
     "ILRData",
+    "ILROptions",
+    "NOISE_SCALE_PRIOR",
     "DEFAULT_EPSILON",
     "DEFAULT_TAU",
     "EPSILON_GRID",
@@ -69,6 +79,19 @@ EPSILON_GRID = (0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999)
 """The paper's label-smoothing grid, searched by validation NLL when ``epsilon="auto"``."""
 
 
+NOISE_SCALE_PRIOR = dist.LogNormal(0.0, 1.0)
+"""Prior of the learned noise scale s (MAP and NUTS; type-II ML ignores it): the
+Proposition 1 level is its median, and factors of 1/7 to 7 lie within two prior s.d."""
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class ILROptions:
+    """Structural options, static under ``jax.jit`` (they decide which sites exist)."""
+
+    learn_noise_scale: bool = False
+
+
 class ILRData(NamedTuple):
     """Prepared training data of the ILR-GP."""
 
@@ -86,11 +109,13 @@ class ILRData(NamedTuple):
     """Label-smoothing level."""
     tau: float
     """Proposition 1 tolerance that set sigma (NaN when sigma was given)."""
+    options: ILROptions = ILROptions()
+    """Structural options (static)."""
 
 
 def prepare(
     X, y, num_classes: int, *, epsilon: float = DEFAULT_EPSILON, tau: float = DEFAULT_TAU,
-    noise_std: float | None = None,
+    noise_std: float | None = None, learn_noise_scale: bool = False,
 ) -> ILRData:
     """ILR targets and the Proposition 1 noise level for labels y.
 
@@ -99,6 +124,8 @@ def prepare(
         epsilon: label-smoothing level in (0, 1).
         tau: Proposition 1 tolerance; ignored when ``noise_std`` is given.
         noise_std: override sigma.
+        learn_noise_scale: add the site ``noise_scale`` s, so that the noise variance
+            s sigma^2 is fitted with the kernel hyperparameters (module docstring).
     """
     if num_classes < 2:
         raise ValueError(f"ILR-GP needs at least 2 classes, got {num_classes}")
@@ -117,6 +144,7 @@ def prepare(
         noise_var=float(noise_std) ** 2,
         epsilon=float(epsilon),
         tau=float(tau),
+        options=ILROptions(learn_noise_scale=bool(learn_noise_scale)),
     )
 
 
@@ -135,21 +163,44 @@ def _kernel_params(hypers: dict) -> dict:
 
 
 def initial_hypers(data: ILRData, kernel) -> dict:
-    """Kernel variance at the mean square of the targets, lengthscales at sqrt(D)."""
+    """Kernel variance at the mean square of the targets, lengthscales at sqrt(D), and the
+    noise scale (when learned) at 1, the Proposition 1 level."""
     D = data.X.shape[1]
     start = kernel.initial_params(D, variance=float(jnp.mean(data.targets**2)))
-    return {"kernel_" + k: v for k, v in start.items()}
+    hypers = {"kernel_" + k: v for k, v in start.items()}
+    if data.options.learn_noise_scale:
+        hypers["noise_scale"] = jnp.asarray(1.0)
+    return hypers
+
+
+def _sample_noise_var(data: ILRData, fixed: dict | None = None):
+    """sigma^2, times the site ``noise_scale`` when it is learned (or its value in
+    ``fixed``, a dict keyed by site name)."""
+    if not data.options.learn_noise_scale:
+        return data.noise_var
+    if fixed is not None:
+        return data.noise_var * jnp.asarray(fixed["noise_scale"])
+    return data.noise_var * numpyro.sample("noise_scale", NOISE_SCALE_PRIOR)
+
+
+def noise_var(data: ILRData, hypers: dict):
+    """The fitted noise variance: sigma^2, times ``hypers["noise_scale"]`` when learned."""
+    if data.options.learn_noise_scale:
+        return data.noise_var * hypers["noise_scale"]
+    return data.noise_var
 
 
 def collapsed_model(data: ILRData, kernel) -> None:
     """Collapsed form: z_d ~ MVN(0, K + sigma^2 I) for each ILR coordinate d (one Cholesky).
 
-    Sites: ``kernel_*`` (priors), ``z`` observed with shape (C-1, N).
+    Sites: ``kernel_*`` (priors), ``noise_scale`` (when learned), ``z`` observed with shape
+    (C-1, N).
     """
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1])
+    noise = _sample_noise_var(data)
     K = gram(kernel, params, data.X)
-    chol = linalg.cholesky(K + data.noise_var * jnp.eye(N)).factor
+    chol = linalg.cholesky(K + noise * jnp.eye(N)).factor
     with numpyro.plate("latent", L, dim=-1):
         numpyro.sample(
             "z", dist.MultivariateNormal(jnp.zeros(N), scale_tril=chol), obs=data.targets.T
@@ -162,21 +213,23 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
     Args:
         fixed_hypers: kernel hyperparameters by site name; ``None`` samples them too.
 
-    Sites: ``kernel_*`` (unless fixed), ``f_white`` (C-1, N), deterministic ``f`` (N, C-1),
-    ``z`` observed (N, C-1).
+    Sites: ``kernel_*`` and ``noise_scale`` (when learned) unless fixed, ``f_white``
+    (C-1, N), deterministic ``f`` (N, C-1), ``z`` observed (N, C-1).
     """
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
+    noise = _sample_noise_var(data, fixed_hypers)
     chol_K = linalg.cholesky(gram(kernel, params, data.X)).factor
     with numpyro.plate("latent", L, dim=-1):
         v = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
     f = numpyro.deterministic("f", (chol_K @ v.T))
-    numpyro.sample("z", dist.Normal(f, math.sqrt(data.noise_var)).to_event(2), obs=data.targets)
+    numpyro.sample("z", dist.Normal(f, jnp.sqrt(noise)).to_event(2), obs=data.targets)
 
 
 def condition(data: ILRData, kernel, hypers: dict) -> gp.ExactPosterior:
     """The exact posterior: one Cholesky of K + sigma^2 I for all C-1 coordinates."""
-    return gp.condition(kernel, _kernel_params(hypers), data.X, data.targets, data.noise_var)
+    return gp.condition(kernel, _kernel_params(hypers), data.X, data.targets,
+                        noise_var(data, hypers))
 
 
 def predict(data: ILRData, kernel, hypers: dict, posterior: gp.ExactPosterior, Xs):
@@ -188,7 +241,8 @@ def predict(data: ILRData, kernel, hypers: dict, posterior: gp.ExactPosterior, X
 def sample_train(key, data: ILRData, kernel, hypers: dict, posterior, num_samples: int):
     """(S, N, C-1) joint posterior draws of f at the training inputs (Matheron's rule)."""
     return gp.sample_posterior_at_inputs(
-        key, kernel, _kernel_params(hypers), posterior, data.targets, data.noise_var, num_samples
+        key, kernel, _kernel_params(hypers), posterior, data.targets, noise_var(data, hypers),
+        num_samples
     )
 
 
@@ -211,21 +265,22 @@ sparse_initial_hypers = sparse.make_initial_hypers(initial_hypers)
 def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     """Collapsed-ILR: Titsias's bound for all C-1 coordinates with ONE factorisation.
 
-    Sites: ``kernel_*`` (priors), ``inducing_inputs`` (M, D; flat improper prior) and the
-    factor ``collapsed_bound``.
+    Sites: ``kernel_*`` (priors), ``noise_scale`` (when learned), ``inducing_inputs`` (M, D;
+    flat improper prior) and the factor ``collapsed_bound``.
     """
     base = data.base
     params = sample_kernel_params(kernel, base.X.shape[1])
+    noise = _sample_noise_var(base)
     Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
     numpyro.factor("collapsed_bound",
-                   sparse.collapsed_bound(kernel, params, base.X, base.targets, Z, base.noise_var))
+                   sparse.collapsed_bound(kernel, params, base.X, base.targets, Z, noise))
 
 
 def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.SparsePosterior:
     """The optimal q(u) of the collapsed bound (one factorisation for all coordinates)."""
     base = data.base
     return sparse.condition(kernel, _kernel_params(hypers), base.X, base.targets,
-                            hypers["inducing_inputs"], base.noise_var)
+                            hypers["inducing_inputs"], noise_var(base, hypers))
 
 
 def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):

@@ -84,3 +84,21 @@ def test_too_large_for_exact_inference_names_the_problem():
     X, y = toy_problem(30, 2)
     with pytest.raises(ValueError, match="too many for exact inference.*GiB"):
         ILRGPClassifier(epsilon=0.99, max_exact_points=20).fit(X, y)
+
+
+def test_learned_noise_scale_is_reported_saved_and_refused_where_it_does_not_apply(tmp_path):
+    X, y = toy_problem(40, 3, seed=4)
+    clf = ILRGPClassifier(epsilon=0.99, learn_noise_scale=True, seed=1).fit(X, y)
+    assert clf.noise_scale_ > 0
+    assert clf.noise_scale_ == float(clf.result_.hypers["noise_scale"][0, 0])
+    sparse = ILRGPClassifier(epsilon=0.99, learn_noise_scale=True, inference="collapsed",
+                             num_inducing=8, seed=1).fit(X, y)
+    assert sparse.noise_scale_ > 0 and sparse.noise_scale_ != clf.noise_scale_
+    loaded = ILRGPClassifier.load(clf.save(tmp_path / "clf"))
+    assert loaded.noise_scale_ == clf.noise_scale_
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    assert ILRGPClassifier(epsilon=0.99).fit(X, y).noise_scale_ is None
+    with pytest.raises(ValueError, match="learn_noise_scale.*categorical"):
+        ILRGPClassifier(learn_noise_scale=True, inference="uncollapsed").fit(X, y)
+    with pytest.raises(ValueError, match="learn_noise_scale must be True or False"):
+        ILRGPClassifier(epsilon=0.99, learn_noise_scale="yes").fit(X, y)

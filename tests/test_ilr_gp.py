@@ -183,3 +183,88 @@ def test_predict_proba_uses_many_predictive_draws_even_when_few_were_stored():
     tol = 5 * 0.5 * np.sqrt(1 / 1000 + 1 / 5000)
     assert np.max(np.abs(p_few - p_many)) < tol
     assert few.predict_latent(Xs).shape == (1, 1, 3, 2)  # exports still match the posterior
+
+
+# ------------------------------------------------------------ learned noise scale
+def test_learned_noise_scale_enters_the_density_as_a_factor_on_sigma_squared():
+    """collapsed_model with learn_noise_scale: the z density is the MVN with s sigma^2 and
+    the total adds the LogNormal(0, 1) prior of s (MATH.md section 1, ILR paper section 5)."""
+    X, y = toy_problem(12, 3)
+    data = ilr_gp.prepare(X, y, 3, epsilon=0.99, tau=0.05, learn_noise_scale=True)
+    kernel = RBF(ard=True)
+    hypers = {"kernel_variance": jnp.asarray(3.0), "kernel_lengthscale": jnp.asarray([0.7, 1.4]),
+              "noise_scale": jnp.asarray(2.5)}
+    total, trace = log_density(functools.partial(ilr_gp.collapsed_model, data, kernel), (), {},
+                               hypers)
+    K = np.asarray(gram(kernel, {"variance": 3.0, "lengthscale": jnp.asarray([0.7, 1.4])},
+                        jnp.asarray(X)))
+    cov = K + 2.5 * data.noise_var * np.eye(12)
+    expected = sum(multivariate_normal(np.zeros(12), cov).logpdf(np.asarray(data.targets)[:, d])
+                   for d in range(2))
+    z_site = trace["z"]
+    assert float(jnp.sum(z_site["fn"].log_prob(z_site["value"]))) == pytest.approx(expected,
+                                                                                   rel=1e-10)
+    priors = kernel.priors(2)
+    expected_total = (expected + float(priors["variance"].log_prob(3.0))
+                      + float(priors["lengthscale"].log_prob(jnp.asarray([0.7, 1.4])))
+                      + float(ilr_gp.NOISE_SCALE_PRIOR.log_prob(2.5)))
+    assert float(total) == pytest.approx(expected_total, rel=1e-10)
+    assert ilr_gp.initial_hypers(data, kernel)["noise_scale"] == 1.0
+    assert "noise_scale" not in ilr_gp.initial_hypers(
+        ilr_gp.prepare(X, y, 3, epsilon=0.99), kernel)
+
+
+def test_type_ii_ml_recovers_a_noise_level_far_from_proposition_1():
+    """Targets drawn from the ILR-GP prior with noise 9 sigma^2 (s = 9): type-II ML of s
+    must land near 9, not at the Proposition 1 level s = 1. With N (C-1) = 2 x 150 noise
+    residuals, the relative standard error of a variance estimate is about
+    sqrt(2 / 300) = 0.08; the tolerance is 4 of those (s within 9 x (1 +- 0.33))."""
+    gen = np.random.default_rng(11)
+    N = 150
+    X = gen.uniform(-2, 2, size=(N, 2))
+    y = gen.integers(0, 3, size=N)
+    data = ilr_gp.prepare(X, y, 3, epsilon=0.99, tau=0.05, learn_noise_scale=True)
+    kernel = RBF(ard=True)
+    K = np.asarray(gram(kernel, {"variance": 1.0, "lengthscale": jnp.asarray([1.0, 1.0])},
+                        jnp.asarray(X)))
+    cov = K + 9.0 * data.noise_var * np.eye(N)
+    Z = np.linalg.cholesky(cov) @ gen.normal(size=(N, 2))
+    data = data._replace(targets=jnp.asarray(Z))
+    from ppgpc.infer.optimize import optimize_sites
+
+    opt = optimize_sites(ilr_gp.collapsed_model, ilr_gp.initial_hypers(data, kernel),
+                         args=(data, kernel), include_prior=False)
+    s = float(opt.params["noise_scale"])
+    assert abs(s / 9.0 - 1.0) < 4 * np.sqrt(2.0 / (N * 2)), s
+
+
+def test_sparse_bound_with_a_noise_scale_is_tight_at_the_training_inputs():
+    """Collapsed-ILR's factor at Z = X (no K_mm jitter) equals the exact collapsed model's
+    z density, both with noise s sigma^2: the scale reaches the sparse bound."""
+    from ppgpc import sparse
+
+    X, y = toy_problem(12, 3)
+    kernel = RBF(ard=True)
+    hypers = {"kernel_variance": jnp.asarray(3.0), "kernel_lengthscale": jnp.asarray([0.7, 1.4]),
+              "noise_scale": jnp.asarray(0.4)}
+    base = ilr_gp.prepare(X, y, 3, epsilon=0.99, tau=0.05, learn_noise_scale=True)
+    bound = sparse.collapsed_bound(kernel, {"variance": 3.0, "lengthscale": jnp.asarray([0.7, 1.4])},
+                                   base.X, base.targets, base.X,
+                                   ilr_gp.noise_var(base, hypers), kmm_jitter=0.0)
+    _, trace = log_density(functools.partial(ilr_gp.collapsed_model, base, kernel), (), {}, hypers)
+    exact = float(jnp.sum(trace["z"]["fn"].log_prob(trace["z"]["value"])))
+    assert float(bound) == pytest.approx(exact, rel=1e-8)
+    # the sparse model's factor is the bound at s sigma^2 (default K_mm jitter), not at sigma^2
+    data = sparse.SparseData(base, base.X[:5])
+    Zm = base.X[:5]
+    _, strace = log_density(functools.partial(ilr_gp.sparse_collapsed_model, data, kernel), (), {},
+                            {**hypers, "inducing_inputs": Zm})
+    site = strace["collapsed_bound"]
+    factor = float(site["fn"].log_prob(site["value"]))
+    params = {"variance": 3.0, "lengthscale": jnp.asarray([0.7, 1.4])}
+    scaled = float(sparse.collapsed_bound(kernel, params, base.X, base.targets, Zm,
+                                          0.4 * base.noise_var))
+    unscaled = float(sparse.collapsed_bound(kernel, params, base.X, base.targets, Zm,
+                                            base.noise_var))
+    assert factor == pytest.approx(scaled, rel=1e-12)
+    assert abs(scaled - unscaled) > 1e-3 * abs(scaled)  # far beyond the 1e-12 match above
