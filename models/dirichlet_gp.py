@@ -6,6 +6,7 @@ Model, for N points and C classes (L = C latent GPs):
     s2_ic = log(1 / alpha_ic + 1),  ytilde_ic = log(alpha_ic) - s2_ic / 2   (log-normal match)
     f_c ~ GP(mean_c, k_theta_c),  c = 1..C   (independent; theta shared by default)
     ytilde_ic | f_c(x_i) ~ N(f_c(x_i), s2_ic)                             (heteroscedastic)
+    s2_ic -> r_c s2_ic,  r_c ~ LogNormal(0, 1)          (``learn_noise_scale=True`` only)
     p(y* = c | x*) = E[softmax(f*)_c]                                     (Monte Carlo)
 
 The moment match gives the log-normal the mean alpha and variance alpha of Gamma(alpha, 1):
@@ -29,7 +30,11 @@ NumPyro sites (stable names, shared with the other classifiers):
   far from 0: about -7 off-class for alpha_eps = 0.01);
 * ``ytilde`` (C, N): the observed log-normal targets (collapsed form, one MVN per class) or
   (N, C) (latent form);
-* ``f_white`` (C, N) and the deterministic ``f`` (N, C): the latent form, whitened.
+* ``f_white`` (C, N) and the deterministic ``f`` (N, C): the latent form, whitened;
+* ``noise_scale`` (C,): with ``learn_noise_scale=True``, a factor r_c on class c's noise
+  variances, fitted with the hyperparameters: the ILR paper's "more flexible likelihood"
+  for sparse GPD (its section 5). Each class has its own factorisation already, so a
+  scale per class costs nothing extra.
 
 ``SPARSE_SPEC`` is the collapsed sparse GPD (Titsias bound with per-class noise, inducing
 inputs shared by the classes, site ``inducing_inputs`` (M, D); ``ppgpc.sparse``).
@@ -52,6 +57,7 @@ from ppgpc.kernels import gram, sample_kernel_params
 __all__ = [
     "GPDData",
     "GPDOptions",
+    "NOISE_SCALE_PRIOR",
     "DEFAULT_ALPHA_EPS",
     "ALPHA_EPS_GRID",
     "lognormal_targets",
@@ -77,6 +83,10 @@ MEAN_PRIOR_SCALE = 10.0
 """Standard deviation of the Normal(0, .) prior on each class's constant mean."""
 
 
+NOISE_SCALE_PRIOR = dist.LogNormal(0.0, 1.0)
+"""Prior of each class's learned noise scale r_c (MAP and NUTS; type-II ML ignores it)."""
+
+
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
 class GPDOptions:
@@ -84,6 +94,7 @@ class GPDOptions:
 
     shared_kernel: bool = True
     predict_from: str = "latent"
+    learn_noise_scale: bool = False
 
 
 class GPDData(NamedTuple):
@@ -113,7 +124,8 @@ def lognormal_targets(alpha):
 
 
 def prepare(X, y, num_classes: int, *, alpha_eps: float = DEFAULT_ALPHA_EPS,
-            shared_kernel: bool = True, predict_from: str = "latent") -> GPDData:
+            shared_kernel: bool = True, predict_from: str = "latent",
+            learn_noise_scale: bool = False) -> GPDData:
     """Log-normal targets and noise for labels y (MATH.md section 2).
 
     Args:
@@ -121,6 +133,8 @@ def prepare(X, y, num_classes: int, *, alpha_eps: float = DEFAULT_ALPHA_EPS,
         alpha_eps: positive concentration of the off-classes (e.g. 0.01).
         shared_kernel: one kernel for all classes (True) or one per class.
         predict_from: ``"latent"`` or ``"noisy"`` (module docstring).
+        learn_noise_scale: add the site ``noise_scale`` (C,), a fitted factor on each
+            class's noise variances (module docstring).
     """
     if num_classes < 2:
         raise ValueError(f"GPD needs at least 2 classes, got {num_classes}")
@@ -133,7 +147,7 @@ def prepare(X, y, num_classes: int, *, alpha_eps: float = DEFAULT_ALPHA_EPS,
     return GPDData(
         X=jnp.asarray(X, dtype=jnp.float64), y=jnp.asarray(y), num_classes=int(num_classes),
         targets=targets, noise_var=s2, alpha_eps=float(alpha_eps),
-        options=GPDOptions(bool(shared_kernel), predict_from),
+        options=GPDOptions(bool(shared_kernel), predict_from, bool(learn_noise_scale)),
     )
 
 
@@ -173,21 +187,44 @@ def _sample_mean(data: GPDData, fixed: dict | None) -> jax.Array:
     return numpyro.sample("mean", dist.Normal(jnp.zeros(C), MEAN_PRIOR_SCALE).to_event(1))
 
 
+def _sample_noise_var(data: GPDData, fixed: dict | None = None) -> jax.Array:
+    """(N, C) noise variances s2, times the site ``noise_scale`` (C,) when it is learned
+    (or its value in ``fixed``, a dict keyed by site name)."""
+    if not data.options.learn_noise_scale:
+        return data.noise_var
+    if fixed is not None:
+        return data.noise_var * jnp.asarray(fixed["noise_scale"])[None, :]
+    C = data.targets.shape[1]
+    scale = numpyro.sample("noise_scale", NOISE_SCALE_PRIOR.expand([C]).to_event(1))
+    return data.noise_var * scale[None, :]
+
+
+def noise_var(data: GPDData, hypers: dict) -> jax.Array:
+    """(N, C) fitted noise variances: s2, times ``hypers["noise_scale"]`` when learned."""
+    if data.options.learn_noise_scale:
+        return data.noise_var * jnp.asarray(hypers["noise_scale"])[None, :]
+    return data.noise_var
+
+
 def _class_grams(kernel, params_c: dict, X) -> jax.Array:
     """(C, N, N) prior covariances, one per class."""
     return jax.vmap(lambda p: gram(kernel, p, X))(params_c)
 
 
-def _noise_at_prediction(data: GPDData, mean: jax.Array) -> jax.Array:
-    """(n, C) pseudo-observation noise for the label the latent mean predicts."""
+def _noise_at_prediction(data: GPDData, hypers: dict, mean: jax.Array) -> jax.Array:
+    """(n, C) pseudo-observation noise for the label the latent mean predicts (times the
+    learned class scales, when there are any)."""
     (s2_off, s2_on) = lognormal_targets(jnp.stack([data.alpha_eps, 1.0 + data.alpha_eps]))[1]
     hit = jax.nn.one_hot(jnp.argmax(mean, axis=-1), mean.shape[-1], dtype=bool)
-    return jnp.where(hit, s2_on, s2_off)
+    noise = jnp.where(hit, s2_on, s2_off)
+    if data.options.learn_noise_scale:
+        noise = noise * jnp.asarray(hypers["noise_scale"])[None, :]
+    return noise
 
 
-def _finish_prediction(data: GPDData, mean, var):
+def _finish_prediction(data: GPDData, hypers: dict, mean, var):
     if data.options.predict_from == "noisy":
-        var = var + _noise_at_prediction(data, mean)
+        var = var + _noise_at_prediction(data, hypers, mean)
     return mean, var
 
 
@@ -199,6 +236,8 @@ def initial_hypers(data: GPDData, kernel) -> dict:
     start = {"kernel_" + k: v for k, v in kernel.initial_params(D, variance=variance).items()}
     if not data.options.shared_kernel:
         start = {k: jnp.broadcast_to(v, (C,) + jnp.shape(v)) for k, v in start.items()}
+    if data.options.learn_noise_scale:
+        start["noise_scale"] = jnp.ones(C)
     return {**start, "mean": centre}
 
 
@@ -206,13 +245,15 @@ def initial_hypers(data: GPDData, kernel) -> dict:
 def collapsed_model(data: GPDData, kernel) -> None:
     """Collapsed form: ytilde_c ~ MVN(mean_c 1, K_c + diag(s2_:c)), one Cholesky per class.
 
-    Sites: ``kernel_*`` and ``mean`` (priors), ``ytilde`` observed with shape (C, N).
+    Sites: ``kernel_*``, ``mean`` and ``noise_scale`` when learned (priors), ``ytilde``
+    observed with shape (C, N).
     """
     N, C = data.targets.shape
     params = _sample_kernel(data, kernel, None)
     mean = _sample_mean(data, None)
+    noise = _sample_noise_var(data)
     K = _class_grams(kernel, _class_params(data, _as_sites(params)), data.X)
-    chol = linalg.cholesky(K + jax.vmap(jnp.diag)(data.noise_var.T)).factor  # (C, N, N)
+    chol = linalg.cholesky(K + jax.vmap(jnp.diag)(noise.T)).factor  # (C, N, N)
     with numpyro.plate("latent", C, dim=-1):
         numpyro.sample("ytilde", dist.MultivariateNormal(mean[:, None] * jnp.ones(N),
                                                          scale_tril=chol), obs=data.targets.T)
@@ -226,20 +267,22 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> Non
     """Latent form: f_c = mean_c + chol(K_c) v_c, v_c ~ N(0, I); ytilde_ic ~ N(f_ic, s2_ic).
 
     Args:
-        fixed_hypers: ``kernel_*`` and ``mean`` by site name; ``None`` samples them too.
+        fixed_hypers: ``kernel_*``, ``mean`` (and ``noise_scale``) by site name; ``None``
+            samples them too.
 
-    Sites: ``kernel_*`` and ``mean`` (unless fixed), ``f_white`` (C, N), deterministic ``f``
-    (N, C), ``ytilde`` observed (N, C).
+    Sites: ``kernel_*``, ``mean`` and ``noise_scale`` when learned (unless fixed),
+    ``f_white`` (C, N), deterministic ``f`` (N, C), ``ytilde`` observed (N, C).
     """
     N, C = data.targets.shape
     params = _sample_kernel(data, kernel, fixed_hypers)
     mean = _sample_mean(data, fixed_hypers)
+    noise = _sample_noise_var(data, fixed_hypers)
     K = _class_grams(kernel, _class_params(data, _as_sites(params)), data.X)
     chol_K = linalg.cholesky(K).factor
     with numpyro.plate("latent", C, dim=-1):
         v = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
     f = numpyro.deterministic("f", jnp.einsum("cij,cj->ic", chol_K, v) + mean[None, :])
-    numpyro.sample("ytilde", dist.Normal(f, jnp.sqrt(data.noise_var)).to_event(2),
+    numpyro.sample("ytilde", dist.Normal(f, jnp.sqrt(noise)).to_event(2),
                    obs=data.targets)
 
 
@@ -247,7 +290,7 @@ def condition(data: GPDData, kernel, hypers: dict) -> gp.ExactPosterior:
     """The exact posterior of every class, batched: fields with a leading class axis."""
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]  # (C, N, 1)
     return jax.vmap(gp.condition, in_axes=(None, 0, None, 0, 0))(
-        kernel, _class_params(data, hypers), data.X, resid, data.noise_var.T)
+        kernel, _class_params(data, hypers), data.X, resid, noise_var(data, hypers).T)
 
 
 def predict(data: GPDData, kernel, hypers: dict, posterior: gp.ExactPosterior, Xs):
@@ -255,7 +298,7 @@ def predict(data: GPDData, kernel, hypers: dict, posterior: gp.ExactPosterior, X
     pseudo-observation noise when ``predict_from="noisy"``."""
     mean, var = jax.vmap(gp.predict, in_axes=(None, 0, 0, None))(
         kernel, _class_params(data, hypers), posterior, Xs)  # (C, n, 1), (C, n)
-    return _finish_prediction(data, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
+    return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 
 def sample_train(key, data: GPDData, kernel, hypers: dict, posterior, num_samples: int):
@@ -267,7 +310,7 @@ def sample_train(key, data: GPDData, kernel, hypers: dict, posterior, num_sample
         return gp.sample_posterior_at_inputs(k, kernel, params, post, y, noise, num_samples)
 
     draws = jax.vmap(one)(jax.random.split(key, C), _class_params(data, hypers), posterior,
-                          resid, data.noise_var.T)  # (C, S, N, 1)
+                          resid, noise_var(data, hypers).T)  # (C, S, N, 1)
     return jnp.moveaxis(draws[..., 0], 0, -1) + hypers["mean"]
 
 
@@ -276,7 +319,7 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
     resid = (f - hypers["mean"][None, :]).T[:, :, None]
     mean, var = jax.vmap(gp.conditional_from_latent, in_axes=(None, 0, None, 0, None))(
         kernel, _class_params(data, hypers), data.X, resid, Xs)
-    return _finish_prediction(data, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
+    return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 
 SPEC = conjugate_spec(
@@ -293,16 +336,17 @@ sparse_initial_hypers = sparse.make_initial_hypers(initial_hypers)
 def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     """Titsias bound summed over classes, each with its own noise s2_:c (vmap over classes).
 
-    Sites: ``kernel_*``, ``mean``, ``inducing_inputs`` (M, D; flat improper prior) and the
-    factor ``collapsed_bound``.
+    Sites: ``kernel_*``, ``mean``, ``noise_scale`` (when learned), ``inducing_inputs``
+    (M, D; flat improper prior) and the factor ``collapsed_bound``.
     """
     base = data.base
     params = _sample_kernel(base, kernel, None)
     mean = _sample_mean(base, None)
+    noise = _sample_noise_var(base)
     Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
     resid = (base.targets - mean[None, :]).T[:, :, None]
     bounds = jax.vmap(sparse.collapsed_bound, in_axes=(None, 0, None, 0, None, 0))(
-        kernel, _class_params(base, _as_sites(params)), base.X, resid, Z, base.noise_var.T)
+        kernel, _class_params(base, _as_sites(params)), base.X, resid, Z, noise.T)
     numpyro.factor("collapsed_bound", jnp.sum(bounds))
 
 
@@ -312,14 +356,14 @@ def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.Sp
     resid = (base.targets - hypers["mean"][None, :]).T[:, :, None]
     return jax.vmap(sparse.condition, in_axes=(None, 0, None, 0, None, 0))(
         kernel, _class_params(base, hypers), base.X, resid, hypers["inducing_inputs"],
-        base.noise_var.T)
+        noise_var(base, hypers).T)
 
 
 def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
     """Predictive under q(u) at Xs: mean (n, C), variance (n, C) (noise as in ``predict``)."""
     mean, var = jax.vmap(sparse.predict, in_axes=(None, 0, 0, None))(
         kernel, _class_params(data.base, hypers), posterior, Xs)
-    return _finish_prediction(data.base, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
+    return _finish_prediction(data.base, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 
 def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,

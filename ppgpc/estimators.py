@@ -62,6 +62,21 @@ def _fit_standardizer(X: np.ndarray, standardize) -> Standardizer | None:
     raise ValueError(f"standardize must be True, False or 'robust'; got {standardize!r}")
 
 
+def _fitted_noise_scale(result):
+    """The learned noise scale of a fit (its mean over draws under NUTS): a float for
+    ILR-GP, a (C,) array for GPD; None when the model has no ``noise_scale`` site."""
+    scale = result.hypers.get("noise_scale")
+    if scale is None:
+        return None
+    value = np.asarray(scale).mean(axis=(0, 1))
+    return float(value) if value.ndim == 0 else value
+
+
+def _check_flag(name: str, value) -> None:
+    if value not in (True, False):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
 _INFERENCE_TO_METHOD = {"exact": "exact", "map": "map", "nuts": "nuts", "collapsed": "exact"}
 
 SPARSE_NUM_DRAWS = 256
@@ -235,6 +250,8 @@ class GPClassifierBase:
         C = len(self.classes_)
         options = self._select_model_options(Xs, codes, C)
         self.result_ = self._fit_driver(Xs, codes, C, options)
+        if hasattr(self, "learn_noise_scale"):
+            self.noise_scale_ = _fitted_noise_scale(self.result_)
         return self
 
     def predict_proba(self, X) -> np.ndarray:
@@ -393,19 +410,10 @@ class ILRGPClassifier(GPClassifierBase):
             options["learn_noise_scale"] = True
         return options
 
-    def fit(self, X, y):
-        """Fit the classifier (``GPClassifierBase.fit``), then record ``noise_scale_``."""
-        super().fit(X, y)
-        scale = self.result_.hypers.get("noise_scale")
-        self.noise_scale_ = None if scale is None else float(np.mean(scale))
-        return self
-
     def _select_model_options(self, X, y, num_classes) -> dict:
         from ppgpc.models.ilr_gp import EPSILON_GRID, prepare
 
-        if self.learn_noise_scale not in (True, False):
-            raise ValueError(f"learn_noise_scale must be True or False, got "
-                             f"{self.learn_noise_scale!r}")
+        _check_flag("learn_noise_scale", self.learn_noise_scale)
         if self.inference == "uncollapsed":  # categorical likelihood: no smoothing, no noise
             if self.learn_noise_scale:
                 raise ValueError("learn_noise_scale applies to the Gaussian likelihood of "
@@ -442,6 +450,9 @@ class DirichletGPClassifier(GPClassifierBase):
         alpha_eps_grid: candidate values (default ``(1e-4, 1e-3, 1e-2, 1e-1)``, the values
             the ILR paper's Table 3 selected from).
         shared_kernel: one kernel for all classes (Milios et al.) or one per class.
+        learn_noise_scale: fit a factor per class on the noise variances with the kernel
+            hyperparameters (prior LogNormal(0, 1) under MAP and NUTS), the ILR paper's
+            "more flexible likelihood" for sparse GPD.
         predict_from: ``"latent"`` (default) or ``"noisy"`` (sample the pseudo-observation,
             latent plus likelihood noise; the ILR paper's Table 1 contrast).
         kernel, standardize, seed, max_exact_points, inference_options: as for
@@ -452,7 +463,8 @@ class DirichletGPClassifier(GPClassifierBase):
 
     Attributes (after fit):
         classes_, n_features_in_, alpha_eps_, alpha_eps_scores_ (NLL per candidate when
-        searched), result_ (the driver's ``FitResult``).
+        searched), noise_scale_ ((C,) fitted class scales, None unless
+        ``learn_noise_scale``), result_ (the driver's ``FitResult``).
 
     Example:
         >>> from ppgpc import DirichletGPClassifier
@@ -466,7 +478,7 @@ class DirichletGPClassifier(GPClassifierBase):
     model_name = "dirichlet_gp"
 
     def __init__(self, *, alpha_eps="auto", alpha_eps_grid=None, shared_kernel: bool = True,
-                 predict_from: str = "latent", validation: str = "cv", cv_folds: int = 5,
+                 learn_noise_scale: bool = False, predict_from: str = "latent", validation: str = "cv", cv_folds: int = 5,
                  validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "exact",
                  num_inducing: int = 200, standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
@@ -475,11 +487,13 @@ class DirichletGPClassifier(GPClassifierBase):
 
     def _options_for(self, alpha_eps: float) -> dict:
         return {"alpha_eps": float(alpha_eps), "shared_kernel": bool(self.shared_kernel),
-                "predict_from": self.predict_from}
+                "predict_from": self.predict_from,
+                "learn_noise_scale": bool(self.learn_noise_scale)}
 
     def _select_model_options(self, X, y, num_classes) -> dict:
         from ppgpc.models.dirichlet_gp import ALPHA_EPS_GRID
 
+        _check_flag("learn_noise_scale", self.learn_noise_scale)
         if self.alpha_eps not in ("auto", "train"):
             self.alpha_eps_ = self.alpha_eps
             self.alpha_eps_scores_ = None

@@ -197,3 +197,55 @@ def test_estimator_collapsed_inference_and_bad_input(fitted):
         DirichletGPClassifier(inference="gibbs").fit(X, labels)
     with pytest.raises(RuntimeError, match="not fitted"):
         DirichletGPClassifier().predict(X)
+
+
+# ------------------------------------------------------------ learned noise scales
+def test_learned_class_noise_scales_enter_the_density_bound_and_estimator(tmp_path):
+    """With learn_noise_scale, class c's noise is r_c s2_:c in the exact density (against
+    a direct MVN), in the sparse bound (against ``ppgpc.sparse.collapsed_bound`` per class)
+    and in the posterior; the estimator reports r as a (C,) array and saves it."""
+    from ppgpc import sparse
+
+    X, y = toy_problem(12, 3)
+    data = dirichlet_gp.prepare(X, y, 3, alpha_eps=0.05, learn_noise_scale=True)
+    kernel = RBF(ard=True)
+    scales = np.array([0.5, 2.0, 3.0])
+    hypers = {**{k: jnp.asarray(v) for k, v in HYPERS.items()}, "noise_scale": jnp.asarray(scales)}
+    total, trace = log_density(functools.partial(dirichlet_gp.collapsed_model, data, kernel), (),
+                               {}, hypers)
+    params = {"variance": 10.0, "lengthscale": jnp.asarray([1.2, 0.9])}
+    K = np.asarray(gram(kernel, params, jnp.asarray(X)))
+    noise = np.asarray(data.noise_var) * scales[None, :]
+    expected = sum(multivariate_normal(np.full(12, HYPERS["mean"][c]),
+                                       K + np.diag(noise[:, c])).logpdf(
+        np.asarray(data.targets)[:, c]) for c in range(3))
+    site = trace["ytilde"]
+    assert float(jnp.sum(site["fn"].log_prob(site["value"]))) == pytest.approx(expected, rel=1e-10)
+    assert float(trace["noise_scale"]["fn"].log_prob(jnp.asarray(scales))) == pytest.approx(
+        float(np.sum(dirichlet_gp.NOISE_SCALE_PRIOR.log_prob(jnp.asarray(scales)))), rel=1e-12)
+    np.testing.assert_allclose(dirichlet_gp.initial_hypers(data, kernel)["noise_scale"], 1.0)
+
+    Zm = data.X[:5]
+    _, strace = log_density(
+        functools.partial(dirichlet_gp.sparse_collapsed_model, sparse.SparseData(data, Zm), kernel),
+        (), {}, {**hypers, "inducing_inputs": Zm})
+    resid = np.asarray(data.targets) - HYPERS["mean"][None, :]
+    bound = sum(float(sparse.collapsed_bound(kernel, params, data.X, jnp.asarray(resid[:, c:c + 1]),
+                                             Zm, jnp.asarray(noise[:, c]))) for c in range(3))
+    site = strace["collapsed_bound"]
+    assert float(site["fn"].log_prob(site["value"])) == pytest.approx(bound, rel=1e-12)
+
+    post = dirichlet_gp.condition(data, kernel, hypers)
+    mean, _ = dirichlet_gp.predict(data, kernel, hypers, post, data.X[:3])
+    c = 1
+    Ks = K[:3]
+    direct = Ks @ np.linalg.solve(K + np.diag(noise[:, c]), resid[:, c]) + HYPERS["mean"][c]
+    np.testing.assert_allclose(mean[:, c], direct, rtol=1e-9)
+
+    Xf, yf = toy_problem(40, 3, seed=4)
+    clf = DirichletGPClassifier(alpha_eps=0.01, learn_noise_scale=True).fit(Xf, yf)
+    assert clf.noise_scale_.shape == (3,) and np.all(clf.noise_scale_ > 0)
+    loaded = DirichletGPClassifier.load(clf.save(tmp_path / "gpd"))
+    np.testing.assert_array_equal(loaded.noise_scale_, clf.noise_scale_)
+    np.testing.assert_array_equal(loaded.predict_proba(Xf), clf.predict_proba(Xf))
+    assert DirichletGPClassifier(alpha_eps=0.01).fit(Xf, yf).noise_scale_ is None
