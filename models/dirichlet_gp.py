@@ -187,23 +187,27 @@ def _sample_mean(data: GPDData, fixed: dict | None) -> jax.Array:
     return numpyro.sample("mean", dist.Normal(jnp.zeros(C), MEAN_PRIOR_SCALE).to_event(1))
 
 
+def _scaled_noise(data: GPDData, hypers: dict | None, s2: jax.Array) -> jax.Array:
+    """(..., C) noise variances s2 times the class scales ``hypers["noise_scale"]`` when
+    they are learned, else s2 itself: the one place the scale rule lives."""
+    if data.options.learn_noise_scale:
+        return s2 * jnp.asarray(hypers["noise_scale"])[None, :]
+    return s2
+
+
 def _sample_noise_var(data: GPDData, fixed: dict | None = None) -> jax.Array:
     """(N, C) noise variances s2, times the site ``noise_scale`` (C,) when it is learned
     (or its value in ``fixed``, a dict keyed by site name)."""
-    if not data.options.learn_noise_scale:
-        return data.noise_var
-    if fixed is not None:
-        return data.noise_var * jnp.asarray(fixed["noise_scale"])[None, :]
-    C = data.targets.shape[1]
-    scale = numpyro.sample("noise_scale", NOISE_SCALE_PRIOR.expand([C]).to_event(1))
-    return data.noise_var * scale[None, :]
+    if data.options.learn_noise_scale and fixed is None:
+        C = data.targets.shape[1]
+        fixed = {"noise_scale": numpyro.sample("noise_scale",
+                                               NOISE_SCALE_PRIOR.expand([C]).to_event(1))}
+    return _scaled_noise(data, fixed, data.noise_var)
 
 
 def noise_var(data: GPDData, hypers: dict) -> jax.Array:
     """(N, C) fitted noise variances: s2, times ``hypers["noise_scale"]`` when learned."""
-    if data.options.learn_noise_scale:
-        return data.noise_var * jnp.asarray(hypers["noise_scale"])[None, :]
-    return data.noise_var
+    return _scaled_noise(data, hypers, data.noise_var)
 
 
 def _class_grams(kernel, params_c: dict, X) -> jax.Array:
@@ -216,10 +220,7 @@ def _noise_at_prediction(data: GPDData, hypers: dict, mean: jax.Array) -> jax.Ar
     learned class scales, when there are any)."""
     (s2_off, s2_on) = lognormal_targets(jnp.stack([data.alpha_eps, 1.0 + data.alpha_eps]))[1]
     hit = jax.nn.one_hot(jnp.argmax(mean, axis=-1), mean.shape[-1], dtype=bool)
-    noise = jnp.where(hit, s2_on, s2_off)
-    if data.options.learn_noise_scale:
-        noise = noise * jnp.asarray(hypers["noise_scale"])[None, :]
-    return noise
+    return _scaled_noise(data, hypers, jnp.where(hit, s2_on, s2_off))
 
 
 def _finish_prediction(data: GPDData, hypers: dict, mean, var):

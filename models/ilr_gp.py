@@ -176,17 +176,15 @@ def initial_hypers(data: ILRData, kernel) -> dict:
 def _sample_noise_var(data: ILRData, fixed: dict | None = None):
     """sigma^2, times the site ``noise_scale`` when it is learned (or its value in
     ``fixed``, a dict keyed by site name)."""
-    if not data.options.learn_noise_scale:
-        return data.noise_var
-    if fixed is not None:
-        return data.noise_var * jnp.asarray(fixed["noise_scale"])
-    return data.noise_var * numpyro.sample("noise_scale", NOISE_SCALE_PRIOR)
+    if data.options.learn_noise_scale and fixed is None:
+        fixed = {"noise_scale": numpyro.sample("noise_scale", NOISE_SCALE_PRIOR)}
+    return noise_var(data, fixed)
 
 
-def noise_var(data: ILRData, hypers: dict):
+def noise_var(data: ILRData, hypers: dict | None):
     """The fitted noise variance: sigma^2, times ``hypers["noise_scale"]`` when learned."""
     if data.options.learn_noise_scale:
-        return data.noise_var * hypers["noise_scale"]
+        return data.noise_var * jnp.asarray(hypers["noise_scale"])
     return data.noise_var
 
 
