@@ -14,8 +14,20 @@ Variational family: q(v_c) = N(m_c, S_c), S_c = R_c R_c^T with a full lower-tria
 
     ELBO = (N / B) sum_{i in batch} E_q[log p(y_i | W f_i)] - sum_c KL(q(v_c) || N(0, I)).
 
-The expectation is a Monte Carlo estimate with reparameterisation (v = m + R e, then
-f_i = a_i^T v + sqrt(k_ii - |a_i|^2) e_i); the KL is analytic,
+The expectation is a Monte Carlo estimate with reparameterisation, in one of two forms
+(``ell_estimator``):
+
+* ``"marginal"`` (default; local reparameterisation, as GPyTorch and Pyro's SVGP do): S draws
+  per point of f_ic from its marginal under q,
+  q(f_ic) = N(a_i^T m_c, k_ii - |a_i|^2 + |R_c^T a_i|^2), independent across points, latents
+  and draws (``likelihood_samples`` = S, default 10), averaged. The expectation is the same
+  as the joint form's, since each point's term only depends on its own marginal; the
+  variance is much lower, because the points of a minibatch no longer share one draw of v.
+  This costs an extra O(L M^2 B) per step for |R_c^T a_i|^2.
+* ``"joint"``: one draw of v = m + R e shared by the minibatch, then
+  f_i = a_i^T v + sqrt(k_ii - |a_i|^2) e_i.
+
+The KL is analytic,
 KL = 1/2 (|m_c|^2 + |R_c|_F^2 - M - 2 sum log|diag R_c|) (``WhitenedPrior``). Minibatches come
 from ``numpyro.plate("data", N, subsample_size=B)``, which scales the likelihood by N / B.
 Kernel hyperparameters, inducing inputs and W are ``numpyro.param`` sites (point
@@ -23,8 +35,10 @@ estimates maximising the ELBO); inducing inputs start at k-means++ centres.
 
 NumPyro sites: params ``kernel_variance`` (), ``kernel_lengthscale`` (D,) or (),
 ``inducing_inputs`` (M, D), ``mixing`` (L, L) in the model and ``q_mean`` (L, M),
-``q_scale_tril`` (L, M, M) in the guide; latent ``v`` (L, M) and ``f`` (B, L); observed
-``y`` (B,). Fit with driver method ``"svi"`` (``ppgpc.infer.svi``). Predictions use the
+``q_scale_tril`` (L, M, M) in the guide (the model reads them too under the marginal
+estimator, as Pyro's ``VariationalSparseGP`` does); latent ``v`` (L, M), ``f`` (B, L) (joint
+estimator only); observed ``y`` (B,), or (S, B) under the marginal estimator with the
+likelihood scaled by 1/S. Fit with driver method ``"svi"`` (``ppgpc.infer.svi``). Predictions use the
 driver's ``"inducing"`` predictive kind: draws of v and the SVGP conditional at new inputs
 (``inducing_latent``).
 
@@ -57,6 +71,8 @@ from ppgpc.sparse import DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, initial_induc
 
 __all__ = [
     "LINKS",
+    "ELL_ESTIMATORS",
+    "DEFAULT_LIKELIHOOD_SAMPLES",
     "SVGPData",
     "WhitenedPrior",
     "prepare",
@@ -76,6 +92,12 @@ __all__ = [
 LINKS = ("softmax", "ilr")
 """Classification links: softmax over C latents (SVGPC) or the inverse ILR over C-1."""
 
+ELL_ESTIMATORS = ("marginal", "joint")
+"""Monte Carlo forms of the expected log-likelihood (module docstring)."""
+
+DEFAULT_LIKELIHOOD_SAMPLES = 10
+"""Draws per point of the marginal estimator (GPyTorch's ``num_likelihood_samples``)."""
+
 _MIN_VAR = 1e-10
 """Floor on the conditional variance k_ii - |a_i|^2 (exactly 0 at an inducing input)."""
 
@@ -83,7 +105,8 @@ _MIN_VAR = 1e-10
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["X", "y", "inducing_init", "targets", "kmm_jitter",
                                 "noise_var"],
-                   meta_fields=["num_classes", "link"])
+                   meta_fields=["num_classes", "link", "ell_estimator",
+                                "likelihood_samples"])
 @dataclasses.dataclass(frozen=True)
 class SVGPData:
     """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
@@ -105,6 +128,10 @@ class SVGPData:
     """(N, L) regression targets (Gaussian link only)."""
     noise_var: float = 0.0
     """sigma^2 (Gaussian link only)."""
+    ell_estimator: str = "marginal"
+    """``"marginal"`` (local reparameterisation) or ``"joint"`` (module docstring)."""
+    likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES
+    """S, draws per point of the marginal estimator."""
 
     @property
     def num_latent(self) -> int:
@@ -124,6 +151,17 @@ def _check_link(link) -> str:
     return link
 
 
+def _check_ell(ell_estimator, likelihood_samples) -> tuple[str, int]:
+    if ell_estimator not in ELL_ESTIMATORS:
+        raise ValueError(f"unknown ell_estimator {ell_estimator!r}; choose from "
+                         f"{list(ELL_ESTIMATORS)}")
+    if (isinstance(likelihood_samples, bool) or int(likelihood_samples) != likelihood_samples
+            or likelihood_samples < 1):
+        raise ValueError("likelihood_samples must be a positive integer, got "
+                         f"{likelihood_samples!r}")
+    return ell_estimator, int(likelihood_samples)
+
+
 def _check_num_inducing(num_inducing, N: int) -> int:
     if num_inducing is None:
         return min(DEFAULT_NUM_INDUCING, N)
@@ -136,7 +174,9 @@ def _check_num_inducing(num_inducing, N: int) -> int:
 
 
 def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int | None = None,
-            seed: int = 0, kmm_jitter: float = DEFAULT_KMM_JITTER) -> SVGPData:
+            seed: int = 0, kmm_jitter: float = DEFAULT_KMM_JITTER,
+            ell_estimator: str = "marginal",
+            likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES) -> SVGPData:
     """Data, link and k-means++ inducing inputs.
 
     Args:
@@ -146,24 +186,33 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
             centres refined by Lloyd steps.
         seed: seed of the k-means++ initialisation.
         kmm_jitter: relative jitter added to K_mm.
+        ell_estimator: ``"marginal"`` (default) or ``"joint"`` Monte Carlo form of the
+            expected log-likelihood (module docstring).
+        likelihood_samples: S, draws per point of the marginal estimator.
     """
     _check_link(link)
+    ell_estimator, likelihood_samples = _check_ell(ell_estimator, likelihood_samples)
     if num_classes < 2:
         raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
     X = jnp.asarray(X, dtype=jnp.float64)
     M = _check_num_inducing(num_inducing, X.shape[0])
     return SVGPData(X=X, y=jnp.asarray(y), num_classes=int(num_classes), link=link,
                     inducing_init=initial_inducing_inputs(X, M, seed),
-                    kmm_jitter=float(kmm_jitter))
+                    kmm_jitter=float(kmm_jitter), ell_estimator=ell_estimator,
+                    likelihood_samples=likelihood_samples)
 
 
-def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0) -> SVGPData:
+def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
+                       ell_estimator: str = "marginal",
+                       likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES) -> SVGPData:
     """Data for the Gaussian link: targets Y (N, L), noise sigma^2, inducing inputs Z (M, D)."""
+    ell_estimator, likelihood_samples = _check_ell(ell_estimator, likelihood_samples)
     X = jnp.asarray(X, dtype=jnp.float64)
     Y = jnp.asarray(Y, dtype=jnp.float64)
     return SVGPData(X=X, y=jnp.zeros(X.shape[0], dtype=jnp.int32), num_classes=Y.shape[1],
                     link="gaussian", inducing_init=jnp.asarray(Z, dtype=jnp.float64),
-                    kmm_jitter=float(kmm_jitter), targets=Y, noise_var=float(noise_var))
+                    kmm_jitter=float(kmm_jitter), targets=Y, noise_var=float(noise_var),
+                    ell_estimator=ell_estimator, likelihood_samples=likelihood_samples)
 
 
 def _log_link_softmax(f: jax.Array) -> jax.Array:
@@ -257,8 +306,45 @@ def _resolve_batch(batch_size, N: int):
     return None if batch_size == N else int(batch_size)
 
 
+def marginal_moments(a, resid, q_mean, q_tril):
+    """The marginals of q(f_i) = int p(f_i | v) q(v) dv at a batch of inputs.
+
+    Args:
+        a: (M, B) L_mm^-1 K_mb; resid: (B,) k_ii - |a_i|^2; q_mean: (L, M) m_c;
+        q_tril: (L, M, M) R_c.
+
+    Returns:
+        mean (B, L) = a_i^T m_c and variance (B, L) = resid_i + |R_c^T a_i|^2.
+    """
+    proj = jnp.einsum("lmk,mb->lkb", q_tril, a)                             # R_c^T a_i
+    return a.T @ q_mean.T, resid[:, None] + jnp.sum(proj * proj, axis=1).T
+
+
+def _variational_sites(L: int, M: int, init_scale: float = 1.0):
+    """The ``numpyro.param`` sites of q(v): ``q_mean`` (L, M), ``q_scale_tril`` (L, M, M)."""
+    q_mean = numpyro.param("q_mean", jnp.zeros((L, M)))
+    q_tril = numpyro.param("q_scale_tril",
+                           init_scale * jnp.broadcast_to(jnp.eye(M), (L, M, M)),
+                           constraint=constraints.lower_cholesky)
+    return q_mean, q_tril
+
+
+def _observe(data: SVGPData, mixed, idx) -> None:
+    """The observed site ``y`` given W f (..., B, L) on the minibatch ``idx``."""
+    if data.link == "gaussian":
+        numpyro.sample("y", dist.Normal(mixed, jnp.sqrt(data.noise_var)).to_event(1),
+                       obs=data.targets[idx])
+    else:
+        numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](mixed)),
+                       obs=data.y[idx])
+
+
 def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     """The SVGP classifier's generative model (module docstring); minibatch of size B.
+
+    Under ``data.ell_estimator == "marginal"`` the likelihood term draws f from q's
+    marginals (local reparameterisation), so the model reads the variational parameters
+    ``q_mean`` and ``q_scale_tril``; the prior site ``v`` then only carries the KL.
 
     Args:
         data: ``SVGPData``.
@@ -274,37 +360,44 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     with numpyro.plate("latent", L, dim=-1):
         v = numpyro.sample("v", WhitenedPrior(L, M))                         # (L, M)
     with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
-        mean, var = svgp_conditional(kernel, params, Z, chol_mm, v, data.X[idx])
-        f = numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)[:, None]).to_event(1))
-        mixed = f @ W.T                                                      # (B, L)
-        if data.link == "gaussian":
-            numpyro.sample("y", dist.Normal(mixed, jnp.sqrt(data.noise_var)).to_event(1),
-                           obs=data.targets[idx])
-        else:
-            numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](mixed)),
-                           obs=data.y[idx])
+        if data.ell_estimator == "joint":
+            mean, var = svgp_conditional(kernel, params, Z, chol_mm, v, data.X[idx])
+            f = numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)[:, None]).to_event(1))
+            _observe(data, f @ W.T, idx)                                     # (B, L)
+            return
+        key = numpyro.prng_key()
+        if key is None:
+            raise RuntimeError("the marginal ELBO estimator draws f inside the model; run "
+                               "the model under numpyro.handlers.seed (SVI does)")
+        q_mean, q_tril = _variational_sites(L, M)
+        a, resid = _projection(kernel, params, Z, chol_mm, data.X[idx])
+        mean, var = marginal_moments(a, resid, q_mean, q_tril)
+        S = data.likelihood_samples
+        f = mean + jnp.sqrt(var) * jax.random.normal(key, (S,) + mean.shape)  # (S, B, L)
+        with numpyro.plate("likelihood_samples", S, dim=-2), \
+                numpyro.handlers.scale(scale=1.0 / S):
+            _observe(data, f @ W.T, idx)
 
 
 def guide(data: SVGPData, kernel, batch_size: int | None = None,
           init_scale: float = 1.0) -> None:
-    """q(v) = prod_c N(m_c, R_c R_c^T) and q(f | v) = p(f | v) on the same minibatch.
+    """q(v) = prod_c N(m_c, R_c R_c^T), and (joint estimator) q(f | v) = p(f | v) on the
+    same minibatch.
 
     ``init_scale`` sets R_c = init_scale I at the start (1: the prior).
     """
     N = data.X.shape[0]
     L, M = data.num_latent, data.inducing_init.shape[0]
-    B = _resolve_batch(batch_size, N)
-    params, Z = _params_sites(data, kernel)
-    q_mean = numpyro.param("q_mean", jnp.zeros((L, M)))
-    q_tril = numpyro.param("q_scale_tril",
-                           init_scale * jnp.broadcast_to(jnp.eye(M), (L, M, M)),
-                           constraint=constraints.lower_cholesky)
-    chol_mm = _chol_mm(kernel, params, Z, data.kmm_jitter)
+    q_mean, q_tril = _variational_sites(L, M, init_scale)
     with numpyro.plate("latent", L, dim=-1):
         v = numpyro.sample("v", dist.MultivariateNormal(q_mean, scale_tril=q_tril))
-    with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
-        mean, var = svgp_conditional(kernel, params, Z, chol_mm, v, data.X[idx])
-        numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)[:, None]).to_event(1))
+    if data.ell_estimator == "joint":
+        B = _resolve_batch(batch_size, N)
+        params, Z = _params_sites(data, kernel)
+        chol_mm = _chol_mm(kernel, params, Z, data.kmm_jitter)
+        with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
+            mean, var = svgp_conditional(kernel, params, Z, chol_mm, v, data.X[idx])
+            numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)[:, None]).to_event(1))
 
 
 # ------------------------------------------------------------------ fitted posterior
