@@ -9,6 +9,7 @@ row, and whether each cell is within one paper standard deviation or better.
 
     python benchmarks/uci_exact.py                       # 5 seeds, all models, all datasets
     python benchmarks/uci_exact.py --seeds 2 --datasets glass --tau 0.05 --kernel rbf
+    python benchmarks/uci_exact.py --models Exact-ILR --inference nuts   # NUTS hyperparameters
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def main(argv=None) -> int:
             model_options = {k: v for k, v in options.items()
                              if not (k == "tau" and "ILR" not in model)
                              and not (k == "validation" and model not in ("Exact-ILR", "GPD"))}
+            if model_options.get("inference") == "nuts":  # no progress bars in the table
+                model_options["inference_options"] = {"progress_bar": False}
             runs = [run_split(dataset, model, seed, **model_options) for seed in range(args.seeds)]
             cells = paper_comparison_cells(summarize(runs), PAPER_EXACT.get((dataset, model)))
             print(f"{dataset:8s} {model:10s} {cells}", flush=True)

@@ -88,6 +88,8 @@ class GPClassifierBase:
     """Shared machinery of the ppgpc estimators; subclasses set the model and its options."""
 
     model_name: str = ""
+    has_noise_scale: bool = False
+    """Whether the model can learn a noise scale; ``fit`` then records ``noise_scale_``."""
 
     def __init__(self, *, kernel="rbf-ard", inference: str = "exact", standardize: bool | str = True,
                  seed: int = 0, max_exact_points: int | None = MAX_EXACT_POINTS,
@@ -250,7 +252,7 @@ class GPClassifierBase:
         C = len(self.classes_)
         options = self._select_model_options(Xs, codes, C)
         self.result_ = self._fit_driver(Xs, codes, C, options)
-        if hasattr(self, "learn_noise_scale"):
+        if self.has_noise_scale:
             self.noise_scale_ = _fitted_noise_scale(self.result_)
         return self
 
@@ -374,6 +376,7 @@ class ILRGPClassifier(GPClassifierBase):
     """
 
     model_name = "ilr_gp"
+    has_noise_scale = True
 
     def __init__(self, *, epsilon="auto", tau: float | None = None,
                  noise_std: float | None = None, learn_noise_scale: bool = False,
@@ -476,6 +479,7 @@ class DirichletGPClassifier(GPClassifierBase):
     """
 
     model_name = "dirichlet_gp"
+    has_noise_scale = True
 
     def __init__(self, *, alpha_eps="auto", alpha_eps_grid=None, shared_kernel: bool = True,
                  learn_noise_scale: bool = False, predict_from: str = "latent", validation: str = "cv", cv_folds: int = 5,
@@ -593,6 +597,11 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         num_inducing: M <= N (default min(200, N)); k-means++ start.
         batch_size: minibatch size B <= N (default min(256, N)).
         link: ``"softmax"`` or ``"ilr"``.
+        likelihood_samples: S, draws per point of the expected log-likelihood estimate
+            (default 10, GPyTorch's default).
+        ell_estimator: ``"marginal"`` (default): f drawn independently per point from q's
+            marginals (local reparameterisation, low-variance gradients); ``"joint"``: one
+            draw of the inducing values shared by the minibatch (``S`` is then unused).
         inference: ``"svi"`` (default) or ``"nuts"``: NUTS on the full, non-sparse GP with
             the same link (W = I) for small N, with kernel hyperparameters from an SVI fit
             unless given in ``inference_options["hyperparameters"]`` (or sampled, with
@@ -621,7 +630,8 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
     _methods = ("svi", "nuts")
 
     def __init__(self, *, num_inducing: int | None = None, batch_size: int | None = None,
-                 link: str = "softmax", kernel="rbf-ard", inference: str = "svi",
+                 link: str = "softmax", likelihood_samples: int = 10,
+                 ell_estimator: str = "marginal", kernel="rbf-ard", inference: str = "svi",
                  max_iter: int = 5000, learning_rate: float = 0.01,
                  progress_bar: bool = False, standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
@@ -650,7 +660,9 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
                 **given, **options}
         return self._run_driver(self.model_name, X, y, num_classes, method="svi",
                                 model_options={"num_inducing": self.num_inducing,
-                                               "seed": self.seed},
+                                               "seed": self.seed,
+                                               "ell_estimator": self.ell_estimator,
+                                               "likelihood_samples": self.likelihood_samples},
                                 max_exact_points=None, options=opts)
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):

@@ -194,6 +194,8 @@ def test_bad_options_raise_clear_errors():
         svgp.prepare(X, y, 3, ell_estimator="local")
     with pytest.raises(ValueError, match="likelihood_samples must be a positive integer"):
         svgp.prepare(X, y, 3, likelihood_samples=0)
+    with pytest.raises(ValueError, match="unknown ell_estimator 'local'"):
+        SoftmaxSVGPClassifier(ell_estimator="local", num_inducing=5).fit(X, y)
     with pytest.raises(ValueError, match="unknown link 'probit'"):
         SoftmaxSVGPClassifier(link="probit").fit(X, y)
     with pytest.raises(ValueError, match="batch_size B = 50 exceeds .* N = 30"):
@@ -236,6 +238,7 @@ def test_predictions_shapes_and_normalisation(fitted):
 def test_elbo_trace_and_inducing_result(fitted):
     clf, X, _ = fitted
     res = clf.result_
+    assert (res.data.ell_estimator, res.data.likelihood_samples) == ("marginal", 10)
     assert res.predictive_kind == "inducing" and res.latent is None
     assert res.inducing.shape == (1, 64, 8, 3)
     assert res.hypers["inducing_inputs"].shape == (1, 1, 8, 2)
