@@ -96,3 +96,41 @@ def test_collapsed_ilr_learns_inducing_inputs_and_predicts():
     probs = result.predict_proba(X)
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
     assert np.mean(probs.argmax(1) == y) > 0.9
+
+
+def test_two_level_noise_bound_equals_the_per_output_bound_in_value_and_gradient():
+    """``collapsed_bound_two_level`` (GPD's structure: output l has noise ``noise_in[l]`` on
+    its own group of points and ``noise_out[l]`` elsewhere) equals ``collapsed_bound`` summed
+    over outputs with that (N,) noise, in value and in the gradients with respect to the
+    kernel parameters, inducing inputs, targets and both noise vectors; one group is empty."""
+    gen = np.random.default_rng(11)
+    N, L, M = 30, 4, 6
+    X = jnp.asarray(gen.normal(size=(N, 2)))
+    Y = jnp.asarray(gen.normal(size=(N, L)))
+    labels = gen.choice([0, 1, 3], size=N)                       # group 2 is empty
+    sizes = tuple(int(n) for n in np.bincount(labels, minlength=L))
+    order = jnp.argsort(jnp.asarray(labels), stable=True)
+    Z = X[:M] + 0.1
+    noise_in = jnp.asarray(gen.uniform(0.1, 0.4, L))
+    noise_out = jnp.asarray(gen.uniform(1.0, 3.0, L))
+
+    def two_level(params, Z, Y, noise_in, noise_out):
+        return sparse.collapsed_bound_two_level(KERNEL, params, X, Y, Z, order, sizes,
+                                                noise_in, noise_out)
+
+    def per_output(params, Z, Y, noise_in, noise_out):
+        total = 0.0
+        for l in range(L):
+            noise = jnp.where(jnp.asarray(labels) == l, noise_in[l], noise_out[l])
+            total = total + sparse.collapsed_bound(KERNEL, params, X, Y[:, l:l + 1], Z, noise)
+        return total
+
+    args = (PARAMS, Z, Y, noise_in, noise_out)
+    value, grads = jax.value_and_grad(two_level, argnums=(0, 1, 2, 3, 4))(*args)
+    want, want_grads = jax.value_and_grad(per_output, argnums=(0, 1, 2, 3, 4))(*args)
+    assert float(value) == pytest.approx(float(want), rel=1e-11)
+    for got, ref in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(want_grads)):
+        np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
+    with pytest.raises(ValueError, match="group_sizes .* sum to N = 30"):
+        sparse.collapsed_bound_two_level(KERNEL, PARAMS, X, Y, Z, order, (10, 10, 5, 4),
+                                         noise_in, noise_out)
