@@ -158,7 +158,8 @@ def prepare(X, y, num_classes: int, *, alpha_eps: float = DEFAULT_ALPHA_EPS,
         X=jnp.asarray(X, dtype=jnp.float64), y=jnp.asarray(y), num_classes=int(num_classes),
         targets=targets, noise_var=s2, alpha_eps=float(alpha_eps),
         options=GPDOptions(bool(shared_kernel), predict_from, bool(learn_noise_scale),
-                           tuple(int(n) for n in np.bincount(np.asarray(y), minlength=num_classes))),
+                           tuple(int(n) for n in np.bincount(np.asarray(y),
+                                                             minlength=num_classes))),
     )
 
 

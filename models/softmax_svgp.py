@@ -38,9 +38,9 @@ NumPyro sites: params ``kernel_variance`` (), ``kernel_lengthscale`` (D,) or (),
 ``q_scale_tril`` (L, M, M) in the guide (the model reads them too under the marginal
 estimator, as Pyro's ``VariationalSparseGP`` does); latent ``v`` (L, M), ``f`` (B, L) (joint
 estimator only); observed ``y`` (B,), or (S, B) under the marginal estimator with the
-likelihood scaled by 1/S. Fit with driver method ``"svi"`` (``ppgpc.infer.svi``). Predictions use the
-driver's ``"inducing"`` predictive kind: draws of v and the SVGP conditional at new inputs
-(``inducing_latent``).
+likelihood scaled by 1/S. Fit with driver method ``"svi"`` (``ppgpc.infer.svi``).
+Predictions use the driver's ``"inducing"`` predictive kind: draws of v and the SVGP
+conditional at new inputs (``inducing_latent``).
 
 For small N, ``latent_model``/``latent_conditional`` give the full (non-sparse) GP with the
 same link and W = I, whitened (f_c = chol(K) w_c), for ``method="nuts", form="latent"``: the
