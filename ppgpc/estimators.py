@@ -350,7 +350,9 @@ class ILRGPClassifier(GPClassifierBase):
             sparse variational classifier with the inverse-ILR link and a learned mixing
             matrix, fitted by minibatch SVI, model ``"ilr_gp_uncollapsed"``; it has a
             categorical likelihood, so epsilon and tau do not apply; SVI options such as
-            ``batch_size``, ``max_iter``, ``learning_rate`` go in ``inference_options``).
+            ``batch_size``, ``max_iter``, ``learning_rate`` go in ``inference_options``;
+            the expected log-likelihood uses q's marginals with 10 draws per point, as
+            ``SoftmaxSVGPClassifier``'s default; that class also offers the other forms).
         num_inducing: inducing points M for ``inference="collapsed"`` or
             ``"uncollapsed"`` (k-means++ start; at most N are used).
         standardize: ``True`` z-scores the inputs with the training statistics,
