@@ -240,12 +240,21 @@ def _class_grams(kernel, class_params: tuple[dict, int | None], X) -> jax.Array:
     return jax.vmap(lambda p: gram(kernel, p, X))(params)
 
 
+def _class_noise_levels(data: GPDData, hypers: dict | None) -> tuple[jax.Array, jax.Array]:
+    """Each class's two noise variances, (C,) each: s2(1 + alpha_eps) on the points of the
+    class and s2(alpha_eps) elsewhere, times the learned class scales when there are any."""
+    s2_out, s2_in = lognormal_targets(jnp.stack([data.alpha_eps, 1.0 + data.alpha_eps]))[1]
+    ones = jnp.ones((1, data.targets.shape[1]))
+    levels = _scaled_noise(data, hypers, jnp.concatenate([s2_in * ones, s2_out * ones]))
+    return levels[0], levels[1]
+
+
 def _noise_at_prediction(data: GPDData, hypers: dict, mean: jax.Array) -> jax.Array:
     """(n, C) pseudo-observation noise for the label the latent mean predicts (times the
     learned class scales, when there are any)."""
-    (s2_off, s2_on) = lognormal_targets(jnp.stack([data.alpha_eps, 1.0 + data.alpha_eps]))[1]
+    noise_in, noise_out = _class_noise_levels(data, hypers)
     hit = jax.nn.one_hot(jnp.argmax(mean, axis=-1), mean.shape[-1], dtype=bool)
-    return _scaled_noise(data, hypers, jnp.where(hit, s2_on, s2_off))
+    return jnp.where(hit, noise_in[None, :], noise_out[None, :])
 
 
 def _finish_prediction(data: GPDData, hypers: dict, mean, var):
@@ -379,13 +388,9 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     resid = base.targets - mean[None, :]                                    # (N, C)
     params, axis = _class_params(base, _as_sites(params))
     if axis is None:  # shared kernel: the classes' noise differs only in and out of class
-        C = base.targets.shape[1]
-        s2_off, s2_on = lognormal_targets(jnp.stack([base.alpha_eps, 1.0 + base.alpha_eps]))[1]
-        noise_in = _scaled_noise(base, scales, jnp.full((1, C), s2_on))[0]
-        noise_out = _scaled_noise(base, scales, jnp.full((1, C), s2_off))[0]
         bound = sparse.collapsed_bound_two_level(
-            kernel, params, base.X, resid, Z, jnp.argsort(base.y, stable=True),
-            base.options.class_sizes, noise_in, noise_out)
+            kernel, params, base.X, resid, Z, base.y, base.options.class_sizes,
+            *_class_noise_levels(base, scales))
     else:
         noise = _scaled_noise(base, scales, base.noise_var)
         bound = jnp.sum(jax.vmap(sparse.collapsed_bound, in_axes=(None, 0, None, 0, None, 0))(

@@ -67,7 +67,8 @@ from numpyro.distributions.kl import kl_divergence
 from ppgpc import gp, linalg, simplex
 from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import gram, gram_diag, sample_kernel_params
-from ppgpc.sparse import DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, initial_inducing_inputs
+from ppgpc.sparse import (DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, inducing_cholesky,
+                          initial_inducing_inputs)
 
 __all__ = [
     "LINKS",
@@ -258,9 +259,7 @@ def _kernel_params(hypers: dict) -> dict:
 
 
 def _chol_mm(kernel, params, Z, kmm_jitter):
-    M = Z.shape[0]
-    Kmm = gram(kernel, params, Z) + kmm_jitter * params["variance"] * jnp.eye(M)
-    return linalg.cholesky(Kmm).factor
+    return inducing_cholesky(kernel, params, Z, kmm_jitter).factor
 
 
 def _projection(kernel, params, Z, chol_mm, Xs):

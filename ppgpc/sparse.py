@@ -44,6 +44,7 @@ __all__ = [
     "initial_inducing_inputs",
     "make_prepare",
     "make_initial_hypers",
+    "inducing_cholesky",
     "collapsed_bound",
     "collapsed_bound_two_level",
     "condition",
@@ -145,12 +146,19 @@ def _noise_vector(noise_var, N: int) -> jax.Array:
     return jnp.broadcast_to(jnp.asarray(noise_var, dtype=jnp.float64), (N,))
 
 
+def inducing_cholesky(kernel, params, Z: jax.Array, kmm_jitter: float) -> linalg.Cholesky:
+    """The Cholesky factor L_m of K_mm + kmm_jitter * variance * I at inducing inputs Z
+    (M, D), with the adaptive jitter it needed beyond that (``linalg.cholesky``)."""
+    M = Z.shape[0]
+    return linalg.cholesky(gram(kernel, params, Z)
+                           + kmm_jitter * params["variance"] * jnp.eye(M))
+
+
 def _factorise(kernel, params, X, Z, noise_var, kmm_jitter):
     """L_m, A (M, N), L_B, noise (N,), k_nn diagonal (N,), adaptive jitter."""
     N, M = X.shape[0], Z.shape[0]
     noise = _noise_vector(noise_var, N)
-    Kmm = gram(kernel, params, Z) + kmm_jitter * params["variance"] * jnp.eye(M)
-    chol_m = linalg.cholesky(Kmm)
+    chol_m = inducing_cholesky(kernel, params, Z, kmm_jitter)
     A = linalg.tri_solve(chol_m.factor, gram(kernel, params, Z, X)) / jnp.sqrt(noise)[None, :]
     chol_B = linalg.cholesky(jnp.eye(M) + A @ A.T)
     jitter = jnp.maximum(chol_m.jitter, chol_B.jitter)
@@ -181,7 +189,7 @@ def collapsed_bound(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array, no
 
 
 def collapsed_bound_two_level(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array,
-                              group_order: jax.Array, group_sizes: tuple[int, ...],
+                              groups: jax.Array, group_sizes: tuple[int, ...],
                               noise_in: jax.Array, noise_out: jax.Array,
                               kmm_jitter: float = DEFAULT_KMM_JITTER) -> jax.Array:
     """Titsias's bound summed over L outputs whose noise takes two values per output:
@@ -202,8 +210,9 @@ def collapsed_bound_two_level(kernel, params, X: jax.Array, Y: jax.Array, Z: jax
 
     Args:
         X: (N, D) inputs; Y: (N, L) centred targets; Z: (M, D) inducing inputs.
-        group_order: (N,) indices that sort the points by group (groups 0..L-1 in turn).
-        group_sizes: the L group sizes, static Python ints summing to N.
+        groups: (N,) the group of each point, integers in 0..L-1.
+        group_sizes: the L group sizes (the counts of ``groups``), static Python ints; the
+            points are sliced group by group with them.
         noise_in, noise_out: (L,) the two noise variances of each output.
 
     Returns:
@@ -214,15 +223,14 @@ def collapsed_bound_two_level(kernel, params, X: jax.Array, Y: jax.Array, Z: jax
         raise ValueError(f"group_sizes {tuple(group_sizes)} must give one size per output "
                          f"(L = {L}) and sum to N = {N}")
     M = Z.shape[0]
-    Kmm = gram(kernel, params, Z) + kmm_jitter * params["variance"] * jnp.eye(M)
-    A0 = linalg.tri_solve(linalg.cholesky(Kmm).factor, gram(kernel, params, Z, X))  # (M, N)
-    A0_sorted = A0[:, group_order]
+    chol_m = inducing_cholesky(kernel, params, Z, kmm_jitter).factor
+    A0 = linalg.tri_solve(chol_m, gram(kernel, params, Z, X))                       # (M, N)
+    A0_sorted = A0[:, jnp.argsort(groups, stable=True)]                        # group by group
     starts = [sum(group_sizes[:l]) for l in range(L)]
     P_groups = jnp.stack([A0_sorted[:, a:a + n] @ A0_sorted[:, a:a + n].T
                           for a, n in zip(starts, group_sizes)])                 # (L, M, M)
-    in_group = jnp.zeros((N, L), dtype=bool).at[group_order, jnp.repeat(
-        jnp.arange(L), jnp.asarray(group_sizes), total_repeat_length=N)].set(True)
-    noise = jnp.where(in_group, noise_in[None, :], noise_out[None, :])          # (N, L)
+    in_group = groups[:, None] == jnp.arange(L)[None, :]                        # (N, L)
+    noise = jnp.where(in_group, noise_in[None, :], noise_out[None, :])
     w = 1.0 / noise
     B = (jnp.eye(M) + (A0 @ A0.T)[None] / noise_out[:, None, None]
          + (1.0 / noise_in - 1.0 / noise_out)[:, None, None] * P_groups)

@@ -109,14 +109,13 @@ def test_two_level_noise_bound_equals_the_per_output_bound_in_value_and_gradient
     Y = jnp.asarray(gen.normal(size=(N, L)))
     labels = gen.choice([0, 1, 3], size=N)                       # group 2 is empty
     sizes = tuple(int(n) for n in np.bincount(labels, minlength=L))
-    order = jnp.argsort(jnp.asarray(labels), stable=True)
     Z = X[:M] + 0.1
     noise_in = jnp.asarray(gen.uniform(0.1, 0.4, L))
     noise_out = jnp.asarray(gen.uniform(1.0, 3.0, L))
 
     def two_level(params, Z, Y, noise_in, noise_out):
-        return sparse.collapsed_bound_two_level(KERNEL, params, X, Y, Z, order, sizes,
-                                                noise_in, noise_out)
+        return sparse.collapsed_bound_two_level(KERNEL, params, X, Y, Z, jnp.asarray(labels),
+                                                sizes, noise_in, noise_out)
 
     def per_output(params, Z, Y, noise_in, noise_out):
         total = 0.0
@@ -132,5 +131,5 @@ def test_two_level_noise_bound_equals_the_per_output_bound_in_value_and_gradient
     for got, ref in zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(want_grads)):
         np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
     with pytest.raises(ValueError, match="group_sizes .* sum to N = 30"):
-        sparse.collapsed_bound_two_level(KERNEL, PARAMS, X, Y, Z, order, (10, 10, 5, 4),
-                                         noise_in, noise_out)
+        sparse.collapsed_bound_two_level(KERNEL, PARAMS, X, Y, Z, jnp.asarray(labels),
+                                         (10, 10, 5, 4), noise_in, noise_out)
