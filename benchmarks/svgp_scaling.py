@@ -19,6 +19,8 @@ otherwise Gaussian blobs of the same shape. Inputs are z-scored.
 
     python benchmarks/svgp_scaling.py                      # both links, B = 256
     python benchmarks/svgp_scaling.py --batch-sizes 256 1024 --steps 300
+    python benchmarks/svgp_scaling.py --layouts shared per-latent   # + a kernel and M
+                                                                    # inducing inputs per latent
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ def _one(args) -> dict:
     X, y, source = _data(args.n)
     start = time.perf_counter()
     result = fit(args.model, X, y, method="svi", max_exact_points=None, seed=0,
-                 model_options={"num_inducing": args.num_inducing},
+                 model_options={"num_inducing": args.num_inducing,
+                                "shared_kernel": args.layout == "shared",
+                                "shared_inducing": args.layout == "shared"},
                  batch_size=args.batch_size, max_iter=args.steps, window=args.window,
                  tol=None, progress_bar=False, num_draws=args.num_draws)
     fit_s = time.perf_counter() - start
@@ -86,6 +90,10 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=400, help="SVI steps per row")
     parser.add_argument("--window", type=int, default=100)
     parser.add_argument("--num-draws", type=int, default=500)
+    parser.add_argument("--layouts", nargs="+", choices=["shared", "per-latent"],
+                        default=["shared"],
+                        help="one kernel and M inducing inputs for all latents, or per latent")
+    parser.add_argument("--layout", default="shared", help=argparse.SUPPRESS)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=256, help=argparse.SUPPRESS)
@@ -94,9 +102,9 @@ def main(argv=None) -> int:
         print(json.dumps(_one(args)))
         return 0
 
-    def run(model, batch):
+    def run(model, batch, layout="shared"):
         cmd = [sys.executable, os.path.abspath(__file__), "--one", "--model", model,
-               "--batch-size", str(batch), "--n", str(args.n),
+               "--batch-size", str(batch), "--n", str(args.n), "--layout", layout,
                "--num-inducing", str(args.num_inducing), "--steps", str(args.steps),
                "--window", str(args.window), "--num-draws", str(args.num_draws)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -106,19 +114,20 @@ def main(argv=None) -> int:
     print(f"N = {args.n}, M = {args.num_inducing}, {args.steps} SVI steps per row "
           f"(first {args.window} excluded from s/epoch), {args.num_draws} q(v) draws; "
           "peak RSS of a fresh process")
-    header = (f"{'model':20s} {'data':9s} {'B':>5s} {'s/epoch':>8s} "
+    header = (f"{'model':20s} {'layout':10s} {'data':9s} {'B':>5s} {'s/epoch':>8s} "
               f"{'compile+1st window s':>21s} {'fit s':>7s} {'predict s':>9s} "
               f"{'peak RSS MB':>11s}")
     print(header)
     print("-" * len(header))
-    print(f"{'baseline (import)':20s} {'-':9s} {'-':>5s} {'-':>8s} {'-':>21s} {'-':>7s} "
+    print(f"{'baseline (import)':20s} {'-':10s} {'-':9s} {'-':>5s} {'-':>8s} {'-':>21s} {'-':>7s} "
           f"{'-':>9s} {base['peak_mb']:11.0f}")
     for model in args.models:
-        for batch in args.batch_sizes:
-            r = run(model, batch)
-            print(f"{model:20s} {r['source']:9s} {batch:5d} {r['s_per_epoch']:8.2f} "
-                  f"{r['first_window_s']:21.1f} {r['fit_s']:7.1f} {r['predict_s']:9.1f} "
-                  f"{r['peak_mb']:11.0f}", flush=True)
+        for layout in args.layouts:
+            for batch in args.batch_sizes:
+                r = run(model, batch, layout)
+                print(f"{model:20s} {layout:10s} {r['source']:9s} {batch:5d} {r['s_per_epoch']:8.2f} "
+                      f"{r['first_window_s']:21.1f} {r['fit_s']:7.1f} "
+                      f"{r['predict_s']:9.1f} {r['peak_mb']:11.0f}", flush=True)
     return 0
 
 

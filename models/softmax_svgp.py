@@ -33,8 +33,17 @@ from ``numpyro.plate("data", N, subsample_size=B)``, which scales the likelihood
 Kernel hyperparameters, inducing inputs and W are ``numpyro.param`` sites (point
 estimates maximising the ELBO); inducing inputs start at k-means++ centres.
 
-NumPyro sites: params ``kernel_variance`` (), ``kernel_lengthscale`` (D,) or (),
-``inducing_inputs`` (M, D), ``mixing`` (L, L) in the model and ``q_mean`` (L, M),
+Per-latent kernels and inducing inputs (``prepare(shared_kernel=False,
+shared_inducing=False)``): each latent f_c gets its own kernel hyperparameters and its own
+inducing inputs Zm_c, so u_c = f_c(Zm_c), L_mm,c and a_ci = L_mm,c^-1 k_c(Zm_c, x_i) are per
+latent, and everything above holds with a_i replaced by a_ci. This is the layout of
+GPyTorch's batch-shaped multitask SVGP (``LMCVariationalStrategy`` over a
+``VariationalStrategy`` with ``batch_shape=[L]``), which the ILR paper's SVGPC and
+Uncollapsed-ILR baselines were built on: L M inducing inputs in all instead of M, at L
+Cholesky factors of M x M per step instead of one. The two options are independent.
+
+NumPyro sites: params ``kernel_variance`` () or (L,), ``kernel_lengthscale`` (D,) or () (with
+a leading L axis under ``shared_kernel=False``), ``inducing_inputs`` (M, D) or (L, M, D), ``mixing`` (L, L) in the model and ``q_mean`` (L, M),
 ``q_scale_tril`` (L, M, M) in the guide (the model reads them too under the marginal
 estimator, as Pyro's ``VariationalSparseGP`` does); latent ``v`` (L, M), ``f`` (B, L) (joint
 estimator only); observed ``y`` (B,), or (S, B) under the marginal estimator with the
@@ -107,7 +116,7 @@ _MIN_VAR = 1e-10
                    data_fields=["X", "y", "inducing_init", "targets", "kmm_jitter",
                                 "noise_var"],
                    meta_fields=["num_classes", "link", "ell_estimator",
-                                "likelihood_samples"])
+                                "likelihood_samples", "shared_kernel", "shared_inducing"])
 @dataclasses.dataclass(frozen=True)
 class SVGPData:
     """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
@@ -122,7 +131,7 @@ class SVGPData:
     link: str
     """``"softmax"``, ``"ilr"`` or ``"gaussian"``."""
     inducing_init: jax.Array
-    """(M, D) starting inducing inputs."""
+    """(M, D) starting inducing inputs, or (L, M, D) with ``shared_inducing=False``."""
     kmm_jitter: float
     """Relative jitter on K_mm (times the kernel variance)."""
     targets: Optional[jax.Array] = None
@@ -133,6 +142,15 @@ class SVGPData:
     """``"marginal"`` (local reparameterisation) or ``"joint"`` (module docstring)."""
     likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES
     """S, draws per point of the marginal estimator."""
+    shared_kernel: bool = True
+    """One set of kernel hyperparameters for all latents, or one per latent."""
+    shared_inducing: bool = True
+    """One set of inducing inputs for all latents, or one per latent."""
+
+    @property
+    def num_inducing(self) -> int:
+        """M."""
+        return int(self.inducing_init.shape[-2])
 
     @property
     def num_latent(self) -> int:
@@ -177,7 +195,8 @@ def _check_num_inducing(num_inducing, N: int) -> int:
 def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int | None = None,
             seed: int = 0, kmm_jitter: float = DEFAULT_KMM_JITTER,
             ell_estimator: str = "marginal",
-            likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES) -> SVGPData:
+            likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES,
+            shared_kernel: bool = True, shared_inducing: bool = True) -> SVGPData:
     """Data, link and k-means++ inducing inputs.
 
     Args:
@@ -190,6 +209,13 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
         ell_estimator: ``"marginal"`` (default) or ``"joint"`` Monte Carlo form of the
             expected log-likelihood (module docstring).
         likelihood_samples: S, draws per point of the marginal estimator.
+        shared_kernel: one kernel (variance, lengthscales) for all L latents (default), or
+            one per latent (sites ``kernel_variance`` (L,), ``kernel_lengthscale`` (L, D)).
+        shared_inducing: one set of M inducing inputs for all latents (default), or one per
+            latent (site ``inducing_inputs`` (L, M, D), every latent starting from the same
+            k-means++ centres). ``shared_kernel=False, shared_inducing=False`` is GPyTorch's
+            batch-shaped multitask SVGP (module docstring, "Per-latent kernels and inducing
+            inputs").
     """
     _check_link(link)
     ell_estimator, likelihood_samples = _check_ell(ell_estimator, likelihood_samples)
@@ -197,23 +223,34 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
         raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
     X = jnp.asarray(X, dtype=jnp.float64)
     M = _check_num_inducing(num_inducing, X.shape[0])
+    Z = initial_inducing_inputs(X, M, seed)
+    if not shared_inducing:
+        Z = jnp.tile(Z[None], (_num_latent(link, num_classes), 1, 1))
     return SVGPData(X=X, y=jnp.asarray(y), num_classes=int(num_classes), link=link,
-                    inducing_init=initial_inducing_inputs(X, M, seed),
-                    kmm_jitter=float(kmm_jitter), ell_estimator=ell_estimator,
-                    likelihood_samples=likelihood_samples)
+                    inducing_init=Z, kmm_jitter=float(kmm_jitter),
+                    ell_estimator=ell_estimator, likelihood_samples=likelihood_samples,
+                    shared_kernel=bool(shared_kernel), shared_inducing=bool(shared_inducing))
 
 
 def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
                        ell_estimator: str = "marginal",
-                       likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES) -> SVGPData:
-    """Data for the Gaussian link: targets Y (N, L), noise sigma^2, inducing inputs Z (M, D)."""
+                       likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES,
+                       shared_kernel: bool = True) -> SVGPData:
+    """Data for the Gaussian link: targets Y (N, L), noise sigma^2, inducing inputs Z (M, D)
+    shared by the latents, or (L, M, D) one set per latent; ``shared_kernel`` as for
+    ``prepare``."""
     ell_estimator, likelihood_samples = _check_ell(ell_estimator, likelihood_samples)
     X = jnp.asarray(X, dtype=jnp.float64)
     Y = jnp.asarray(Y, dtype=jnp.float64)
+    Z = jnp.asarray(Z, dtype=jnp.float64)
+    if Z.ndim == 3 and Z.shape[0] != Y.shape[1]:
+        raise ValueError(f"per-latent inducing inputs Z {Z.shape} need one set per target "
+                         f"column, L = {Y.shape[1]}")
     return SVGPData(X=X, y=jnp.zeros(X.shape[0], dtype=jnp.int32), num_classes=Y.shape[1],
-                    link="gaussian", inducing_init=jnp.asarray(Z, dtype=jnp.float64),
+                    link="gaussian", inducing_init=Z,
                     kmm_jitter=float(kmm_jitter), targets=Y, noise_var=float(noise_var),
-                    ell_estimator=ell_estimator, likelihood_samples=likelihood_samples)
+                    ell_estimator=ell_estimator, likelihood_samples=likelihood_samples,
+                    shared_kernel=bool(shared_kernel), shared_inducing=Z.ndim == 2)
 
 
 def _log_link_softmax(f: jax.Array) -> jax.Array:
@@ -258,36 +295,67 @@ def _kernel_params(hypers: dict) -> dict:
     return {"variance": hypers["kernel_variance"], "lengthscale": hypers["kernel_lengthscale"]}
 
 
-def _chol_mm(kernel, params, Z, kmm_jitter):
-    return inducing_cholesky(kernel, params, Z, kmm_jitter).factor
+def _latent_axes(data: SVGPData) -> tuple[int | None, int | None]:
+    """``vmap`` axes over latents of the kernel parameters and the inducing inputs (None:
+    shared by the latents)."""
+    return (None if data.shared_kernel else 0), (None if data.shared_inducing else 0)
 
 
-def _projection(kernel, params, Z, chol_mm, Xs):
-    """a = L_mm^-1 K_m* (M, n) and the residual variance k** - |a|^2 (n,), floored."""
+def _per_latent(data: SVGPData, fn, *more_axes):
+    """``fn(params, Z, *more)`` as it is when kernel and inducing inputs are shared, else
+    mapped over the latents (outputs gain a leading L axis)."""
+    kernel_axis, inducing_axis = _latent_axes(data)
+    if kernel_axis is None and inducing_axis is None:
+        return fn
+    return jax.vmap(fn, in_axes=(kernel_axis, inducing_axis) + more_axes)
+
+
+def _chol_mm(data: SVGPData, kernel, params, Z):
+    """Cholesky factor of K_mm + jitter: (M, M), or (L, M, M) per latent."""
+    return _per_latent(data, lambda p, z: inducing_cholesky(kernel, p, z, data.kmm_jitter)
+                       .factor)(params, Z)
+
+
+def _projection_one(kernel, params, Z, chol_mm, Xs):
     a = linalg.tri_solve(chol_mm, gram(kernel, params, Z, Xs))
     resid = gram_diag(kernel, params, Xs) - jnp.sum(a * a, axis=0)
     return a, jnp.maximum(resid, _MIN_VAR)
 
 
-def svgp_conditional(kernel, params, Z, chol_mm, v, Xs):
+def _projection(data: SVGPData, kernel, params, Z, chol_mm, Xs):
+    """a = L_mm^-1 K_m* and the residual variance k** - |a|^2, floored: (M, n) and (n,)
+    when kernel and inducing inputs are shared, else (L, M, n) and (L, n)."""
+    one = functools.partial(_projection_one, kernel)
+    return _per_latent(data, lambda p, z, c: one(p, z, c, Xs), 0)(params, Z, chol_mm)
+
+
+def svgp_conditional(data: SVGPData, kernel, params, Z, chol_mm, v, Xs):
     """p(f(Xs) | v) for whitened inducing values (MATH.md section 4).
 
     Args:
-        Z: (M, D) inducing inputs; chol_mm: (M, M) Cholesky factor of K_mm;
-        v: (..., L, M) whitened inducing values; Xs: (n, D).
+        data: ``SVGPData`` (whether kernel and inducing inputs are shared by the latents).
+        Z: (M, D) or (L, M, D) inducing inputs; chol_mm: (M, M) or (L, M, M) Cholesky
+            factors of K_mm; v: (..., L, M) whitened inducing values; Xs: (n, D).
 
     Returns:
-        mean (..., n, L) = a^T v_c per latent, and variance (n,) = k** - |a|^2 (shared by
-        the latents, floored at 1e-10).
+        mean (..., n, L) = a_c^T v_c per latent, and variance k** - |a_c|^2 (floored at
+        1e-10), shaped (n, 1) when the latents share kernel and inducing inputs, else (n, L).
     """
-    a, resid = _projection(kernel, params, Z, chol_mm, Xs)
-    return jnp.einsum("mn,...lm->...nl", a, v), resid
+    a, resid = _projection(data, kernel, params, Z, chol_mm, Xs)
+    if a.ndim == 2:
+        return jnp.einsum("mn,...lm->...nl", a, v), resid[:, None]
+    return jnp.einsum("lmn,...lm->...nl", a, v), resid.T
 
 
 def _params_sites(data: SVGPData, kernel):
-    """The ``numpyro.param`` sites of kernel, inducing inputs and W (shared by model/guide)."""
+    """The ``numpyro.param`` sites of kernel and inducing inputs (shared by model/guide);
+    kernel parameters gain a leading latent axis (L, ...) with ``shared_kernel=False``."""
     D = data.X.shape[1]
     start = kernel.initial_params(D, variance=1.0)
+    if not data.shared_kernel:
+        start = {name: jnp.broadcast_to(jnp.asarray(value), (data.num_latent,)
+                                        + jnp.shape(value))
+                 for name, value in start.items()}
     params = {name: numpyro.param("kernel_" + name, value, constraint=constraints.positive)
               for name, value in start.items()}
     Z = numpyro.param("inducing_inputs", data.inducing_init)
@@ -309,14 +377,18 @@ def marginal_moments(a, resid, q_mean, q_tril):
     """The marginals of q(f_i) = int p(f_i | v) q(v) dv at a batch of inputs.
 
     Args:
-        a: (M, B) L_mm^-1 K_mb; resid: (B,) k_ii - |a_i|^2; q_mean: (L, M) m_c;
-        q_tril: (L, M, M) R_c.
+        a: (M, B) L_mm^-1 K_mb, or (L, M, B) per latent; resid: (B,) k_ii - |a_i|^2, or
+            (L, B); q_mean: (L, M) m_c; q_tril: (L, M, M) R_c.
 
     Returns:
-        mean (B, L) = a_i^T m_c and variance (B, L) = resid_i + |R_c^T a_i|^2.
+        mean (B, L) = a_ci^T m_c and variance (B, L) = resid_ci + |R_c^T a_ci|^2.
     """
-    proj = jnp.einsum("lmk,mb->lkb", q_tril, a)                             # R_c^T a_i
-    return a.T @ q_mean.T, resid[:, None] + jnp.sum(proj * proj, axis=1).T
+    if a.ndim == 2:
+        proj = jnp.einsum("lmk,mb->lkb", q_tril, a)                         # R_c^T a_i
+        return a.T @ q_mean.T, resid[:, None] + jnp.sum(proj * proj, axis=1).T
+    proj = jnp.einsum("lmk,lmb->lkb", q_tril, a)
+    mean = jnp.einsum("lmb,lm->bl", a, q_mean)
+    return mean, resid.T + jnp.sum(proj * proj, axis=1).T
 
 
 def _variational_sites(L: int, M: int, init_scale: float = 1.0):
@@ -351,17 +423,17 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
         batch_size: B <= N, or None for the full batch.
     """
     N = data.X.shape[0]
-    L, M = data.num_latent, data.inducing_init.shape[0]
+    L, M = data.num_latent, data.num_inducing
     B = _resolve_batch(batch_size, N)
     params, Z = _params_sites(data, kernel)
     W = numpyro.param("mixing", jnp.eye(L))
-    chol_mm = _chol_mm(kernel, params, Z, data.kmm_jitter)
+    chol_mm = _chol_mm(data, kernel, params, Z)
     with numpyro.plate("latent", L, dim=-1):
         v = numpyro.sample("v", WhitenedPrior(L, M))                         # (L, M)
     with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
         if data.ell_estimator == "joint":
-            mean, var = svgp_conditional(kernel, params, Z, chol_mm, v, data.X[idx])
-            f = numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)[:, None]).to_event(1))
+            mean, var = svgp_conditional(data, kernel, params, Z, chol_mm, v, data.X[idx])
+            f = numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)).to_event(1))
             _observe(data, f @ W.T, idx)                                     # (B, L)
             return
         key = numpyro.prng_key()
@@ -369,7 +441,7 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
             raise RuntimeError("the marginal ELBO estimator draws f inside the model; run "
                                "the model under numpyro.handlers.seed (SVI does)")
         q_mean, q_tril = _variational_sites(L, M)
-        a, resid = _projection(kernel, params, Z, chol_mm, data.X[idx])
+        a, resid = _projection(data, kernel, params, Z, chol_mm, data.X[idx])
         mean, var = marginal_moments(a, resid, q_mean, q_tril)
         S = data.likelihood_samples
         f = mean + jnp.sqrt(var) * jax.random.normal(key, (S,) + mean.shape)  # (S, B, L)
@@ -386,17 +458,17 @@ def guide(data: SVGPData, kernel, batch_size: int | None = None,
     ``init_scale`` sets R_c = init_scale I at the start (1: the prior).
     """
     N = data.X.shape[0]
-    L, M = data.num_latent, data.inducing_init.shape[0]
+    L, M = data.num_latent, data.num_inducing
     q_mean, q_tril = _variational_sites(L, M, init_scale)
     with numpyro.plate("latent", L, dim=-1):
         v = numpyro.sample("v", dist.MultivariateNormal(q_mean, scale_tril=q_tril))
     if data.ell_estimator == "joint":
         B = _resolve_batch(batch_size, N)
         params, Z = _params_sites(data, kernel)
-        chol_mm = _chol_mm(kernel, params, Z, data.kmm_jitter)
+        chol_mm = _chol_mm(data, kernel, params, Z)
         with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
-            mean, var = svgp_conditional(kernel, params, Z, chol_mm, v, data.X[idx])
-            numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)[:, None]).to_event(1))
+            mean, var = svgp_conditional(data, kernel, params, Z, chol_mm, v, data.X[idx])
+            numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)).to_event(1))
 
 
 # ------------------------------------------------------------------ fitted posterior
@@ -413,17 +485,20 @@ def inducing_latent(data: SVGPData, kernel, hypers: dict, v, Xs, eps):
     """
     params = _kernel_params(hypers)
     Z = hypers["inducing_inputs"]
-    chol_mm = _chol_mm(kernel, params, Z, data.kmm_jitter)
-    mean, var = svgp_conditional(kernel, params, Z, chol_mm, jnp.swapaxes(v, -1, -2), Xs)
-    f = mean + jnp.sqrt(var)[:, None] * eps
+    chol_mm = _chol_mm(data, kernel, params, Z)
+    mean, var = svgp_conditional(data, kernel, params, Z, chol_mm, jnp.swapaxes(v, -1, -2), Xs)
+    f = mean + jnp.sqrt(var) * eps
     return f @ hypers["mixing"].T
 
 
 def inducing_values(data: SVGPData, kernel, hypers: dict, v):
-    """u = L_mm v, the inducing values f(Zm), for whitened draws v (..., M, L)."""
+    """u = L_mm v, the inducing values f(Zm), for whitened draws v (..., M, L) (per latent
+    factor L_mm,c with per-latent kernels or inducing inputs)."""
     params = _kernel_params(hypers)
-    chol_mm = _chol_mm(kernel, params, hypers["inducing_inputs"], data.kmm_jitter)
-    return jnp.einsum("ij,...jl->...il", chol_mm, v)
+    chol_mm = _chol_mm(data, kernel, params, hypers["inducing_inputs"])
+    if chol_mm.ndim == 2:
+        return jnp.einsum("ij,...jl->...il", chol_mm, v)
+    return jnp.einsum("lij,...jl->...il", chol_mm, v)
 
 
 def svi_result(key, params: dict, data: SVGPData, kernel, num_draws: int) -> dict:

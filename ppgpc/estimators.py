@@ -604,6 +604,14 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         ell_estimator: ``"marginal"`` (default): f drawn independently per point from q's
             marginals (local reparameterisation, low-variance gradients); ``"joint"``: one
             draw of the inducing values shared by the minibatch (``S`` is then unused).
+        shared_kernel: one set of kernel hyperparameters for all latents (default) or one
+            per latent.
+        shared_inducing: one set of M inducing inputs for all latents (default) or M per
+            latent. ``shared_kernel=False, shared_inducing=False`` is the layout of
+            GPyTorch's batch-shaped multitask SVGP, on which the ILR paper's SVGPC and
+            Uncollapsed-ILR rows were run; it has L times the inducing inputs, and costs
+            about twice as much per step at letter size (``benchmarks/uci_sparse.py
+            --per-latent``).
         inference: ``"svi"`` (default) or ``"nuts"``: NUTS on the full, non-sparse GP with
             the same link (W = I) for small N, with kernel hyperparameters from an SVI fit
             unless given in ``inference_options["hyperparameters"]`` (or sampled, with
@@ -633,7 +641,8 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
 
     def __init__(self, *, num_inducing: int | None = None, batch_size: int | None = None,
                  link: str = "softmax", likelihood_samples: int = 10,
-                 ell_estimator: str = "marginal", kernel="rbf-ard", inference: str = "svi",
+                 ell_estimator: str = "marginal", shared_kernel: bool = True,
+                 shared_inducing: bool = True, kernel="rbf-ard", inference: str = "svi",
                  max_iter: int = 5000, learning_rate: float = 0.01,
                  progress_bar: bool = False, standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
@@ -664,7 +673,9 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
                                 model_options={"num_inducing": self.num_inducing,
                                                "seed": self.seed,
                                                "ell_estimator": self.ell_estimator,
-                                               "likelihood_samples": self.likelihood_samples},
+                                               "likelihood_samples": self.likelihood_samples,
+                                               "shared_kernel": self.shared_kernel,
+                                               "shared_inducing": self.shared_inducing},
                                 max_exact_points=None, options=opts)
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
@@ -673,6 +684,9 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             return self._svi(X, y, num_classes, **options)
         opts = {"form": "latent", "progress_bar": self.progress_bar,
                 **self._given_options(), **options}
+        if not self.shared_kernel:
+            raise ValueError("inference='nuts' runs the full GP with one kernel for all "
+                             "latents; use shared_kernel=True with it")
         if opts.get("hyperparameters") is None and not opts.get("sample_hyperparameters"):
             svi = self._svi(X, y, num_classes, num_draws=1)
             opts["hyperparameters"] = {k: np.asarray(v[0, 0]) for k, v in svi.hypers.items()

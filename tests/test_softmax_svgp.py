@@ -309,3 +309,137 @@ def test_estimator_nuts_takes_hyperparameters_from_a_preliminary_svi_fit():
     assert res.method == "nuts" and res.latent.shape == (1, n, 24, 2)
     assert set(res.hypers) >= {"kernel_variance", "kernel_lengthscale"}
     assert clf.score(X, y) > 0.9
+
+
+# ------------------------------------------ per-latent kernels and inducing inputs
+def _gaussian_case_per_latent(gen, N=30, M=4, L=3, D=2, s2=0.3):
+    """Gaussian link, W = I, every latent with its own kernel and inducing inputs."""
+    X = gen.normal(size=(N, D))
+    Y = np.stack([np.sin(X[:, 0]), X[:, 1], X[:, 0] * X[:, 1]], 1)[:, :L]
+    Y = Y + 0.3 * gen.normal(size=(N, L))
+    Z = gen.normal(size=(L, M, D))
+    R = np.tril(0.3 * gen.normal(size=(L, M, M)), -1) + gen.uniform(0.3, 0.9, (L, M))[..., None] * np.eye(M)
+    params = {
+        "kernel_variance": jnp.asarray(gen.uniform(0.5, 2.0, L)),
+        "kernel_lengthscale": jnp.asarray(gen.uniform(0.5, 2.0, (L, D))),
+        "inducing_inputs": jnp.asarray(Z),
+        "mixing": jnp.eye(L),
+        "q_mean": jnp.asarray(gen.normal(size=(L, M))),
+        "q_scale_tril": jnp.asarray(R),
+    }
+    return X, Y, s2, params
+
+
+def _gaussian_elbo_per_latent(data, params):
+    """sum_ic E_q[log N(y_ic | f_c(x_i), s2)] - sum_c KL, one latent at a time in NumPy:
+    E_q[log N(y | f, s2)] = log N(y | mean, s2) - var / (2 s2) for q(f) = N(mean, var)."""
+    X, Y, s2 = np.asarray(data.X), np.asarray(data.targets), data.noise_var
+    total = 0.0
+    for c in range(Y.shape[1]):
+        kp = {"variance": params["kernel_variance"][c],
+              "lengthscale": params["kernel_lengthscale"][c]}
+        Z = np.asarray(params["inducing_inputs"][c])
+        Kmm = np.asarray(gram(KERNEL, kp, jnp.asarray(Z))) + data.kmm_jitter * float(kp["variance"]) * np.eye(len(Z))
+        A = np.linalg.solve(np.linalg.cholesky(Kmm), np.asarray(gram(KERNEL, kp, jnp.asarray(Z), jnp.asarray(X))))
+        m, R = np.asarray(params["q_mean"][c]), np.asarray(params["q_scale_tril"][c])
+        mean = A.T @ m
+        var = float(kp["variance"]) - np.sum(A * A, 0) + np.sum((R.T @ A) ** 2, 0)
+        ell = np.sum(-0.5 * np.log(2 * np.pi * s2) - ((Y[:, c] - mean) ** 2 + var) / (2 * s2))
+        kl = 0.5 * (m @ m + np.sum(R * R) - len(m)) - np.sum(np.log(np.abs(np.diag(R))))
+        total += ell - kl
+    return float(total)
+
+
+@pytest.mark.parametrize("ell_estimator", svgp.ELL_ESTIMATORS)
+@pytest.mark.parametrize("batch_size", [None, 10])
+def test_per_latent_elbo_is_unbiased(ell_estimator, batch_size):
+    """With a kernel and inducing inputs per latent, full-batch and minibatch estimates
+    average to the analytic ELBO computed latent by latent (Gaussian link, where the
+    expected log-likelihood is closed-form)."""
+    X, Y, s2, params = _gaussian_case_per_latent(np.random.default_rng(11))
+    data = svgp.prepare_regression(X, Y, s2, params["inducing_inputs"], kmm_jitter=1e-6,
+                                   ell_estimator=ell_estimator, shared_kernel=False)
+    assert (data.shared_kernel, data.shared_inducing) == (False, False)
+    _assert_mean_close(_elbo_draws(data, params, batch_size, NUM_ESTIMATES),
+                       _gaussian_elbo_per_latent(data, params))
+
+
+@pytest.mark.parametrize("ell_estimator", svgp.ELL_ESTIMATORS)
+def test_per_latent_layout_with_equal_latents_equals_the_shared_one(ell_estimator):
+    """Per-latent kernels and inducing inputs all set to the shared values give the same
+    ELBO estimates, key by key, as the shared layout (the batched algebra is the shared
+    one, latent by latent)."""
+    X, Y, s2, params = _gaussian_case_per_latent(np.random.default_rng(12))
+    L = Y.shape[1]
+    Z = params["inducing_inputs"][0]
+    shared = {**params, "kernel_variance": params["kernel_variance"][0],
+              "kernel_lengthscale": params["kernel_lengthscale"][0], "inducing_inputs": Z}
+    per_latent = {**params, "kernel_variance": jnp.full(L, shared["kernel_variance"]),
+                  "kernel_lengthscale": jnp.tile(shared["kernel_lengthscale"], (L, 1)),
+                  "inducing_inputs": jnp.tile(Z, (L, 1, 1))}
+    one = svgp.prepare_regression(X, Y, s2, Z, 1e-6, ell_estimator)
+    each = svgp.prepare_regression(X, Y, s2, per_latent["inducing_inputs"], 1e-6,
+                                   ell_estimator, shared_kernel=False)
+    a = _elbo_draws(one, shared, 10, 50)
+    b = _elbo_draws(each, per_latent, 10, 50)
+    assert np.allclose(a, b, rtol=1e-10, atol=1e-8)
+
+
+def test_per_latent_marginal_moments():
+    """The per-latent form of ``marginal_moments`` (a (L, M, B)) against the closed form."""
+    gen = np.random.default_rng(1)
+    L, M, B = 3, 5, 7
+    a = gen.normal(size=(L, M, B))
+    resid = gen.uniform(0.1, 0.5, (L, B))
+    m = gen.normal(size=(L, M))
+    R = np.tril(gen.normal(size=(L, M, M)))
+    mean, var = svgp.marginal_moments(jnp.asarray(a), jnp.asarray(resid), jnp.asarray(m),
+                                      jnp.asarray(R))
+    S = np.einsum("lij,lkj->lik", R, R)
+    assert np.allclose(mean, np.einsum("lmb,lm->bl", a, m), rtol=1e-12)
+    assert np.allclose(var, resid.T + np.einsum("lmb,lmk,lkb->bl", a, S, a), rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def fitted_per_latent():
+    """SVGPC with a kernel and inducing inputs per latent, on well-separated blobs."""
+    X, y = toy_problem(90, 3, seed=2)
+    clf = SoftmaxSVGPClassifier(num_inducing=6, batch_size=30, max_iter=400,
+                                learning_rate=0.03, seed=1, shared_kernel=False,
+                                shared_inducing=False,
+                                inference_options={"num_draws": 32, "tol": None})
+    return clf.fit(X, y), X, y
+
+
+def test_per_latent_fit_predict_export_and_round_trip(fitted_per_latent, tmp_path):
+    clf, X, y = fitted_per_latent
+    res = clf.result_
+    assert res.hypers["kernel_variance"].shape == (1, 1, 3)
+    assert res.hypers["kernel_lengthscale"].shape == (1, 1, 3, 2)
+    Z = np.asarray(res.hypers["inducing_inputs"])
+    assert Z.shape == (1, 1, 3, 6, 2)
+    assert not np.allclose(Z[0, 0, 0], Z[0, 0, 1])          # each latent moved its own
+    probs = clf.predict_proba(X)
+    assert probs.shape == (90, 3) and np.allclose(probs.sum(1), 1.0)
+    assert clf.score(X, y) > 0.9
+    post = clf.to_inference_data().posterior
+    assert post["inducing_inputs"].dims == ("chain", "draw", "latent", "inducing", "feature")
+    assert post["kernel_lengthscale"].dims == ("chain", "draw", "latent", "feature")
+    assert post["kernel_variance"].dims == ("chain", "draw", "latent")
+    # u_c = L_mm,c v_c, each latent at its own inducing inputs
+    c = 2
+    kp = {"variance": res.hypers["kernel_variance"][0, 0, c],
+          "lengthscale": res.hypers["kernel_lengthscale"][0, 0, c]}
+    Kmm = np.asarray(gram(KERNEL, kp, jnp.asarray(Z[0, 0, c])))
+    Lm = np.linalg.cholesky(Kmm + res.data.kmm_jitter * float(kp["variance"]) * np.eye(6))
+    assert np.allclose(post["u"].values[0, :, :, c],
+                       np.asarray(res.inducing)[0, :, :, c] @ Lm.T, rtol=1e-8, atol=1e-10)
+    loaded = SoftmaxSVGPClassifier.load(clf.save(tmp_path / "svgp"))
+    assert (loaded.shared_kernel, loaded.shared_inducing) == (False, False)
+    assert np.array_equal(loaded.predict_proba(X[:10]), clf.predict_proba(X[:10]))
+
+
+def test_per_latent_kernels_refuse_the_full_gp_nuts():
+    X, y = toy_problem(24, 2, seed=6)
+    with pytest.raises(ValueError, match="use shared_kernel=True"):
+        SoftmaxSVGPClassifier(inference="nuts", shared_kernel=False).fit(X, y)

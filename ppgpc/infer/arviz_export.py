@@ -6,7 +6,9 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
   sites (``kernel_variance``, ``kernel_lengthscale`` [feature] for ARD kernels or [latent]
   for per-latent kernels, ``mean`` [latent], ``inducing_inputs`` [inducing, feature]); and,
   when the fit has inducing inputs, ``u`` [inducing, latent], the latent at them (and for
-  an SVGP fit the whitened inducing draws ``v`` [inducing, latent]). Point
+  an SVGP fit the whitened inducing draws ``v`` [inducing, latent]; with one set of
+  inducing inputs per latent, ``inducing_inputs`` is [latent, inducing, feature] and ``u``
+  holds each latent's values at its own inputs, before the mixing matrix). Point
   estimates (type-II ML, MAP, CAVI) are repeated over the draws, so every variable has the
   same (chain, draw) shape and ``az.summary``/``az.plot_posterior`` treat conjugate,
   variational and MCMC posteriors alike (their R-hat is NaN: a constant has no variance).
@@ -70,7 +72,8 @@ def hyperparameter_dims(name: str, shape: tuple, *, num_features: int, num_laten
 
     ``kernel_lengthscale`` is [feature] for an ARD kernel, [latent] for one lengthscale per
     latent GP, [latent, feature] for both; ``kernel_variance`` and ``mean`` with an axis are
-    per latent GP; ``inducing_inputs`` is [inducing, feature]. Anything else gets ArviZ's
+    per latent GP; ``inducing_inputs`` is [inducing, feature], or [latent, inducing, feature]
+    when each latent has its own. Anything else gets ArviZ's
     default dim names (``None``).
     """
     ndim = len(shape)
@@ -78,6 +81,8 @@ def hyperparameter_dims(name: str, shape: tuple, *, num_features: int, num_laten
         return []
     if name == "inducing_inputs" and ndim == 2:
         return ["inducing", "feature"]
+    if name == "inducing_inputs" and ndim == 3:
+        return ["latent", "inducing", "feature"]
     if name == "kernel_lengthscale":
         if ndim == 2:
             return ["latent", "feature"]
@@ -118,7 +123,14 @@ def _posterior_group(result, chains: int, draws: int, key):
         if var_dims is not None:
             dims[name] = var_dims
     Z = result.hypers.get("inducing_inputs")
-    if Z is not None and result.point_hypers and "u" not in posterior:
+    if Z is not None and np.ndim(Z) == 5:
+        # one set of inducing inputs per latent (SVGP, shared_inducing=False): W f(Z) is
+        # not defined, so u is each latent's own u_c = f_c(Z_c) = L_mm,c v_c, before mixing
+        hypers = {k: jnp.asarray(v)[0, 0] for k, v in result.hypers.items()}
+        posterior["u"] = np.asarray(result.spec.extras["inducing_values"](
+            result.data, result.kernel, hypers, jnp.asarray(result.inducing)))
+        dims["u"] = ["inducing", "latent"]
+    elif Z is not None and result.point_hypers and "u" not in posterior:
         # draws of the latent at the inducing inputs: joint for per-draw predictives, marginal
         # (each element exact, correlations between inducing points not kept) for point
         # conjugate fits, whose predictive is sampled pointwise.
@@ -223,7 +235,7 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
     coords = {"obs": np.arange(N), "latent": np.arange(L), "class": classes,
               "feature": features}
     if "inducing_inputs" in posterior:
-        coords["inducing"] = np.arange(posterior["inducing_inputs"].shape[2])
+        coords["inducing"] = np.arange(posterior["inducing_inputs"].shape[-2])
     idata = az.from_dict(**groups, coords=coords, dims=dims)
     if traces is not None:
         if "sample_stats" in idata.groups():
