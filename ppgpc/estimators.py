@@ -352,7 +352,8 @@ class ILRGPClassifier(GPClassifierBase):
             categorical likelihood, so epsilon and tau do not apply; SVI options such as
             ``batch_size``, ``max_iter``, ``learning_rate`` go in ``inference_options``;
             the expected log-likelihood uses q's marginals with 10 draws per point, as
-            ``SoftmaxSVGPClassifier``'s default; that class also offers the other forms).
+            ``SoftmaxSVGPClassifier``'s default; that class, with ``link="ilr"``, also
+            offers the other forms and a kernel and inducing inputs per latent).
         num_inducing: inducing points M for ``inference="collapsed"`` or
             ``"uncollapsed"`` (k-means++ start; at most N are used).
         standardize: ``True`` z-scores the inputs with the training statistics,
