@@ -125,8 +125,8 @@ def main(argv=None) -> int:
         for layout in args.layouts:
             for batch in args.batch_sizes:
                 r = run(model, batch, layout)
-                print(f"{model:20s} {layout:10s} {r['source']:9s} {batch:5d} {r['s_per_epoch']:8.2f} "
-                      f"{r['first_window_s']:21.1f} {r['fit_s']:7.1f} "
+                print(f"{model:20s} {layout:10s} {r['source']:9s} {batch:5d} "
+                      f"{r['s_per_epoch']:8.2f} {r['first_window_s']:21.1f} {r['fit_s']:7.1f} "
                       f"{r['predict_s']:9.1f} {r['peak_mb']:11.0f}", flush=True)
     return 0
 

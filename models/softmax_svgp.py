@@ -43,11 +43,11 @@ Uncollapsed-ILR baselines were built on: L M inducing inputs in all instead of M
 Cholesky factors of M x M per step instead of one. The two options are independent.
 
 NumPyro sites: params ``kernel_variance`` () or (L,), ``kernel_lengthscale`` (D,) or () (with
-a leading L axis under ``shared_kernel=False``), ``inducing_inputs`` (M, D) or (L, M, D), ``mixing`` (L, L) in the model and ``q_mean`` (L, M),
-``q_scale_tril`` (L, M, M) in the guide (the model reads them too under the marginal
-estimator, as Pyro's ``VariationalSparseGP`` does); latent ``v`` (L, M), ``f`` (B, L) (joint
-estimator only); observed ``y`` (B,), or (S, B) under the marginal estimator with the
-likelihood scaled by 1/S. Fit with driver method ``"svi"`` (``ppgpc.infer.svi``).
+a leading L axis under ``shared_kernel=False``), ``inducing_inputs`` (M, D) or (L, M, D),
+``mixing`` (L, L) in the model and ``q_mean`` (L, M), ``q_scale_tril`` (L, M, M) in the
+guide (the model reads them too under the marginal estimator, as Pyro's
+``VariationalSparseGP`` does); latent ``v`` (L, M), ``f`` (B, L) (joint estimator only);
+observed ``y`` (B,), or (S, B) under the marginal estimator with the likelihood scaled by 1/S. Fit with driver method ``"svi"`` (``ppgpc.infer.svi``).
 Predictions use the driver's ``"inducing"`` predictive kind: draws of v and the SVGP
 conditional at new inputs (``inducing_latent``).
 

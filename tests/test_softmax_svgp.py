@@ -318,7 +318,8 @@ def _gaussian_case_per_latent(gen, N=30, M=4, L=3, D=2, s2=0.3):
     Y = np.stack([np.sin(X[:, 0]), X[:, 1], X[:, 0] * X[:, 1]], 1)[:, :L]
     Y = Y + 0.3 * gen.normal(size=(N, L))
     Z = gen.normal(size=(L, M, D))
-    R = np.tril(0.3 * gen.normal(size=(L, M, M)), -1) + gen.uniform(0.3, 0.9, (L, M))[..., None] * np.eye(M)
+    R = (np.tril(0.3 * gen.normal(size=(L, M, M)), -1)
+         + gen.uniform(0.3, 0.9, (L, M))[..., None] * np.eye(M))
     params = {
         "kernel_variance": jnp.asarray(gen.uniform(0.5, 2.0, L)),
         "kernel_lengthscale": jnp.asarray(gen.uniform(0.5, 2.0, (L, D))),
@@ -339,8 +340,10 @@ def _gaussian_elbo_per_latent(data, params):
         kp = {"variance": params["kernel_variance"][c],
               "lengthscale": params["kernel_lengthscale"][c]}
         Z = np.asarray(params["inducing_inputs"][c])
-        Kmm = np.asarray(gram(KERNEL, kp, jnp.asarray(Z))) + data.kmm_jitter * float(kp["variance"]) * np.eye(len(Z))
-        A = np.linalg.solve(np.linalg.cholesky(Kmm), np.asarray(gram(KERNEL, kp, jnp.asarray(Z), jnp.asarray(X))))
+        Kmm = (np.asarray(gram(KERNEL, kp, jnp.asarray(Z)))
+               + data.kmm_jitter * float(kp["variance"]) * np.eye(len(Z)))
+        Kmn = np.asarray(gram(KERNEL, kp, jnp.asarray(Z), jnp.asarray(X)))
+        A = np.linalg.solve(np.linalg.cholesky(Kmm), Kmn)
         m, R = np.asarray(params["q_mean"][c]), np.asarray(params["q_scale_tril"][c])
         mean = A.T @ m
         var = float(kp["variance"]) - np.sum(A * A, 0) + np.sum((R.T @ A) ** 2, 0)
