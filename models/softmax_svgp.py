@@ -47,7 +47,8 @@ a leading L axis under ``shared_kernel=False``), ``inducing_inputs`` (M, D) or (
 ``mixing`` (L, L) in the model and ``q_mean`` (L, M), ``q_scale_tril`` (L, M, M) in the
 guide (the model reads them too under the marginal estimator, as Pyro's
 ``VariationalSparseGP`` does); latent ``v`` (L, M), ``f`` (B, L) (joint estimator only);
-observed ``y`` (B,), or (S, B) under the marginal estimator with the likelihood scaled by 1/S. Fit with driver method ``"svi"`` (``ppgpc.infer.svi``).
+observed ``y`` (B,), or (S, B) under the marginal estimator with the likelihood scaled by 1/S.
+Fit with driver method ``"svi"`` (``ppgpc.infer.svi``).
 Predictions use the driver's ``"inducing"`` predictive kind: draws of v and the SVGP
 conditional at new inputs (``inducing_latent``).
 
