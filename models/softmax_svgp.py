@@ -326,8 +326,8 @@ def _projection_one(kernel, params, Z, chol_mm, Xs):
 def _projection(data: SVGPData, kernel, params, Z, chol_mm, Xs):
     """a = L_mm^-1 K_m* and the residual variance k** - |a|^2, floored: (M, n) and (n,)
     when kernel and inducing inputs are shared, else (L, M, n) and (L, n)."""
-    one = functools.partial(_projection_one, kernel)
-    return _per_latent(data, lambda p, z, c: one(p, z, c, Xs), 0)(params, Z, chol_mm)
+    return _per_latent(data, lambda p, z, c: _projection_one(kernel, p, z, c, Xs), 0)(
+        params, Z, chol_mm)
 
 
 def svgp_conditional(data: SVGPData, kernel, params, Z, chol_mm, v, Xs):

@@ -126,9 +126,8 @@ def _posterior_group(result, chains: int, draws: int, key):
     if Z is not None and np.ndim(Z) == 5:
         # one set of inducing inputs per latent (SVGP, shared_inducing=False): W f(Z) is
         # not defined, so u is each latent's own u_c = f_c(Z_c) = L_mm,c v_c, before mixing
-        hypers = {k: jnp.asarray(v)[0, 0] for k, v in result.hypers.items()}
         posterior["u"] = np.asarray(result.spec.extras["inducing_values"](
-            result.data, result.kernel, hypers, jnp.asarray(result.inducing)))
+            result.data, result.kernel, result._hyper_draw(0, 0), jnp.asarray(result.inducing)))
         dims["u"] = ["inducing", "latent"]
     elif Z is not None and result.point_hypers and "u" not in posterior:
         # draws of the latent at the inducing inputs: joint for per-draw predictives, marginal
