@@ -611,8 +611,8 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             latent. ``shared_kernel=False, shared_inducing=False`` is the layout of
             GPyTorch's batch-shaped multitask SVGP, on which the ILR paper's SVGPC and
             Uncollapsed-ILR rows were run; it has L times the inducing inputs, and costs
-            about twice as much per step at letter size (``benchmarks/uci_sparse.py
-            --per-latent``).
+            about 3.3 times as much per step at letter size (0.63 s against 0.19 s on one
+            core; ``benchmarks/uci_sparse.py --per-latent``).
         inference: ``"svi"`` (default) or ``"nuts"``: NUTS on the full, non-sparse GP with
             the same link (W = I) for small N, with kernel hyperparameters from an SVI fit
             unless given in ``inference_options["hyperparameters"]`` (or sampled, with
