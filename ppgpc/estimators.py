@@ -9,7 +9,8 @@ Every classifier follows the same conventions:
 * ``to_inference_data(X=None)`` exports the posterior (and predictions at X) to ArviZ;
 * inputs are z-scored with the training statistics by default (``standardize=True``;
   ``"robust"``: median and interquartile range, for columns with a few extreme values,
-  which a warning at fit time points out; ``False``: as given);
+  which a warning at fit time points out; ``"minmax"``: the training range onto [0, 1];
+  ``False``: as given);
 * every random step derives its key from ``seed``, so fits are reproducible.
 """
 
@@ -38,12 +39,13 @@ set by a few extreme values (and suggest ``standardize="robust"``)."""
 
 
 def _fit_standardizer(X: np.ndarray, standardize) -> Standardizer | None:
-    """The input scaling ``standardize`` asks for (True, "robust" or False), fitted on X;
-    warns when z-scoring leaves training values more than ``OUTLIER_SCORE`` standard
-    deviations out, which squashes the rest of the column towards 0."""
+    """The input scaling ``standardize`` asks for, fitted on X: True or ``"zscore"``,
+    ``"robust"``, ``"minmax"``, or False / None for none. Warns when z-scoring leaves
+    training values more than ``OUTLIER_SCORE`` standard deviations out, which squashes the
+    rest of the column towards 0."""
     if standardize is False or standardize is None:
         return None
-    if standardize is True:
+    if standardize is True or standardize == "zscore":
         standardizer = Standardizer.fit(X)
         score = standardizer.max_abs_score(X)
         columns = np.flatnonzero(score > OUTLIER_SCORE)
@@ -57,9 +59,10 @@ def _fit_standardizer(X: np.ndarray, standardize) -> Standardizer | None:
                 "standardize='robust' (median / interquartile range) or removing the outliers",
                 UserWarning, stacklevel=3)
         return standardizer
-    if standardize == "robust":
-        return Standardizer.fit(X, robust=True)
-    raise ValueError(f"standardize must be True, False or 'robust'; got {standardize!r}")
+    if standardize in ("robust", "minmax"):
+        return Standardizer.fit(X, method=standardize)
+    raise ValueError("standardize must be True (or 'zscore'), 'robust', 'minmax' or False; "
+                     f"got {standardize!r}")
 
 
 def _fitted_noise_scale(result):
@@ -356,9 +359,10 @@ class ILRGPClassifier(GPClassifierBase):
             offers the other forms and a kernel and inducing inputs per latent).
         num_inducing: inducing points M for ``inference="collapsed"`` or
             ``"uncollapsed"`` (k-means++ start; at most N are used).
-        standardize: ``True`` z-scores the inputs with the training statistics,
-            ``"robust"`` centres them at the median and scales by the interquartile range
-            (for columns with a few extreme values), ``False`` uses them as given.
+        standardize: ``True`` (or ``"zscore"``) z-scores the inputs with the training
+            statistics, ``"robust"`` centres them at the median and scales by the
+            interquartile range (for columns with a few extreme values), ``"minmax"`` maps
+            the training range of each column onto [0, 1], ``False`` uses them as given.
         seed: integer seed for every random step.
         max_exact_points: refuse exact inference above this many points.
         inference_options: options for the driver's method (see ``ppgpc.infer.fit``).

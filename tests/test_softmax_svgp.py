@@ -71,26 +71,37 @@ def binary_case():
     return data, params
 
 
+def _numpy_q_marginals_and_kl(kmm_jitter, kernel_params, Z, X, m, R):
+    """One latent in plain NumPy: the marginals of q(f(X)) for whitened q(v) = N(m, R R^T)
+    at inducing inputs Z, and KL(q(v) || N(0, I)).
+
+    Returns mean (N,) = a^T m, variance (N,) = k(x, x) - |a|^2 + |R^T a|^2 with
+    a = L_mm^-1 K_mn, and the closed-form Gaussian KL."""
+    Z, X = np.asarray(Z), np.asarray(X)
+    m, R = np.asarray(m), np.asarray(R)
+    variance = float(kernel_params["variance"])
+    Kmm = (np.asarray(gram(KERNEL, kernel_params, jnp.asarray(Z)))
+           + kmm_jitter * variance * np.eye(len(Z)))
+    Kmn = np.asarray(gram(KERNEL, kernel_params, jnp.asarray(Z), jnp.asarray(X)))
+    A = np.linalg.solve(np.linalg.cholesky(Kmm), Kmn)                       # (M, N)
+    mean = A.T @ m
+    var = variance - np.sum(A * A, 0) + np.sum((R.T @ A) ** 2, 0)
+    kl = 0.5 * (m @ m + np.sum(R * R) - len(m)) - np.sum(np.log(np.abs(np.diag(R))))
+    return mean, var, kl
+
+
 def _analytic_elbo(data, params):
     """sum_i E_q[log p(y_i | w f_i)] by 80-point Gauss-Hermite minus the closed-form KL."""
     kp = {"variance": params["kernel_variance"], "lengthscale": params["kernel_lengthscale"]}
-    Z = np.asarray(params["inducing_inputs"])
-    Kmm = np.asarray(gram(KERNEL, kp, Z)) + data.kmm_jitter * float(kp["variance"]) * np.eye(len(Z))
-    Lm = np.linalg.cholesky(Kmm)
-    A = np.linalg.solve(Lm, np.asarray(gram(KERNEL, kp, Z, data.X)))        # (M, N)
-    m = np.asarray(params["q_mean"])[0]
-    R = np.asarray(params["q_scale_tril"])[0]
-    S = R @ R.T
-    mean = A.T @ m
-    var = float(kp["variance"]) - np.sum(A * A, 0) + np.sum(A * (S @ A), 0)
+    mean, var, kl = _numpy_q_marginals_and_kl(
+        data.kmm_jitter, kp, params["inducing_inputs"], data.X,
+        params["q_mean"][0], params["q_scale_tril"][0])
     w = float(params["mixing"][0, 0])
     nodes, weights = np.polynomial.hermite_e.hermegauss(80)
     g = w * (mean[:, None] + np.sqrt(var)[:, None] * nodes[None, :])       # (N, nodes)
     logp = np.asarray(simplex.ilr_log_inverse(jnp.asarray(g)[..., None]))  # (N, nodes, 2)
     y = np.asarray(data.y)
     ell = (logp[np.arange(len(y)), :, y] @ weights) / np.sqrt(2 * np.pi)
-    M = len(m)
-    kl = 0.5 * (m @ m + np.sum(R * R) - M) - np.sum(np.log(np.abs(np.diag(R))))
     return float(np.sum(ell) - kl)
 
 
@@ -339,16 +350,10 @@ def _gaussian_elbo_per_latent(data, params):
     for c in range(Y.shape[1]):
         kp = {"variance": params["kernel_variance"][c],
               "lengthscale": params["kernel_lengthscale"][c]}
-        Z = np.asarray(params["inducing_inputs"][c])
-        Kmm = (np.asarray(gram(KERNEL, kp, jnp.asarray(Z)))
-               + data.kmm_jitter * float(kp["variance"]) * np.eye(len(Z)))
-        Kmn = np.asarray(gram(KERNEL, kp, jnp.asarray(Z), jnp.asarray(X)))
-        A = np.linalg.solve(np.linalg.cholesky(Kmm), Kmn)
-        m, R = np.asarray(params["q_mean"][c]), np.asarray(params["q_scale_tril"][c])
-        mean = A.T @ m
-        var = float(kp["variance"]) - np.sum(A * A, 0) + np.sum((R.T @ A) ** 2, 0)
+        mean, var, kl = _numpy_q_marginals_and_kl(
+            data.kmm_jitter, kp, params["inducing_inputs"][c], X,
+            params["q_mean"][c], params["q_scale_tril"][c])
         ell = np.sum(-0.5 * np.log(2 * np.pi * s2) - ((Y[:, c] - mean) ** 2 + var) / (2 * s2))
-        kl = 0.5 * (m @ m + np.sum(R * R) - len(m)) - np.sum(np.log(np.abs(np.diag(R))))
         total += ell - kl
     return float(total)
 

@@ -344,10 +344,17 @@ _NORMAL_IQR = 1.3489795003921634
 """Interquartile range of the standard normal distribution, 2 Phi^{-1}(0.75)."""
 
 
-class Standardizer(NamedTuple):
-    """Per-feature z-scoring ``(x - mean) / scale`` with statistics from training data.
+SCALING_METHODS = ("zscore", "robust", "minmax")
+"""The per-feature scalings ``Standardizer.fit`` offers (``method=``)."""
 
-    Build it with :meth:`fit`; store it with :meth:`to_dict` (JSON-friendly, no pickle).
+
+class Standardizer(NamedTuple):
+    """Per-feature affine scaling ``(x - mean) / scale`` with statistics from training data.
+
+    The statistics depend on the method it was fitted with: mean and standard deviation
+    (z-scores, the default), median and interquartile range / 1.349 (``"robust"``), or
+    minimum and range (``"minmax"``, training values mapped onto [0, 1]). Build it with
+    :meth:`fit`; store it with :meth:`to_dict` (JSON-friendly, no pickle).
 
     Example:
         >>> s = Standardizer.fit(np.array([[0.0, 5.0], [2.0, 5.0]]))
@@ -358,30 +365,36 @@ class Standardizer(NamedTuple):
     """
 
     mean: np.ndarray
-    """Per-feature training mean (median when fitted with ``robust=True``), float64, (d,)."""
+    """Per-feature offset, float64, (d,): the training mean (median with
+    ``method="robust"``, minimum with ``method="minmax"``)."""
     scale: np.ndarray
-    """Per-feature training standard deviation (ddof=0; IQR / 1.349 when fitted with
-    ``robust=True``), float64, shape (d,); 1 where a column is constant in the training
-    data."""
+    """Per-feature scale, float64, (d,): the training standard deviation (ddof=0; IQR / 1.349
+    with ``method="robust"``, max - min with ``method="minmax"``); 1 where a column is
+    constant in the training data."""
 
     @classmethod
-    def fit(cls, X, robust: bool = False) -> "Standardizer":
-        """Fit mean and scale on training features.
+    def fit(cls, X, method: str = "zscore") -> "Standardizer":
+        """Fit offset and scale on training features.
 
         Args:
             X: Training features, shape (n, d), n >= 1, all finite.
-            robust: centre at the median and scale by the interquartile range / 1.349
-                (the standard deviation of a normal distribution with that IQR), so that a
-                few extreme values cannot squash the rest of a column together; columns
-                whose IQR is 0 fall back to the standard deviation.
+            method: ``"zscore"`` (mean and standard deviation), ``"robust"`` (centre at the
+                median and scale by the interquartile range / 1.349, the standard deviation
+                of a normal distribution with that IQR, so that a few extreme values cannot
+                squash the rest of a column together; columns whose IQR is 0 fall back to
+                the standard deviation) or ``"minmax"`` (the training minimum to 0 and
+                maximum to 1, the ILR paper's other preprocessing).
 
         Returns:
             The fitted Standardizer. Constant columns (max == min) get scale 1 and their
-            value as mean, so they transform to exactly 0 instead of dividing by zero.
+            value as offset, so they transform to exactly 0 instead of dividing by zero.
 
         Raises:
-            ValueError: X is not 2-D, has no rows, or has NaN/inf entries.
+            ValueError: X is not 2-D, has no rows, or has NaN/inf entries; unknown method.
         """
+        if method not in SCALING_METHODS:
+            raise ValueError(f"unknown scaling method {method!r}; choose one of "
+                             f"{SCALING_METHODS}")
         X = _as_features(X)
         if X.shape[0] == 0:
             raise ValueError(f"cannot fit a Standardizer on zero rows (X shape {X.shape})")
@@ -389,10 +402,12 @@ class Standardizer(NamedTuple):
             raise ValueError("X contains NaN or infinite values")
         constant = X.max(axis=0) == X.min(axis=0)
         centre, spread = X.mean(axis=0), X.std(axis=0)
-        if robust:
+        if method == "robust":
             q25, q50, q75 = np.percentile(X, [25.0, 50.0, 75.0], axis=0)
             centre = q50
             spread = np.where(q75 > q25, (q75 - q25) / _NORMAL_IQR, spread)
+        elif method == "minmax":
+            centre, spread = X.min(axis=0), X.max(axis=0) - X.min(axis=0)
         mean = np.where(constant, X[0], centre)
         scale = np.where(constant, 1.0, spread)
         return cls(mean=mean, scale=scale)
@@ -408,7 +423,7 @@ class Standardizer(NamedTuple):
         return self.mean.shape[0]
 
     def transform(self, X) -> np.ndarray:
-        """z-score features: ``(X - mean) / scale``.
+        """Scale features: ``(X - mean) / scale``.
 
         Args:
             X: Features, shape (m, d).
