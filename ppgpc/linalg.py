@@ -43,7 +43,11 @@ class Cholesky(NamedTuple):
     """(...) the diagonal jitter added (0.0 when A factorised as it was)."""
 
 
+@jax.jit
 def _factor_with_retries(A: jax.Array, max_tries: int) -> tuple[jax.Array, jax.Array]:
+    # jit-compiled on its own so that calls outside any jit (NumPyro tracing a model
+    # eagerly, for instance) hit the compilation cache: an eager ``lax.while_loop`` whose
+    # body closes over a concrete A is compiled anew on every call (about 0.3 s each).
     n = A.shape[-1]
     eye = jnp.eye(n, dtype=A.dtype)
     scale = jnp.abs(jnp.mean(jnp.diagonal(A)))

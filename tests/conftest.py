@@ -13,7 +13,18 @@ import os
 import numpy as np
 import pytest
 
-import ppgpc  # noqa: F401  (float64 and BLAS threads before any JAX code in the tests)
+# The suite compiles far more than it computes: hundreds of small XLA programs, one per eager
+# op and shape and one per model and problem size. LLVM at -O0 cuts that compile time by a
+# third; the heavy kernels (dot, Cholesky, triangular solves) are library calls and keep their
+# speed. Measured on one core: test_compare_prints_a_table_and_writes_a_png 79 s -> 53 s,
+# test_gibbs_matches_nuts_on_the_plain_model 69 s -> 46 s, notebook 01_quickstart 75 s -> 54 s.
+# The tests check values, never timings; benchmarks/ and users keep XLA's defaults. Set
+# before JAX creates its CPU client; notebook kernels and CLI subprocesses inherit it.
+TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
+if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAG}".strip()
+
+import ppgpc  # noqa: E402,F401  (float64 and BLAS threads before any JAX code in the tests)
 
 TEST_SIZE = os.environ.get("PPGPC_TEST_SIZE", "full").lower()
 SMALL = TEST_SIZE == "small"
