@@ -38,29 +38,37 @@ OUTLIER_SCORE = 20.0
 set by a few extreme values (and suggest ``standardize="robust"``)."""
 
 
+def _warn_of_extreme_values(X: np.ndarray, method: str) -> None:
+    """Warn when training values lie more than ``OUTLIER_SCORE`` standard deviations from
+    their column's mean: a few extreme values then set the z-score (or min-max) scale and
+    squash the rest of the column together."""
+    score = Standardizer.fit(X).max_abs_score(X)
+    columns = np.flatnonzero(score > OUTLIER_SCORE)
+    if columns.size:
+        worst = columns[np.argmax(score[columns])]
+        warnings.warn(
+            f"{columns.size} input column(s) {columns.tolist()[:10]} have training values "
+            f"up to {score[worst]:.0f} standard deviations from the mean (column {worst}): "
+            f"a few extreme values set the {method} scale and squash the other values "
+            "together, which can stall the hyperparameter fit; consider "
+            "standardize='robust' (median / interquartile range) or removing the outliers",
+            UserWarning, stacklevel=4)
+
+
 def _fit_standardizer(X: np.ndarray, standardize) -> Standardizer | None:
     """The input scaling ``standardize`` asks for, fitted on X: True or ``"zscore"``,
-    ``"robust"``, ``"minmax"``, or False / None for none. Warns when z-scoring leaves
-    training values more than ``OUTLIER_SCORE`` standard deviations out, which squashes the
-    rest of the column towards 0."""
+    ``"robust"``, ``"minmax"``, or False / None for none. Z-scores and min-max warn of
+    extreme training values (``_warn_of_extreme_values``)."""
     if standardize is False or standardize is None:
         return None
     if standardize is True or standardize == "zscore":
-        standardizer = Standardizer.fit(X)
-        score = standardizer.max_abs_score(X)
-        columns = np.flatnonzero(score > OUTLIER_SCORE)
-        if columns.size:
-            worst = columns[np.argmax(score[columns])]
-            warnings.warn(
-                f"{columns.size} input column(s) {columns.tolist()[:10]} have training values "
-                f"up to {score[worst]:.0f} standard deviations from the mean (column {worst}): "
-                "a few extreme values set the z-score scale and squash the other values "
-                "together, which can stall the hyperparameter fit; consider "
-                "standardize='robust' (median / interquartile range) or removing the outliers",
-                UserWarning, stacklevel=3)
-        return standardizer
-    if standardize in ("robust", "minmax"):
-        return Standardizer.fit(X, method=standardize)
+        _warn_of_extreme_values(X, "z-score")
+        return Standardizer.fit(X)
+    if standardize == "minmax":
+        _warn_of_extreme_values(X, "min-max")
+        return Standardizer.fit(X, method="minmax")
+    if standardize == "robust":
+        return Standardizer.fit(X, method="robust")
     raise ValueError("standardize must be True (or 'zscore'), 'robust', 'minmax' or False; "
                      f"got {standardize!r}")
 

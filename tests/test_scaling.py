@@ -70,6 +70,11 @@ def test_extreme_z_scores_are_reported():
     with pytest.warns(UserWarning, match=r"1 input column\(s\) \[2\] have training values up "
                                          r"to 4[0-9] standard deviations.*standardize='robust'"):
         _fit_standardizer(X, True)
+    with pytest.warns(UserWarning, match=r"1 input column\(s\) \[2\].*set the min-max scale"):
+        _fit_standardizer(X, "minmax")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert _fit_standardizer(X, "robust") is not None
     assert _fit_standardizer(X, False) is None
 
 
