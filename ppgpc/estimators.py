@@ -38,11 +38,11 @@ OUTLIER_SCORE = 20.0
 set by a few extreme values (and suggest ``standardize="robust"``)."""
 
 
-def _warn_of_extreme_values(X: np.ndarray, method: str) -> None:
+def _warn_of_extreme_values(zscores: Standardizer, X: np.ndarray, method: str) -> None:
     """Warn when training values lie more than ``OUTLIER_SCORE`` standard deviations from
-    their column's mean: a few extreme values then set the z-score (or min-max) scale and
-    squash the rest of the column together."""
-    score = Standardizer.fit(X).max_abs_score(X)
+    their column's mean (``zscores``: the z-score Standardizer of X): a few extreme values
+    then set the ``method`` scale and squash the rest of the column together."""
+    score = zscores.max_abs_score(X)
     columns = np.flatnonzero(score > OUTLIER_SCORE)
     if columns.size:
         worst = columns[np.argmax(score[columns])]
@@ -61,14 +61,15 @@ def _fit_standardizer(X: np.ndarray, standardize) -> Standardizer | None:
     extreme training values (``_warn_of_extreme_values``)."""
     if standardize is False or standardize is None:
         return None
-    if standardize is True or standardize == "zscore":
-        _warn_of_extreme_values(X, "z-score")
-        return Standardizer.fit(X)
-    if standardize == "minmax":
-        _warn_of_extreme_values(X, "min-max")
-        return Standardizer.fit(X, method="minmax")
     if standardize == "robust":
         return Standardizer.fit(X, method="robust")
+    if standardize is True or standardize == "zscore":
+        zscores = Standardizer.fit(X)
+        _warn_of_extreme_values(zscores, X, "z-score")
+        return zscores
+    if standardize == "minmax":
+        _warn_of_extreme_values(Standardizer.fit(X), X, "min-max")
+        return Standardizer.fit(X, method="minmax")
     raise ValueError("standardize must be True (or 'zscore'), 'robust', 'minmax' or False; "
                      f"got {standardize!r}")
 
