@@ -74,6 +74,38 @@ def _fit_standardizer(X: np.ndarray, standardize) -> Standardizer | None:
                      f"got {standardize!r}")
 
 
+COLLAPSED_NOISE_SCALE = 1e-6
+"""A learned noise scale below this (a noise standard deviation under 1/1000 of the default
+level) makes ``fit`` warn that the fit has collapsed onto interpolating its targets."""
+
+
+def _warn_of_collapsed_noise(scale, classes: np.ndarray) -> None:
+    """Warn when a learned noise scale (a float, or one per class for GPD: ``classes`` names
+    them) fell below ``COLLAPSED_NOISE_SCALE``.
+
+    Type-II maximum likelihood does this on exact GP regression of class labels without
+    label noise: the smoothed labels are constant within a class, an interpolating GP fits
+    them exactly, and the marginal likelihood keeps rising as the noise goes to zero, so the
+    optimiser runs to the boundary (glass, 60 points: 1e-92 for ILR-GP, 1e-24 to 1e-26 for
+    three of GPD's six classes). The fit then rests on the Cholesky jitter alone. Titsias's bound does not do this: its trace term
+    grows as the noise shrinks.
+    """
+    if scale is None:
+        return
+    values = np.atleast_1d(np.asarray(scale, dtype=float))
+    low = np.flatnonzero(values < COLLAPSED_NOISE_SCALE)
+    if not low.size:
+        return
+    where = "" if np.ndim(scale) == 0 else f" for class(es) {classes[low].tolist()[:10]}"
+    warnings.warn(
+        f"the learned noise scale fell to {values[low].min():.2g} times the default noise "
+        f"level{where}: the GP interpolates the smoothed labels, as maximum likelihood tends "
+        "to on exact GP regression of labels without label noise, and the fit rests on the "
+        "Cholesky jitter; keep the default noise (learn_noise_scale=False) or use "
+        "inference='map', whose LogNormal(0, 1) prior on the scale holds it away from zero",
+        UserWarning, stacklevel=3)
+
+
 def _fitted_noise_scale(result):
     """The learned noise scale of a fit (its mean over draws under NUTS): a float for
     ILR-GP, a (C,) array for GPD; None when the model has no ``noise_scale`` site."""
@@ -266,6 +298,7 @@ class GPClassifierBase:
         self.result_ = self._fit_driver(Xs, codes, C, options)
         if self.has_noise_scale:
             self.noise_scale_ = _fitted_noise_scale(self.result_)
+            _warn_of_collapsed_noise(self.noise_scale_, self.classes_)
         return self
 
     def predict_proba(self, X) -> np.ndarray:
@@ -352,7 +385,9 @@ class ILRGPClassifier(GPClassifierBase):
             hyperparameters (prior LogNormal(0, 1) under MAP and NUTS). The ILR paper offers
             this "more flexible likelihood" for Collapsed-ILR: with a small fixed sigma the
             sparse bound's trace penalty forces long lengthscales and underfits problems
-            with many classes (letter). Not for ``inference="uncollapsed"``.
+            with many classes (letter). Not for ``inference="uncollapsed"``. With exact
+            type-II ML on labels without label noise the scale tends to collapse towards 0
+            (the GP then interpolates; ``fit`` warns): use ``inference="map"`` there.
         kernel: ``"rbf-ard"`` (default), ``"rbf"`` or a kernel object.
         inference: ``"exact"`` (type-II ML hyperparameters and the closed-form posterior),
             ``"map"`` (type-II MAP), ``"nuts"`` (NUTS; options in ``inference_options``,
@@ -471,7 +506,9 @@ class DirichletGPClassifier(GPClassifierBase):
         shared_kernel: one kernel for all classes (Milios et al.) or one per class.
         learn_noise_scale: fit a factor per class on the noise variances with the kernel
             hyperparameters (prior LogNormal(0, 1) under MAP and NUTS), the ILR paper's
-            "more flexible likelihood" for sparse GPD.
+            "more flexible likelihood" for sparse GPD. With exact type-II ML a class's
+            scale can collapse towards 0 (``fit`` warns and names the class): use
+            ``inference="map"`` there.
         predict_from: ``"latent"`` (default) or ``"noisy"`` (sample the pseudo-observation,
             latent plus likelihood noise; the ILR paper's Table 1 contrast).
         kernel, standardize, seed, max_exact_points, inference_options: as for

@@ -1,5 +1,7 @@
 """ILRGPClassifier: scikit-learn conventions and clear errors on bad input."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -84,6 +86,25 @@ def test_too_large_for_exact_inference_names_the_problem():
     X, y = toy_problem(30, 2)
     with pytest.raises(ValueError, match="too many for exact inference.*GiB"):
         ILRGPClassifier(epsilon=0.99, max_exact_points=20).fit(X, y)
+
+
+def test_a_learned_noise_scale_that_collapses_is_reported():
+    """Type-II ML drives exact ILR-GP's learned noise scale to about 1e-92 on 60 glass
+    points (clean labels: an interpolating GP fits the smoothed labels exactly). fit warns;
+    MAP, whose LogNormal(0, 1) prior holds the scale away from zero, does not."""
+    from ppgpc.datasets import load
+
+    X, y = load("glass")
+    keep = np.random.default_rng(0).permutation(len(y))[:60]
+    X, y = X[keep], y[keep]
+    with pytest.warns(UserWarning, match="noise scale fell to .* default noise level: the GP "
+                                         "interpolates"):
+        ml = ILRGPClassifier(epsilon=0.99, learn_noise_scale=True).fit(X, y)
+    assert ml.noise_scale_ < 1e-6
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="the learned noise scale")
+        assert ILRGPClassifier(epsilon=0.99, learn_noise_scale=True, inference="map").fit(
+            X, y).noise_scale_ > 1e-6
 
 
 def test_learned_noise_scale_is_reported_saved_and_refused_where_it_does_not_apply(tmp_path):
