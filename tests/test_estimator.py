@@ -91,7 +91,7 @@ def test_too_large_for_exact_inference_names_the_problem():
 def test_a_learned_noise_scale_that_collapses_is_reported():
     """Type-II ML drives exact ILR-GP's learned noise scale to about 1e-92 on 60 glass
     points (clean labels: an interpolating GP fits the smoothed labels exactly). fit warns;
-    MAP, whose LogNormal(0, 1) prior holds the scale away from zero, does not."""
+    MAP, whose LogNormal(0, 1) prior holds the scale off zero on a set this small, does not."""
     from ppgpc.datasets import load
 
     X, y = load("glass")
