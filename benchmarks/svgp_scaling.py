@@ -21,6 +21,12 @@ otherwise Gaussian blobs of the same shape. Inputs are z-scored.
     python benchmarks/svgp_scaling.py --batch-sizes 256 1024 --steps 300
     python benchmarks/svgp_scaling.py --layouts shared per-latent   # + a kernel and M
                                                                     # inducing inputs per latent
+    python benchmarks/svgp_scaling.py --q-updates adam natural      # + natural-gradient
+                                                                    # steps on q(v)
+
+``--q-updates natural`` rows move q(v) by natural-gradient steps (size 0.1, with Price's
+variance gradients, ``ell_estimator="price"``) and the rest by Adam; ``adam`` rows move
+everything by Adam (the default).
 """
 
 from __future__ import annotations
@@ -64,12 +70,15 @@ def _one(args) -> dict:
     from ppgpc.infer import fit
 
     X, y, source = _data(args.n)
+    natural = args.q_update == "natural"
     start = time.perf_counter()
     result = fit(args.model, X, y, method="svi", max_exact_points=None, seed=0,
                  model_options={"num_inducing": args.num_inducing,
                                 "shared_kernel": args.layout == "shared",
-                                "shared_inducing": args.layout == "shared"},
-                 batch_size=args.batch_size, max_iter=args.steps, window=args.window,
+                                "shared_inducing": args.layout == "shared",
+                                "ell_estimator": "price" if natural else "marginal"},
+                 natural_gradient=0.1 if natural else None, batch_size=args.batch_size,
+                 max_iter=args.steps, window=args.window,
                  tol=None, progress_bar=False, num_draws=args.num_draws)
     fit_s = time.perf_counter() - start
     start = time.perf_counter()
@@ -93,6 +102,10 @@ def main(argv=None) -> int:
     parser.add_argument("--layouts", nargs="+", choices=["shared", "per-latent"],
                         default=["shared"],
                         help="one kernel and M inducing inputs for all latents, or per latent")
+    parser.add_argument("--q-updates", nargs="+", choices=["adam", "natural"],
+                        default=["adam"],
+                        help="q(v) moved by Adam with the rest, or by natural-gradient steps")
+    parser.add_argument("--q-update", default="adam", help=argparse.SUPPRESS)
     parser.add_argument("--layout", default="shared", help=argparse.SUPPRESS)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", default=None, help=argparse.SUPPRESS)
@@ -102,9 +115,10 @@ def main(argv=None) -> int:
         print(json.dumps(_one(args)))
         return 0
 
-    def run(model, batch, layout="shared"):
+    def run(model, batch, layout="shared", q_update="adam"):
         cmd = [sys.executable, os.path.abspath(__file__), "--one", "--model", model,
                "--batch-size", str(batch), "--n", str(args.n), "--layout", layout,
+               "--q-update", q_update,
                "--num-inducing", str(args.num_inducing), "--steps", str(args.steps),
                "--window", str(args.window), "--num-draws", str(args.num_draws)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -114,20 +128,23 @@ def main(argv=None) -> int:
     print(f"N = {args.n}, M = {args.num_inducing}, {args.steps} SVI steps per row "
           f"(first {args.window} excluded from s/epoch), {args.num_draws} q(v) draws; "
           "peak RSS of a fresh process")
-    header = (f"{'model':20s} {'layout':10s} {'data':9s} {'B':>5s} {'s/epoch':>8s} "
+    header = (f"{'model':20s} {'layout':10s} {'q(v)':8s} {'data':9s} {'B':>5s} {'s/epoch':>8s} "
               f"{'compile+1st window s':>21s} {'fit s':>7s} {'predict s':>9s} "
               f"{'peak RSS MB':>11s}")
     print(header)
     print("-" * len(header))
-    print(f"{'baseline (import)':20s} {'-':10s} {'-':9s} {'-':>5s} {'-':>8s} {'-':>21s} {'-':>7s} "
+    print(f"{'baseline (import)':20s} {'-':10s} {'-':8s} {'-':9s} {'-':>5s} {'-':>8s} "
+          f"{'-':>21s} {'-':>7s} "
           f"{'-':>9s} {base['peak_mb']:11.0f}")
     for model in args.models:
         for layout in args.layouts:
-            for batch in args.batch_sizes:
-                r = run(model, batch, layout)
-                print(f"{model:20s} {layout:10s} {r['source']:9s} {batch:5d} "
-                      f"{r['s_per_epoch']:8.2f} {r['first_window_s']:21.1f} {r['fit_s']:7.1f} "
-                      f"{r['predict_s']:9.1f} {r['peak_mb']:11.0f}", flush=True)
+            for q_update in args.q_updates:
+                for batch in args.batch_sizes:
+                    r = run(model, batch, layout, q_update)
+                    print(f"{model:20s} {layout:10s} {q_update:8s} {r['source']:9s} "
+                          f"{batch:5d} {r['s_per_epoch']:8.2f} {r['first_window_s']:21.1f} "
+                          f"{r['fit_s']:7.1f} {r['predict_s']:9.1f} {r['peak_mb']:11.0f}",
+                          flush=True)
     return 0
 
 

@@ -45,6 +45,7 @@ def _svi_options(args, dataset: str) -> dict:
             "max_iter": steps, "learning_rate": args.learning_rate,
             "progress_bar": args.progress,
             "shared_kernel": not args.per_latent, "shared_inducing": not args.per_latent,
+            "natural_gradient": args.natural_gradient, "ell_estimator": args.ell_estimator,
             "inference_options": {"num_draws": args.num_draws, "tol": None}}
 
 
@@ -62,6 +63,13 @@ def main(argv=None) -> int:
     parser.add_argument("--svi-epochs", type=float, default=20, help="SVI epochs")
     parser.add_argument("--min-svi-steps", type=int, default=3000, help="SVI steps at least")
     parser.add_argument("--learning-rate", type=float, default=0.01, help="SVI learning rate")
+    parser.add_argument("--natural-gradient", type=float, default=None, metavar="GAMMA",
+                        help="SVGPC / Uncollapsed-ILR: natural-gradient steps of size GAMMA "
+                             "on q(u), Adam on the rest (Salimbeni et al. 2018)")
+    parser.add_argument("--ell-estimator", choices=["marginal", "price", "joint"], default=None,
+                        help="SVGPC / Uncollapsed-ILR: Monte Carlo form of the expected "
+                             "log-likelihood (default: 'price' with --natural-gradient, "
+                             "else 'marginal')")
     parser.add_argument("--progress", action="store_true", help="SVI progress bars (stderr)")
     parser.add_argument("--per-latent", action="store_true",
                         help="SVGPC / Uncollapsed-ILR: a kernel and M inducing inputs per "
@@ -83,7 +91,8 @@ def main(argv=None) -> int:
           f"0..{args.seeds - 1}; inputs scaled by {args.standardize}; paper smoothing values; "
           f"L-BFGS iterations <= {args.max_iter}; learned noise scale (Collapsed-ILR): "
           f"{args.learn_noise_scale}; per-latent kernels and inducing inputs (SVI models): "
-          f"{args.per_latent}; 'ok' = within one paper s.d. or better")
+          f"{args.per_latent}; natural-gradient step on q(u) (SVI models): "
+          f"{args.natural_gradient}; 'ok' = within one paper s.d. or better")
     print_table_header(f"{'dataset':8s} {'model':14s} {'N':>6s} {PAPER_COMPARISON_HEADER}")
     for dataset in args.datasets:
         for model in args.models:
@@ -101,6 +110,12 @@ def main(argv=None) -> int:
             n_train = runs[0].estimator.result_.data.X.shape[0]
             cells = paper_comparison_cells(summarize(runs), PAPER_SPARSE.get((dataset, model)))
             print(f"{dataset:8s} {model:14s} {n_train:6d} {cells}", flush=True)
+            if model in SVI_SPARSE_MODELS:
+                for run in runs:
+                    info = run.estimator.result_.info
+                    print(f"    seed {run.seed}: final ELBO / N {info['elbo'] / n_train:.4f} "
+                          f"(mean of the last window), {info['svi_steps']} steps, "
+                          f"{info['seconds_per_step']:.3f} s/step", flush=True)
     return 0
 
 

@@ -24,6 +24,18 @@ The expectation is a Monte Carlo estimate with reparameterisation, in one of two
   as the joint form's, since each point's term only depends on its own marginal; the
   variance is much lower, because the points of a minibatch no longer share one draw of v.
   This costs an extra O(L M^2 B) per step for |R_c^T a_i|^2.
+* ``"price"``: the marginal draws, with the gradient with respect to each marginal variance
+  taken from Price's theorem instead of the reparameterisation,
+  d/d s2_ic E[log p(y_i | f_i)] = 1/2 E[d^2 log p(y_i | f_i) / d f_ic^2],
+  estimated on the same draws (the gradient with respect to the marginal means is the
+  reparameterisation one, which is Bonnet's theorem). The ELBO value is the marginal
+  estimator's. For the softmax and inverse-ILR links the second derivative is
+  -(G^T (diag p - p p^T) G)_cc <= 0, with G the linear map from f to the logits (W, or V W)
+  and p the class probabilities, so the estimated gradient of every variance has the right
+  sign on every draw. That is what natural-gradient steps on q(v) need: the new precision
+  (1 - gamma) P + gamma (I - 2 d ELL / d S) stays positive definite
+  (``ppgpc.infer.natgrad``). With the reparameterisation gradient, a minibatch of letter
+  (N / B = 60) makes the precision indefinite or nearly singular within a few steps.
 * ``"joint"``: one draw of v = m + R e shared by the minibatch, then
   f_i = a_i^T v + sqrt(k_ii - |a_i|^2) e_i.
 
@@ -103,7 +115,7 @@ __all__ = [
 LINKS = ("softmax", "ilr")
 """Classification links: softmax over C latents (SVGPC) or the inverse ILR over C-1."""
 
-ELL_ESTIMATORS = ("marginal", "joint")
+ELL_ESTIMATORS = ("marginal", "price", "joint")
 """Monte Carlo forms of the expected log-likelihood (module docstring)."""
 
 DEFAULT_LIKELIHOOD_SAMPLES = 10
@@ -140,7 +152,8 @@ class SVGPData:
     noise_var: float = 0.0
     """sigma^2 (Gaussian link only)."""
     ell_estimator: str = "marginal"
-    """``"marginal"`` (local reparameterisation) or ``"joint"`` (module docstring)."""
+    """``"marginal"`` (local reparameterisation), ``"price"`` (the same draws, Price's
+    theorem for the variance gradients) or ``"joint"`` (module docstring)."""
     likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES
     """S, draws per point of the marginal estimator."""
     shared_kernel: bool = True
@@ -207,8 +220,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
             centres refined by Lloyd steps.
         seed: seed of the k-means++ initialisation.
         kmm_jitter: relative jitter added to K_mm.
-        ell_estimator: ``"marginal"`` (default) or ``"joint"`` Monte Carlo form of the
-            expected log-likelihood (module docstring).
+        ell_estimator: ``"marginal"`` (default), ``"price"`` or ``"joint"`` Monte Carlo form
+            of the expected log-likelihood and its gradient (module docstring).
         likelihood_samples: S, draws per point of the marginal estimator.
         shared_kernel: one kernel (variance, lengthscales) for all L latents (default), or
             one per latent (sites ``kernel_variance`` (L,), ``kernel_lengthscale`` (L, D)).
@@ -411,6 +424,30 @@ def _observe(data: SVGPData, mixed, idx) -> None:
                        obs=data.y[idx])
 
 
+def log_likelihood_curvature(data: SVGPData, f, W):
+    """d^2 log p(y_i | W f_i) / d f_ic^2, the diagonal of the Hessian in f (..., B, L).
+
+    Softmax and inverse-ILR links: with G^T = (L, C) the rows lin(W[:, c]) (the logits of the
+    unit latent vector e_c: W e_c, or V W e_c) and p the class probabilities at f,
+    -sum_k G_kc^2 p_k + (sum_k G_kc p_k)^2 (the Hessian of log softmax is
+    -(diag p - p p^T), whatever the observed class). Gaussian link: -sum_k W_kc^2 / sigma^2.
+    """
+    if data.link == "gaussian":
+        return jnp.broadcast_to(-jnp.sum(W * W, axis=0) / data.noise_var, f.shape)
+    to_logits = simplex.helmert_apply if data.link == "ilr" else (lambda g: g)
+    G_t = to_logits(W.T)                                                    # (L, C)
+    p = jnp.exp(_LOG_LINKS[data.link](f @ W.T))                             # (..., B, C)
+    return -(p @ (G_t * G_t).T) + (p @ G_t.T) ** 2
+
+
+def _price_variance_term(data: SVGPData, f, W, var, idx):
+    """A term of value 0 whose gradient is Price's estimate of d ELL / d var (module
+    docstring, ``"price"``): 1/2 sum_c h_ic (var_ic - stop_gradient(var_ic)), with the
+    curvature h held fixed. (S, B)."""
+    h = jax.lax.stop_gradient(log_likelihood_curvature(data, f, W))
+    return 0.5 * jnp.sum(h * (var - jax.lax.stop_gradient(var)), axis=-1)
+
+
 def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     """The SVGP classifier's generative model (module docstring); minibatch of size B.
 
@@ -445,10 +482,16 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
         a, resid = _projection(data, kernel, params, Z, chol_mm, data.X[idx])
         mean, var = marginal_moments(a, resid, q_mean, q_tril)
         S = data.likelihood_samples
-        f = mean + jnp.sqrt(var) * jax.random.normal(key, (S,) + mean.shape)  # (S, B, L)
+        eps = jax.random.normal(key, (S,) + mean.shape)
+        price = data.ell_estimator == "price"
+        sd = jax.lax.stop_gradient(jnp.sqrt(var)) if price else jnp.sqrt(var)
+        f = mean + sd * eps                                                  # (S, B, L)
         with numpyro.plate("likelihood_samples", S, dim=-2), \
                 numpyro.handlers.scale(scale=1.0 / S):
             _observe(data, f @ W.T, idx)
+            if price:
+                numpyro.factor("price_variance_gradient",
+                               _price_variance_term(data, f, W, var, idx))
 
 
 def guide(data: SVGPData, kernel, batch_size: int | None = None,
@@ -555,7 +598,8 @@ def latent_conditional(data: SVGPData, kernel, hypers: dict, f, Xs):
 
 def _extras(link: str) -> dict:
     return {"svi_model": model, "svi_guide": guide, "svi_result": svi_result,
-            "inducing_latent": inducing_latent, "inducing_values": inducing_values}
+            "inducing_latent": inducing_latent, "inducing_values": inducing_values,
+            "gaussian_variational_sites": {"q_mean": "q_scale_tril"}}
 
 
 def _prepare_with(link: str):

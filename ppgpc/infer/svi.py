@@ -12,6 +12,11 @@ Generic over models. A spec provides in ``extras``:
 The objective is NumPyro's ``TraceMeanField_ELBO`` (analytic KL wherever the guide/prior
 pair has one registered). Optimiser: optax (Adam by default) under a learning-rate schedule
 (linear warm-up then cosine decay by default), through ``numpyro.optim.optax_to_numpyro``.
+With ``natural_gradient=gamma`` the Gaussian variational factors a spec names in
+``extras["gaussian_variational_sites"]`` (mean site -> ``lower_cholesky`` scale site) take
+natural-gradient steps of size gamma instead (``ppgpc.infer.natgrad``; warm-up and decay in
+``natural_gradient_schedule``), and the optimiser above moves the other sites only (Salimbeni
+et al. 2018's combination of natural gradients for q(u) and Adam for hyperparameters).
 Steps run in jitted windows of ``window`` steps (one ``lax.scan`` each); after each window
 the mean ELBO estimate of the window is compared with the previous one, and the run stops
 when the relative change stays below ``tol`` for ``patience`` windows in a row, or after
@@ -25,6 +30,7 @@ The result keeps the per-step ELBO estimates as ``sample_stats["elbo"]`` (1, ste
 from __future__ import annotations
 
 import time
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -35,8 +41,10 @@ from numpyro.infer import SVI, TraceMeanField_ELBO
 from numpyro.optim import optax_to_numpyro
 
 from ppgpc.infer.driver import _as_draws, register_method
+from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
 
-__all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "make_optimizer"]
+__all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "make_optimizer",
+           "natural_gradient_schedule"]
 
 DEFAULT_BATCH_SIZE = 256
 """Minibatch size when ``batch_size`` is not given (N if the data is smaller)."""
@@ -54,6 +62,7 @@ SVI_OPTIONS = {
     "window": 100,
     "num_draws": 500,
     "progress_bar": True,
+    "natural_gradient": None,
 }
 
 _OPTIMIZERS = {"adam": optax.adam, "adamw": optax.adamw, "sgd": optax.sgd}
@@ -97,6 +106,35 @@ def make_optimizer(optimizer, learning_rate: float, schedule, max_iter: int,
     return _OPTIMIZERS[optimizer](rate)
 
 
+_NATURAL_START = 1e-4
+"""First natural-gradient step size of the warm-up (Salimbeni et al. 2018 start at 1e-4)."""
+
+
+def natural_gradient_schedule(gamma: float, schedule, max_iter: int, warmup_steps: int):
+    """Step sizes of the natural-gradient steps: a log-linear rise from 1e-4 to ``gamma``
+    over ``warmup_steps`` (Salimbeni et al. 2018), then constant (``schedule="constant"``),
+    cosine decay to 5% of ``gamma`` at ``max_iter`` (``"warmup_cosine"``) or halving every
+    ``max_iter / 4`` steps (``"exponential"``), the shape the other parameters' learning
+    rate follows. A callable ``schedule`` is not reused here: the steps then stay at
+    ``gamma`` after the warm-up."""
+    warm = int(min(max(warmup_steps, 0), max_iter // 2))
+    start = min(_NATURAL_START, gamma)
+    if schedule == "warmup_cosine":
+        after = optax.cosine_decay_schedule(gamma, max(max_iter - warm, 1), alpha=0.05)
+    elif schedule == "exponential":
+        after = optax.exponential_decay(gamma, max(max_iter // 4, 1), 0.5)
+    else:
+        after = optax.constant_schedule(gamma)
+    if warm == 0:
+        return after
+
+    def rise(count):
+        frac = jnp.minimum(count / warm, 1.0)
+        return jnp.exp((1.0 - frac) * jnp.log(start) + frac * jnp.log(gamma))
+
+    return optax.join_schedules([rise, after], [warm])
+
+
 def _check_options(opts: dict, N: int) -> dict:
     def positive_int(name):
         value = opts[name]
@@ -114,6 +152,12 @@ def _check_options(opts: dict, N: int) -> dict:
         if out["batch_size"] > N:
             raise ValueError(f"batch_size B = {out['batch_size']} exceeds the number of "
                              f"training points N = {N}; choose B <= N")
+    gamma = out["natural_gradient"]
+    if gamma is not None:
+        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 < gamma <= 1:
+            raise ValueError("svi option natural_gradient must be a step size in (0, 1] or "
+                             f"None, got {gamma!r}")
+        out["natural_gradient"] = float(gamma)
     if out["tol"] is not None and not out["tol"] >= 0:
         raise ValueError(f"svi option tol must be >= 0 or None, got {out['tol']!r}")
     return out
@@ -127,15 +171,30 @@ def _progress(enabled: bool, total: int):
     return tqdm(total=total, desc="SVI", unit="step")
 
 
+def _natural_gradient_refusals(state) -> int:
+    """Refused natural-gradient steps, from NumPyro's optimiser state (step, (params, opt))."""
+    opt_state = state.optim_state[1][1]
+    return int(opt_state.refused) if isinstance(opt_state, NaturalGradientState) else 0
+
+
 def run_svi(spec, data, kernel, key, opts) -> dict:
     """Runner of driver method ``"svi"`` (see ``register_method`` and the module docstring)."""
     N = data.X.shape[0]
     opts = _check_options(opts, N)
     B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
     max_iter = -(-opts["max_iter"] // window) * window  # whole windows
-    optim = optax_to_numpyro(make_optimizer(opts["optimizer"], float(opts["learning_rate"]),
-                                            opts["schedule"], max_iter,
-                                            int(opts["warmup_steps"])))
+    optimizer = make_optimizer(opts["optimizer"], float(opts["learning_rate"]),
+                               opts["schedule"], max_iter, int(opts["warmup_steps"]))
+    if opts["natural_gradient"] is not None:
+        sites = spec.extras.get("gaussian_variational_sites")
+        if not sites:
+            raise ValueError(f"model {spec.name!r} declares no Gaussian variational factor "
+                             "(extras['gaussian_variational_sites']); natural_gradient applies "
+                             "to the sparse variational GP classifiers only")
+        optimizer = natural_gradient_optimizer(
+            sites, natural_gradient_schedule(opts["natural_gradient"], opts["schedule"],
+                                             max_iter, int(opts["warmup_steps"])), optimizer)
+    optim = optax_to_numpyro(optimizer)
     svi = SVI(spec.extras["svi_model"], spec.extras["svi_guide"], optim,
               TraceMeanField_ELBO(num_particles=opts["num_particles"]))
     k_init, k_draws = jax.random.split(key)
@@ -180,6 +239,7 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
         if bar is not None:
             bar.close()
     params = svi.get_params(state)
+    refused = _natural_gradient_refusals(state)
     out = spec.extras["svi_result"](k_draws, params, data, kernel, opts["num_draws"])
     for name in ("inducing", "latent"):
         if name in out:
@@ -192,6 +252,14 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     info = {"hyperparameters": "SVI ELBO (type-II ML)", "elbo": means[-1],
             "svi_steps": int(steps), "svi_converged": bool(converged), "batch_size": int(B),
             "seconds_per_step": per_step, "seconds_per_epoch": per_step * N / B}
+    if opts["natural_gradient"] is not None:
+        info["natural_gradient"] = opts["natural_gradient"]
+        info["natural_gradient_refused"] = refused
+        if refused:
+            warnings.warn(f"{refused} natural-gradient step(s) of a Gaussian factor left its "
+                          "precision indefinite and were refused (the factor kept its value); "
+                          f"lower natural_gradient (now {opts['natural_gradient']}) or raise "
+                          "the batch size", UserWarning, stacklevel=2)
     return dict(hypers=_as_draws(out.pop("hypers")), point_hypers=True, info=info,
                 sample_stats={"elbo": trace[None]}, **out)
 
