@@ -47,8 +47,9 @@ _TRIL = biject_to(constraints.lower_cholesky)
 diagonal (..., M, M): the transform NumPyro's SVI optimises ``q_scale_tril`` through."""
 
 
-def _tri_solve(L, B, lower=True, trans=False):
-    return jax.scipy.linalg.solve_triangular(L, B, lower=lower, trans=1 if trans else 0)
+def _tri_solve(L, B):
+    """L^-1 B for lower-triangular L."""
+    return jax.scipy.linalg.solve_triangular(L, B, lower=True)
 
 
 def _flip(A):
