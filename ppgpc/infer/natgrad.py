@@ -40,16 +40,13 @@ import optax
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
+from ppgpc.linalg import tri_solve
+
 __all__ = ["NaturalGradientState", "natural_gradient_optimizer", "natural_step"]
 
 _TRIL = biject_to(constraints.lower_cholesky)
 """Unconstrained vector (..., M (M + 1) / 2) <-> lower-triangular factor with a positive
 diagonal (..., M, M): the transform NumPyro's SVI optimises ``q_scale_tril`` through."""
-
-
-def _tri_solve(L, B):
-    """L^-1 B for lower-triangular L."""
-    return jax.scipy.linalg.solve_triangular(L, B, lower=True)
 
 
 def _flip(A):
@@ -73,14 +70,14 @@ def _one_step(mean, tril_unc, grad_mean, grad_tril, gamma):
     d1, d2 = pullback((grad_mean, grad_tril))
     d2 = 0.5 * (d2 + d2.T)
     eye = jnp.eye(M, dtype=mean.dtype)
-    R_inv = _tri_solve(R, eye)                                  # R^-1
+    R_inv = tri_solve(R, eye)                                  # R^-1
     precision = R_inv.T @ R_inv                                 # S^-1
     theta1 = precision @ mean
     new_theta1 = theta1 - gamma * d1
     new_precision = precision + 2.0 * gamma * d2                # -2 (theta_2 - gamma d2)
     new_precision = 0.5 * (new_precision + new_precision.T)
     L_rev = jnp.linalg.cholesky(_flip(new_precision))           # J P J = L' L'^T
-    new_R = _flip(_tri_solve(L_rev, eye).T)                     # J L'^-T J, lower
+    new_R = _flip(tri_solve(L_rev, eye).T)                     # J L'^-T J, lower
     new_mean = new_R @ (new_R.T @ new_theta1)                   # S theta_1
     ok = (jnp.all(jnp.isfinite(new_R)) & jnp.all(jnp.isfinite(new_mean))
           & jnp.all(jnp.diagonal(new_R) > 0))
