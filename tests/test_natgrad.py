@@ -22,7 +22,7 @@ from numpyro.infer import SVI, TraceMeanField_ELBO
 from ppgpc import SoftmaxSVGPClassifier, load
 from ppgpc.infer import fit
 from ppgpc.infer.natgrad import _TRIL, natural_gradient_optimizer, natural_step
-from ppgpc.infer.svi import SVI_OPTIONS, natural_gradient_schedule, run_svi
+from ppgpc.infer.svi import SVI_OPTIONS, make_optimizer, natural_gradient_schedule, run_svi
 from ppgpc.kernels import RBF, gram
 from ppgpc.models import softmax_svgp as svgp
 
@@ -130,6 +130,34 @@ def test_the_schedule_rises_log_linearly_then_decays():
     assert np.isclose(rate(100), 0.1) and np.isclose(rate(1000), 0.005)
     flat = natural_gradient_schedule(0.5, "constant", max_iter=1000, warmup_steps=0)
     assert float(flat(0)) == 0.5 and float(flat(999)) == 0.5
+
+
+def _learning_rates(optimizer, steps):
+    """The rates an SGD-based optimiser applies, read from its updates of a unit gradient."""
+    state = optimizer.init({"a": np.zeros(1)})
+    rates = []
+    for _ in range(steps):
+        update, state = optimizer.update({"a": np.ones(1)}, state)
+        rates.append(-float(update["a"][0]))
+    return np.array(rates)
+
+
+@pytest.mark.parametrize("schedule", ["warmup_cosine", "exponential"])
+def test_the_step_size_decays_in_proportion_to_the_learning_rate(schedule):
+    """After the warm-up, gamma_t / gamma = lr_t / lr at every step: the two share one
+    decay shape."""
+    max_iter, warm = 400, 100
+    rates = _learning_rates(make_optimizer("sgd", 0.3, schedule, max_iter, warm), max_iter + 1)
+    gamma = natural_gradient_schedule(0.1, schedule, max_iter, warm)
+    steps = np.arange(warm, max_iter + 1) if schedule == "warmup_cosine" else \
+        np.arange(0, max_iter + 1)
+    if schedule == "exponential":
+        # the learning rate halves from step 0; gamma halves from the end of its warm-up
+        np.testing.assert_allclose([float(gamma(t + warm)) for t in steps[:-warm]],
+                                   rates[steps[:-warm]] * (0.1 / 0.3), rtol=1e-6)
+    else:
+        np.testing.assert_allclose([float(gamma(t)) for t in steps], rates[steps] * (0.1 / 0.3),
+                                   rtol=1e-6)
 
 
 # ------------------------------------------------- on the SVGP model's ELBO (NumPyro)

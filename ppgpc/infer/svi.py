@@ -69,6 +69,24 @@ _OPTIMIZERS = {"adam": optax.adam, "adamw": optax.adamw, "sgd": optax.sgd}
 _SCHEDULES = ("constant", "warmup_cosine", "exponential")
 
 
+def _warmup_length(warmup_steps: int, max_iter: int) -> int:
+    """Warm-up steps actually taken: ``warmup_steps`` clipped to [0, max_iter / 2]."""
+    return int(min(max(warmup_steps, 0), max_iter // 2))
+
+
+def _decay_after_warmup(peak: float, schedule: str, max_iter: int, warm: int):
+    """The schedule's shape after its warm-up, as a function of the steps since the warm-up
+    ended, starting at ``peak``: cosine decay to 5% of ``peak`` at step ``max_iter``
+    (``"warmup_cosine"``), halving every ``max_iter / 4`` steps (``"exponential"``), or
+    constant. The learning rate and the natural-gradient step size share it, so the two
+    decay together."""
+    if schedule == "warmup_cosine":
+        return optax.cosine_decay_schedule(peak, max(max_iter - warm, 1), alpha=0.05)
+    if schedule == "exponential":
+        return optax.exponential_decay(peak, max(max_iter // 4, 1), 0.5)
+    return optax.constant_schedule(peak)
+
+
 def make_optimizer(optimizer, learning_rate: float, schedule, max_iter: int,
                    warmup_steps: int) -> optax.GradientTransformation:
     """An optax optimiser with a learning-rate schedule.
@@ -94,12 +112,12 @@ def make_optimizer(optimizer, learning_rate: float, schedule, max_iter: int,
     elif schedule == "constant":
         rate = float(learning_rate)
     elif schedule == "warmup_cosine":
-        warm = int(min(max(warmup_steps, 0), max_iter // 2))
-        rate = optax.warmup_cosine_decay_schedule(
-            0.0, learning_rate, max(warm, 1), max(max_iter, warm + 1),
-            end_value=0.05 * learning_rate)
+        warm = max(_warmup_length(warmup_steps, max_iter), 1)
+        rate = optax.join_schedules(
+            [optax.linear_schedule(0.0, learning_rate, warm),
+             _decay_after_warmup(learning_rate, schedule, max_iter, warm)], [warm])
     elif schedule == "exponential":
-        rate = optax.exponential_decay(learning_rate, max(max_iter // 4, 1), 0.5)
+        rate = _decay_after_warmup(learning_rate, schedule, max_iter, 0)
     else:
         raise ValueError(f"unknown schedule {schedule!r}; choose from {list(_SCHEDULES)} or "
                          "pass an optax schedule")
@@ -117,14 +135,10 @@ def natural_gradient_schedule(gamma: float, schedule, max_iter: int, warmup_step
     ``max_iter / 4`` steps (``"exponential"``), the shape the other parameters' learning
     rate follows. A callable ``schedule`` is not reused here: the steps then stay at
     ``gamma`` after the warm-up."""
-    warm = int(min(max(warmup_steps, 0), max_iter // 2))
+    warm = _warmup_length(warmup_steps, max_iter)
     start = min(_NATURAL_START, gamma)
-    if schedule == "warmup_cosine":
-        after = optax.cosine_decay_schedule(gamma, max(max_iter - warm, 1), alpha=0.05)
-    elif schedule == "exponential":
-        after = optax.exponential_decay(gamma, max(max_iter // 4, 1), 0.5)
-    else:
-        after = optax.constant_schedule(gamma)
+    after = _decay_after_warmup(gamma, schedule if isinstance(schedule, str) else "constant",
+                                max_iter, warm)
     if warm == 0:
         return after
 
