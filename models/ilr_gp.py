@@ -28,7 +28,10 @@ NumPyro sites (stable names, shared with the other classifiers):
 ``SPARSE_SPEC`` is Collapsed-ILR (Titsias's bound, MATH.md section 1; ``ppgpc.sparse``): the
 same sites with the factor ``collapsed_bound`` in place of ``z`` and the inducing inputs as
 the site ``inducing_inputs`` (M, D) with a flat improper prior, fitted with the
-hyperparameters (methods ``exact`` and ``map``; NUTS over inducing inputs is refused).
+hyperparameters (methods ``exact`` and ``map``; NUTS over inducing inputs is refused). With
+``shared_inducing=False`` (a ``prepare`` option) each ILR coordinate has its own M inducing
+inputs, ``inducing_inputs`` (C-1, M, D), and its own factorisation: C-1 times the cost, and
+on letter a better fit at equal M (the coordinates then have (C-1) M basis functions in all).
 
 The ``z`` site is a Gaussian density of transformed targets, not comparable across models:
 model comparison uses the categorical log-likelihood ``log_link(f)[y]`` (``ppgpc.infer``).
@@ -256,33 +259,45 @@ SPEC = conjugate_spec(
 
 
 # ------------------------------------------------------------- collapsed sparse ILR-GP
-sparse_prepare = sparse.make_prepare(prepare)
+sparse_prepare = sparse.make_prepare(prepare, per_output_inducing=True)
 sparse_initial_hypers = sparse.make_initial_hypers(initial_hypers)
 
 
-def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
-    """Collapsed-ILR: Titsias's bound for all C-1 coordinates with ONE factorisation.
+def _per_output(Z) -> bool:
+    """Whether the inducing inputs are one set per coordinate, (C-1, M, D)."""
+    return jnp.ndim(Z) == 3
 
-    Sites: ``kernel_*`` (priors), ``noise_scale`` (when learned), ``inducing_inputs`` (M, D;
-    flat improper prior) and the factor ``collapsed_bound``.
+
+def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
+    """Collapsed-ILR: Titsias's bound for all C-1 coordinates with ONE factorisation, or with
+    ``shared_inducing=False`` the sum of C-1 single-coordinate bounds, each at its own
+    inducing inputs (``sparse.collapsed_bound_per_output``).
+
+    Sites: ``kernel_*`` (priors), ``noise_scale`` (when learned), ``inducing_inputs`` (M, D,
+    or C-1, M, D; flat improper prior) and the factor ``collapsed_bound``.
     """
     base = data.base
     params = sample_kernel_params(kernel, base.X.shape[1])
     noise = _sample_noise_var(base)
     Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
-    numpyro.factor("collapsed_bound",
-                   sparse.collapsed_bound(kernel, params, base.X, base.targets, Z, noise))
+    bound = sparse.collapsed_bound_per_output if _per_output(Z) else sparse.collapsed_bound
+    numpyro.factor("collapsed_bound", bound(kernel, params, base.X, base.targets, Z, noise))
 
 
 def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.SparsePosterior:
-    """The optimal q(u) of the collapsed bound (one factorisation for all coordinates)."""
+    """The optimal q(u) of the collapsed bound (one factorisation for all coordinates, or one
+    per coordinate with per-coordinate inducing inputs)."""
     base = data.base
-    return sparse.condition(kernel, _kernel_params(hypers), base.X, base.targets,
-                            hypers["inducing_inputs"], noise_var(base, hypers))
+    Z = hypers["inducing_inputs"]
+    condition = sparse.condition_per_output if _per_output(Z) else sparse.condition
+    return condition(kernel, _kernel_params(hypers), base.X, base.targets, Z,
+                     noise_var(base, hypers))
 
 
 def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
     """Latent predictive under q(u) at Xs: mean (n, C-1), variance (n, C-1)."""
+    if _per_output(posterior.Z):
+        return sparse.predict_per_output(kernel, _kernel_params(hypers), posterior, Xs)
     mean, var = sparse.predict(kernel, _kernel_params(hypers), posterior, Xs)
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
@@ -290,7 +305,8 @@ def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs)
 def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
                         num_samples: int):
     """(S, N, C-1) draws of f at the training inputs under q (``ppgpc.sparse.sample_at``)."""
-    return sparse.sample_at(key, kernel, _kernel_params(hypers), posterior, data.X, num_samples)
+    sample = sparse.sample_at_per_output if _per_output(posterior.Z) else sparse.sample_at
+    return sample(key, kernel, _kernel_params(hypers), posterior, data.X, num_samples)
 
 
 SPARSE_SPEC = collapsed_sparse_spec(

@@ -407,6 +407,11 @@ class ILRGPClassifier(GPClassifierBase):
             offers the other forms and a kernel and inducing inputs per latent).
         num_inducing: inducing points M for ``inference="collapsed"`` or
             ``"uncollapsed"`` (k-means++ start; at most N are used).
+        shared_inducing: one set of M inducing inputs for all C-1 ILR coordinates
+            (default) or M per coordinate (``inference="collapsed"`` or
+            ``"uncollapsed"`` only). Per coordinate, Collapsed-ILR sums C-1 single-output
+            Titsias bounds, one factorisation each: C-1 times the cost per step, and
+            (C-1) M basis functions in all instead of M, which matters with many classes.
         standardize: ``True`` (or ``"zscore"``) z-scores the inputs with the training
             statistics, ``"robust"`` centres them at the median and scales by the
             interquartile range (for columns with a few extreme values), ``"minmax"`` maps
@@ -437,7 +442,8 @@ class ILRGPClassifier(GPClassifierBase):
                  noise_std: float | None = None, learn_noise_scale: bool = False,
                  epsilon_grid=None, validation: str = "cv", cv_folds: int = 5,
                  validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "exact",
-                 num_inducing: int = 200, standardize: bool | str = True, seed: int = 0,
+                 num_inducing: int = 200, shared_inducing: bool = True,
+                 standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
                  inference_options: dict | None = None):
         self._store_params(locals())
@@ -449,11 +455,13 @@ class ILRGPClassifier(GPClassifierBase):
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
         if self.inference != "uncollapsed" or (method or "svi") != "svi":
+            if self.inference == "collapsed" and not self.shared_inducing:
+                model_options = {**model_options, "shared_inducing": False}
             return super()._fit_driver(X, y, num_classes, model_options, method=method,
                                        **options)
         opts = {"progress_bar": False, **self._given_options(), **options}
         model_options = {"num_inducing": min(int(self.num_inducing), X.shape[0]),
-                         "seed": self.seed}
+                         "seed": self.seed, "shared_inducing": self.shared_inducing}
         return self._run_driver("ilr_gp_uncollapsed", X, y, num_classes, method="svi",
                                 model_options=model_options, max_exact_points=None,
                                 options=opts)
@@ -472,6 +480,11 @@ class ILRGPClassifier(GPClassifierBase):
         from ppgpc.models.ilr_gp import EPSILON_GRID, prepare
 
         _check_flag("learn_noise_scale", self.learn_noise_scale)
+        _check_flag("shared_inducing", self.shared_inducing)
+        if not self.shared_inducing and self.inference not in ("collapsed", "uncollapsed"):
+            raise ValueError("shared_inducing=False gives each ILR coordinate its own "
+                             "inducing inputs; it applies to inference='collapsed' or "
+                             f"'uncollapsed', not {self.inference!r}")
         if self.inference == "uncollapsed":  # categorical likelihood: no smoothing, no noise
             if self.learn_noise_scale:
                 raise ValueError("learn_noise_scale applies to the Gaussian likelihood of "

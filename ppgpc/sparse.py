@@ -20,6 +20,13 @@ The optimal q(u) = N(mu, S) has S = K_mm Sigma K_mm and mu = K_mm Sigma K_mn Lam
 Sigma = (K_mm + K_mn Lambda^-1 K_nm)^-1 = L_m^-T B^-1 L_m^-1, so with a* = L_m^-1 k_m*:
 
     mean(x*) = a*^T L_B^-T c,     var(x*) = k** - |a*|^2 + |L_B^-1 a*|^2.
+
+Per-output inducing inputs (``*_per_output``; Collapsed-ILR with ``shared_inducing=False``):
+output l has its own Z_l (M, D), so the bound is the sum of L single-output bounds, each
+with its own factorisation, F = sum_l F_l(y_l, Z_l). The outputs are still independent
+given the kernel, so this is the same model with L x M inducing inputs in all, at L times
+the cost. The L factorisations run one after another (``lax.map``); the bound's gradient
+keeps each one's (M, N) projections, so its memory grows as L M N.
 """
 
 from __future__ import annotations
@@ -50,6 +57,10 @@ __all__ = [
     "condition",
     "predict",
     "sample_at",
+    "collapsed_bound_per_output",
+    "condition_per_output",
+    "predict_per_output",
+    "sample_at_per_output",
 ]
 
 DEFAULT_NUM_INDUCING = 200
@@ -66,7 +77,8 @@ class SparseData(NamedTuple):
     base: Any
     """The dense model's prepared data (``ILRData``, ``GPDData``)."""
     inducing_init: jax.Array
-    """(M, D) starting inducing inputs (k-means++ seeds refined by Lloyd steps)."""
+    """(M, D) starting inducing inputs (k-means++ seeds refined by Lloyd steps), or (L, M, D)
+    with one set per output (``shared_inducing=False``)."""
 
     @property
     def X(self):
@@ -82,7 +94,11 @@ class SparseData(NamedTuple):
 
 
 class SparsePosterior(NamedTuple):
-    """The optimal q(u) of the collapsed bound, in the factored form used for prediction."""
+    """The optimal q(u) of the collapsed bound, in the factored form used for prediction.
+
+    With per-output inducing inputs (``condition_per_output``) every field but ``jitter``
+    gains a leading output axis L, and ``c`` is (L, M, 1).
+    """
 
     Z: jax.Array
     """(M, D) inducing inputs."""
@@ -122,14 +138,31 @@ def initial_inducing_inputs(X, num_inducing: int, seed: int = 0, num_iters: int 
 
 
 
-def make_prepare(dense_prepare):
+def make_prepare(dense_prepare, per_output_inducing: bool = False):
     """``prepare`` of a sparse spec: the dense model's ``prepare`` plus k-means++ inducing
-    inputs (``initial_inducing_inputs``), returned as ``SparseData``."""
+    inputs (``initial_inducing_inputs``), returned as ``SparseData``.
+
+    Args:
+        dense_prepare: the dense model's ``prepare``.
+        per_output_inducing: whether the model accepts ``shared_inducing=False``, one set of
+            inducing inputs per output (the outputs are the columns of ``base.targets``);
+            set l starts from k-means++ seeded with ``seed + l``, so the sets differ.
+    """
 
     def sparse_prepare(X, y, num_classes: int, *, num_inducing: int = DEFAULT_NUM_INDUCING,
-                       seed: int = 0, **options) -> SparseData:
+                       seed: int = 0, shared_inducing: bool = True, **options) -> SparseData:
+        if not isinstance(shared_inducing, bool):
+            raise TypeError(f"shared_inducing must be True or False, got {shared_inducing!r}")
+        if not shared_inducing and not per_output_inducing:
+            raise ValueError("this collapsed sparse model shares one set of inducing inputs "
+                             "between its outputs; shared_inducing=False is not available")
         base = dense_prepare(X, y, num_classes, **options)
-        return SparseData(base, initial_inducing_inputs(base.X, num_inducing, seed))
+        if shared_inducing:
+            return SparseData(base, initial_inducing_inputs(base.X, num_inducing, seed))
+        num_outputs = base.targets.shape[1]
+        return SparseData(base, jnp.stack([initial_inducing_inputs(base.X, num_inducing,
+                                                                   seed + l)
+                                           for l in range(num_outputs)]))
 
     return sparse_prepare
 
@@ -288,3 +321,64 @@ def sample_at(key: jax.Array, kernel, params, post: SparsePosterior, Xs: jax.Arr
     resid = jnp.sqrt(jnp.maximum(gram_diag(kernel, params, Xs) - jnp.sum(a * a, 0), 0.0))
     noise = resid[None, :, None] * jax.random.normal(k_f, (num_samples, Xs.shape[0], L))
     return jnp.einsum("mn,sml->snl", a, w) + noise
+
+
+# ------------------------------------------------------------ one set of Z per output
+def _check_per_output(Y: jax.Array, Z: jax.Array) -> None:
+    if Z.ndim != 3 or Z.shape[0] != Y.shape[1]:
+        raise ValueError(f"per-output inducing inputs must be (L, M, D) with L = {Y.shape[1]} "
+                         f"outputs, got shape {Z.shape}")
+
+
+def collapsed_bound_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array,
+                               noise_var, kmm_jitter: float = DEFAULT_KMM_JITTER) -> jax.Array:
+    """Titsias's bound with inducing inputs Z_l of its own for each output l:
+    F = sum_l F(y_l; Z_l) (``collapsed_bound`` with L = 1, one output after another).
+
+    Args:
+        X: (N, D) inputs; Y: (N, L) centred targets; Z: (L, M, D) inducing inputs.
+        noise_var: scalar or (N,) noise variance shared by the outputs.
+
+    Returns:
+        Scalar bound; it equals ``collapsed_bound`` when every Z_l is the same Z.
+    """
+    _check_per_output(Y, Z)
+
+    def one(y_and_z):
+        y_l, Z_l = y_and_z
+        return collapsed_bound(kernel, params, X, y_l[:, None], Z_l, noise_var, kmm_jitter)
+
+    return jnp.sum(jax.lax.map(one, (Y.T, Z)))
+
+
+def condition_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array, noise_var,
+                         kmm_jitter: float = DEFAULT_KMM_JITTER) -> SparsePosterior:
+    """The optimal q(u_l) of each output at its own Z_l (L, M, D): a ``SparsePosterior``
+    whose fields have a leading output axis (``c`` is (L, M, 1)); ``jitter`` is the largest
+    the L factorisations needed."""
+    _check_per_output(Y, Z)
+    post = jax.lax.map(lambda yz: condition(kernel, params, X, yz[0][:, None], yz[1],
+                                            noise_var, kmm_jitter), (Y.T, Z))
+    return post._replace(jitter=jnp.max(post.jitter))
+
+
+def predict_per_output(kernel, params, post: SparsePosterior, Xs: jax.Array):
+    """Latent predictive marginals at Xs (n, D) under per-output q(u_l)
+    (``condition_per_output``): mean (n, L) and variance (n, L), each output's as in
+    ``predict``."""
+    mean, var = jax.lax.map(
+        lambda p: predict(kernel, params, SparsePosterior(*p[:4], post.jitter), Xs),
+        (post.Z, post.chol_mm, post.chol_B, post.c))
+    return mean[..., 0].T, var.T
+
+
+def sample_at_per_output(key: jax.Array, kernel, params, post: SparsePosterior,
+                         Xs: jax.Array, num_samples: int) -> jax.Array:
+    """Draws of f(Xs) under per-output q (``condition_per_output``): (S, n, L), output l
+    drawn as in ``sample_at`` from its own q(u_l) with its own key."""
+    L = post.Z.shape[0]
+    draws = jax.lax.map(
+        lambda p: sample_at(p[4], kernel, params, SparsePosterior(*p[:4], post.jitter), Xs,
+                            num_samples),
+        (post.Z, post.chol_mm, post.chol_B, post.c, jax.random.split(key, L)))
+    return jnp.moveaxis(draws[..., 0], 0, -1)

@@ -123,3 +123,25 @@ def test_learned_noise_scale_is_reported_saved_and_refused_where_it_does_not_app
         ILRGPClassifier(learn_noise_scale=True, inference="uncollapsed").fit(X, y)
     with pytest.raises(ValueError, match="learn_noise_scale must be True or False"):
         ILRGPClassifier(epsilon=0.99, learn_noise_scale="yes").fit(X, y)
+
+
+def test_inducing_inputs_per_ilr_coordinate_are_fitted_saved_and_refused_where_they_do_not_apply(
+        tmp_path):
+    """``shared_inducing=False``: Collapsed-ILR fits (C-1, M, D) inducing inputs and keeps
+    them through a save and load; Uncollapsed-ILR passes the option to its SVGP model; exact
+    inference refuses it."""
+    X, y = toy_problem(40, 3, seed=4)
+    clf = ILRGPClassifier(epsilon=0.99, inference="collapsed", num_inducing=5,
+                          shared_inducing=False, seed=1).fit(X, y)
+    assert clf.result_.hypers["inducing_inputs"].shape[2:] == (2, 5, 2)
+    assert clf.score(X, y) > 0.9
+    loaded = ILRGPClassifier.load(clf.save(tmp_path / "clf"))
+    assert loaded.shared_inducing is False
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    svgp = ILRGPClassifier(inference="uncollapsed", num_inducing=5, shared_inducing=False,
+                           inference_options={"max_iter": 20, "batch_size": 20}).fit(X, y)
+    assert svgp.result_.hypers["inducing_inputs"].shape[2:] == (2, 5, 2)
+    with pytest.raises(ValueError, match="shared_inducing=False .* not 'exact'"):
+        ILRGPClassifier(epsilon=0.99, shared_inducing=False).fit(X, y)
+    with pytest.raises(ValueError, match="shared_inducing must be True or False"):
+        ILRGPClassifier(epsilon=0.99, inference="collapsed", shared_inducing="no").fit(X, y)

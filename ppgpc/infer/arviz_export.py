@@ -8,7 +8,8 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
   when the fit has inducing inputs, ``u`` [inducing, latent], the latent at them (and for
   an SVGP fit the whitened inducing draws ``v`` [inducing, latent]; with one set of
   inducing inputs per latent, ``inducing_inputs`` is [latent, inducing, feature] and ``u``
-  holds each latent's values at its own inputs, before the mixing matrix). Point
+  holds each latent's values at its own inputs, for an SVGP fit before the mixing
+  matrix). Point
   estimates (type-II ML, MAP, CAVI) are repeated over the draws, so every variable has the
   same (chain, draw) shape and ``az.summary``/``az.plot_posterior`` treat conjugate,
   variational and MCMC posteriors alike (their R-hat is NaN: a constant has no variance).
@@ -123,7 +124,17 @@ def _posterior_group(result, chains: int, draws: int, key):
         if var_dims is not None:
             dims[name] = var_dims
     Z = result.hypers.get("inducing_inputs")
-    if Z is not None and np.ndim(Z) == 5:
+    if Z is not None and np.ndim(Z) == 5 and getattr(result, "inducing", None) is None:
+        # a collapsed fit with inducing inputs per latent (Collapsed-ILR,
+        # shared_inducing=False): u_c is latent c's draw at its own Z_c, the diagonal blocks
+        # of the predictive at all L x M inputs
+        Z0 = np.asarray(Z)[0, 0]                                            # (L, M, D)
+        L_, M = Z0.shape[:2]
+        at_all = np.asarray(result.predict_latent(Z0.reshape(L_ * M, -1), key))
+        at_all = at_all.reshape(at_all.shape[:2] + (L_, M, at_all.shape[-1]))
+        posterior["u"] = np.stack([at_all[:, :, c, :, c] for c in range(L_)], axis=-1)
+        dims["u"] = ["inducing", "latent"]
+    elif Z is not None and np.ndim(Z) == 5:
         # one set of inducing inputs per latent (SVGP, shared_inducing=False): W f(Z) is
         # not defined, so u is each latent's own u_c = f_c(Z_c) = L_mm,c v_c, before mixing
         posterior["u"] = np.asarray(result.spec.extras["inducing_values"](
