@@ -93,8 +93,9 @@ def main(argv=None) -> int:
           f"0..{args.seeds - 1}; inputs scaled by {args.standardize}; paper smoothing values; "
           f"L-BFGS iterations <= {args.max_iter}; learned noise scale (Collapsed-ILR): "
           f"{args.learn_noise_scale}; per-latent kernels and inducing inputs (SVI models; "
-          f"Collapsed-ILR: inducing inputs): {args.per_latent}; natural-gradient step on q(u) (SVI models): "
-          f"{args.natural_gradient}; 'ok' = within one paper s.d. or better")
+          f"Collapsed-ILR: inducing inputs): {args.per_latent}; natural-gradient step on "
+          f"q(u) (SVI models): {args.natural_gradient}; 'ok' = within one paper s.d. or "
+          f"better")
     print_table_header(f"{'dataset':8s} {'model':14s} {'N':>6s} {PAPER_COMPARISON_HEADER}")
     for dataset in args.datasets:
         for model in args.models:

@@ -8,10 +8,9 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
   when the fit has inducing inputs, ``u`` [inducing, latent], the latent at them (and for
   an SVGP fit the whitened inducing draws ``v`` [inducing, latent]; with one set of
   inducing inputs per latent, ``inducing_inputs`` is [latent, inducing, feature] and ``u``
-  holds each latent's values at its own inputs, for an SVGP fit before the mixing
-  matrix). Point
-  estimates (type-II ML, MAP, CAVI) are repeated over the draws, so every variable has the
-  same (chain, draw) shape and ``az.summary``/``az.plot_posterior`` treat conjugate,
+  holds each latent's values at its own inputs, for an SVGP fit before the mixing matrix).
+  Point estimates (type-II ML, MAP, CAVI) are repeated over the draws, so every variable has
+  the same (chain, draw) shape and ``az.summary``/``az.plot_posterior`` treat conjugate,
   variational and MCMC posteriors alike (their R-hat is NaN: a constant has no variance).
 * ``log_likelihood``: ``y`` [obs], the categorical log p(y_i | f_i) of the observed labels
   (MATH.md: the Gaussian target sites of ILR-GP and GPD are not comparable across models),
