@@ -79,9 +79,10 @@ COLLAPSED_NOISE_SCALE = 1e-6
 level) makes ``fit`` warn that the fit has collapsed onto interpolating its targets."""
 
 
-def _warn_of_collapsed_noise(scale, classes: np.ndarray) -> None:
-    """Warn when a learned noise scale (a float, or one per class for GPD: ``classes`` names
-    them) fell below ``COLLAPSED_NOISE_SCALE``.
+def _warn_of_collapsed_noise(scale, names: np.ndarray, kind: str = "class(es)") -> None:
+    """Warn when a learned noise scale (a float, or one per class for GPD or per ILR
+    coordinate for Collapsed-ILR with per-coordinate inducing inputs: ``names`` names them,
+    ``kind`` says what they are) fell below ``COLLAPSED_NOISE_SCALE``.
 
     Type-II maximum likelihood does this on exact GP regression of class labels without
     label noise: the smoothed labels are constant within a class, an interpolating GP fits
@@ -98,7 +99,7 @@ def _warn_of_collapsed_noise(scale, classes: np.ndarray) -> None:
     low = np.flatnonzero(values < COLLAPSED_NOISE_SCALE)
     if not low.size:
         return
-    where = "" if np.ndim(scale) == 0 else f" for class(es) {classes[low].tolist()[:10]}"
+    where = "" if np.ndim(scale) == 0 else f" for {kind} {names[low].tolist()[:10]}"
     warnings.warn(
         f"the learned noise scale fell to {values[low].min():.2g} times the default noise "
         f"level{where}: the GP interpolates the smoothed labels, as maximum likelihood tends "
@@ -111,7 +112,8 @@ def _warn_of_collapsed_noise(scale, classes: np.ndarray) -> None:
 
 def _fitted_noise_scale(result):
     """The learned noise scale of a fit (its mean over draws under NUTS): a float for
-    ILR-GP, a (C,) array for GPD; None when the model has no ``noise_scale`` site."""
+    ILR-GP, a (C-1,) array for Collapsed-ILR with per-coordinate inducing inputs, a (C,)
+    array for GPD; None when the model has no ``noise_scale`` site."""
     scale = result.hypers.get("noise_scale")
     if scale is None:
         return None
@@ -301,7 +303,12 @@ class GPClassifierBase:
         self.result_ = self._fit_driver(Xs, codes, C, options)
         if self.has_noise_scale:
             self.noise_scale_ = _fitted_noise_scale(self.result_)
-            _warn_of_collapsed_noise(self.noise_scale_, self.classes_)
+            if np.ndim(self.noise_scale_) == 1 and len(self.noise_scale_) == C - 1 \
+                    and self.model_name == "ilr_gp":
+                _warn_of_collapsed_noise(self.noise_scale_, np.arange(C - 1),
+                                         "ILR coordinate(s)")
+            else:
+                _warn_of_collapsed_noise(self.noise_scale_, self.classes_)
         return self
 
     def predict_proba(self, X) -> np.ndarray:
@@ -385,8 +392,9 @@ class ILRGPClassifier(GPClassifierBase):
         tau: Proposition 1 tolerance that sets the noise level sigma.
         noise_std: set sigma directly instead (overrides tau).
         learn_noise_scale: fit a factor s on the noise variance, s sigma^2, with the kernel
-            hyperparameters (prior LogNormal(0, 1) under MAP and NUTS). The ILR paper offers
-            this "more flexible likelihood" for Collapsed-ILR: with a small fixed sigma the
+            hyperparameters (prior LogNormal(0, 1) under MAP and NUTS); one per ILR
+            coordinate with ``inference="collapsed", shared_inducing=False``. The ILR paper
+            offers this "more flexible likelihood" for Collapsed-ILR: with a small fixed sigma the
             sparse bound's trace penalty forces long lengthscales and underfits problems
             with many classes (letter). Not for ``inference="uncollapsed"``. With exact
             type-II ML on labels without label noise the scale tends to collapse towards 0

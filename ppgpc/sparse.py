@@ -330,35 +330,54 @@ def _check_per_output(Y: jax.Array, Z: jax.Array) -> None:
                          f"outputs, got shape {Z.shape}")
 
 
+def _output_scales(noise_scale, L: int) -> jax.Array:
+    if noise_scale is None:
+        return jnp.ones(L)
+    noise_scale = jnp.asarray(noise_scale, dtype=jnp.float64)
+    if noise_scale.shape not in ((), (L,)):
+        raise ValueError(f"noise_scale must be a scalar or ({L},), one factor per output; got "
+                         f"shape {noise_scale.shape}")
+    return jnp.broadcast_to(noise_scale, (L,))
+
+
 def collapsed_bound_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array,
-                               noise_var, kmm_jitter: float = DEFAULT_KMM_JITTER) -> jax.Array:
+                               noise_var, kmm_jitter: float = DEFAULT_KMM_JITTER,
+                               noise_scale=None) -> jax.Array:
     """Titsias's bound with inducing inputs Z_l of its own for each output l:
-    F = sum_l F(y_l; Z_l) (``collapsed_bound`` with L = 1, one output after another).
+    F = sum_l F(y_l; Z_l, s_l noise) (``collapsed_bound`` with L = 1, one output after
+    another).
 
     Args:
         X: (N, D) inputs; Y: (N, L) centred targets; Z: (L, M, D) inducing inputs.
         noise_var: scalar or (N,) noise variance shared by the outputs.
+        noise_scale: optional (L,) factors s_l on output l's noise variance (each output has
+            its own factorisation, so they cost nothing extra).
 
     Returns:
-        Scalar bound; it equals ``collapsed_bound`` when every Z_l is the same Z.
+        Scalar bound; it equals ``collapsed_bound`` when every Z_l is the same Z and every
+        s_l is 1.
     """
     _check_per_output(Y, Z)
 
-    def one(y_and_z):
-        y_l, Z_l = y_and_z
-        return collapsed_bound(kernel, params, X, y_l[:, None], Z_l, noise_var, kmm_jitter)
+    def one(args):
+        y_l, Z_l, s_l = args
+        return collapsed_bound(kernel, params, X, y_l[:, None], Z_l, s_l * noise_var,
+                               kmm_jitter)
 
-    return jnp.sum(jax.lax.map(one, (Y.T, Z)))
+    scales = _output_scales(noise_scale, Y.shape[1])
+    return jnp.sum(jax.lax.map(one, (Y.T, Z, scales)))
 
 
 def condition_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array, noise_var,
-                         kmm_jitter: float = DEFAULT_KMM_JITTER) -> SparsePosterior:
-    """The optimal q(u_l) of each output at its own Z_l (L, M, D): a ``SparsePosterior``
-    whose fields have a leading output axis (``c`` is (L, M, 1)); ``jitter`` is the largest
-    the L factorisations needed."""
+                         kmm_jitter: float = DEFAULT_KMM_JITTER,
+                         noise_scale=None) -> SparsePosterior:
+    """The optimal q(u_l) of each output at its own Z_l (L, M, D) and noise s_l noise_var: a
+    ``SparsePosterior`` whose fields have a leading output axis (``c`` is (L, M, 1));
+    ``jitter`` is the largest the L factorisations needed."""
     _check_per_output(Y, Z)
-    post = jax.lax.map(lambda yz: condition(kernel, params, X, yz[0][:, None], yz[1],
-                                            noise_var, kmm_jitter), (Y.T, Z))
+    scales = _output_scales(noise_scale, Y.shape[1])
+    post = jax.lax.map(lambda a: condition(kernel, params, X, a[0][:, None], a[1],
+                                           a[2] * noise_var, kmm_jitter), (Y.T, Z, scales))
     return post._replace(jitter=jnp.max(post.jitter))
 
 

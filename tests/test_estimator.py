@@ -138,6 +138,14 @@ def test_inducing_inputs_per_ilr_coordinate_are_fitted_saved_and_refused_where_t
     loaded = ILRGPClassifier.load(clf.save(tmp_path / "clf"))
     assert loaded.shared_inducing is False
     np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    scaled = ILRGPClassifier(epsilon=0.99, inference="collapsed", num_inducing=5,
+                             shared_inducing=False, learn_noise_scale=True, seed=1).fit(X, y)
+    assert scaled.noise_scale_.shape == (2,)                       # one per ILR coordinate
+    assert np.all(scaled.noise_scale_ > 0) and np.all(scaled.noise_scale_ != 1.0)
+    assert scaled.noise_scale_[0] != scaled.noise_scale_[1]
+    reloaded = ILRGPClassifier.load(scaled.save(tmp_path / "scaled"))
+    np.testing.assert_array_equal(reloaded.noise_scale_, scaled.noise_scale_)
+    np.testing.assert_array_equal(reloaded.predict_proba(X), scaled.predict_proba(X))
     svgp = ILRGPClassifier(inference="uncollapsed", num_inducing=5, shared_inducing=False,
                            inference_options={"max_iter": 20, "batch_size": 20}).fit(X, y)
     assert svgp.result_.hypers["inducing_inputs"].shape[2:] == (2, 5, 2)

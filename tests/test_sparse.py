@@ -171,6 +171,28 @@ def test_per_output_bound_is_the_sum_of_single_output_bounds(problem):
         sparse.collapsed_bound_per_output(KERNEL, PARAMS, X, Y, Zs[:1], 0.05)
 
 
+def test_per_output_noise_scales_multiply_each_outputs_noise(problem):
+    """noise_scale s (L,): output l's bound and q(u_l) use s_l times the noise variance."""
+    X, Y, hetero = problem
+    Zs = _distinct_sets(X, 2, 8)
+    s = jnp.asarray([0.3, 2.5])
+    got = float(sparse.collapsed_bound_per_output(KERNEL, PARAMS, X, Y, Zs, hetero,
+                                                  noise_scale=s))
+    want = sum(float(sparse.collapsed_bound(KERNEL, PARAMS, X, Y[:, l:l + 1], Zs[l],
+                                            s[l] * hetero)) for l in range(2))
+    assert got == pytest.approx(want, rel=1e-12)
+    q = sparse.condition_per_output(KERNEL, PARAMS, X, Y, Zs, hetero, noise_scale=s)
+    mean, var = sparse.predict_per_output(KERNEL, PARAMS, q, X[:5])
+    for l in range(2):
+        one = sparse.condition(KERNEL, PARAMS, X, Y[:, l:l + 1], Zs[l], s[l] * hetero)
+        m, v = sparse.predict(KERNEL, PARAMS, one, X[:5])
+        np.testing.assert_allclose(mean[:, l], m[:, 0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(var[:, l], v, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match=r"noise_scale must be a scalar or \(2,\)"):
+        sparse.collapsed_bound_per_output(KERNEL, PARAMS, X, Y, Zs, hetero,
+                                          noise_scale=jnp.ones(3))
+
+
 def test_per_output_predictive_is_each_outputs_own_and_exact_at_the_training_inputs(problem):
     X, Y, hetero = problem
     L = Y.shape[1]
