@@ -49,6 +49,12 @@ def _svi_options(args, dataset: str) -> dict:
             "inference_options": {"num_draws": args.num_draws, "tol": None}}
 
 
+def _hyper_optimizer(args) -> str:
+    if args.hyper_optimizer == "adam":
+        return f"{args.max_iter} Adam steps at learning rate {args.hyper_learning_rate}"
+    return f"L-BFGS, at most {args.max_iter} iterations"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["letter", "magic", "htru2", "eeg"])
@@ -57,7 +63,12 @@ def main(argv=None) -> int:
     parser.add_argument("--num-inducing", type=int, default=200)
     parser.add_argument("--max-train", type=int, default=None,
                         help="subsample the training points (quick runs)")
-    parser.add_argument("--max-iter", type=int, default=500, help="L-BFGS iterations")
+    parser.add_argument("--max-iter", type=int, default=500,
+                        help="collapsed models: L-BFGS iterations at most, or Adam steps")
+    parser.add_argument("--hyper-optimizer", choices=["lbfgs", "adam"], default="lbfgs",
+                        help="collapsed models: the type-II ML optimiser")
+    parser.add_argument("--hyper-learning-rate", type=float, default=0.1,
+                        help="collapsed models: Adam's step size (with --hyper-optimizer adam)")
     parser.add_argument("--num-draws", type=int, default=256, help="predictive draws")
     parser.add_argument("--batch-size", type=int, default=256, help="SVI minibatch size")
     parser.add_argument("--svi-epochs", type=float, default=20, help="SVI epochs")
@@ -91,7 +102,8 @@ def main(argv=None) -> int:
 
     print(f"{args.num_inducing} inducing points; max_train={args.max_train}; seeds "
           f"0..{args.seeds - 1}; inputs scaled by {args.standardize}; paper smoothing values; "
-          f"L-BFGS iterations <= {args.max_iter}; learned noise scale (Collapsed-ILR): "
+          f"type-II ML (collapsed models): {_hyper_optimizer(args)}; learned noise scale "
+          f"(Collapsed-ILR): "
           f"{args.learn_noise_scale}; per-latent kernels and inducing inputs (SVI models; "
           f"Collapsed-ILR: inducing inputs): {args.per_latent}; natural-gradient step on "
           f"q(u) (SVI models): {args.natural_gradient}; 'ok' = within one paper s.d. or "
@@ -101,7 +113,10 @@ def main(argv=None) -> int:
         for model in args.models:
             options = {"num_inducing": args.num_inducing,
                        "inference_options": {"max_iter": args.max_iter,
-                                             "num_draws": args.num_draws},
+                                             "num_draws": args.num_draws,
+                                             "optimizer": args.hyper_optimizer,
+                                             "learning_rate": args.hyper_learning_rate,
+                                             "progress_bar": args.progress},
                        **PAPER_SPARSE_OPTIONS.get((dataset, model), {})}
             if model in SVI_SPARSE_MODELS:
                 options = _svi_options(args, dataset)

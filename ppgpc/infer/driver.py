@@ -45,7 +45,8 @@ __all__ = ["fit", "supported_methods", "register_method", "METHODS"]
 _CONJUGATE = ("collapsed_model", "condition", "predict", "sample_train")
 _LATENT = ("latent_model", "latent_conditional")
 
-_OPTIMIZER_OPTIONS = {"hyperparameters": None, "num_draws": 1000, "max_iter": 500, "tol": 1e-6}
+_OPTIMIZER_OPTIONS = {"hyperparameters": None, "num_draws": 1000, "max_iter": 500, "tol": 1e-6,
+                      "optimizer": "lbfgs", "learning_rate": 0.1, "progress_bar": False}
 _NUTS_OPTIONS = {
     "form": "collapsed",
     "num_warmup": 500,
@@ -96,7 +97,7 @@ def _check_hyperparameters(spec, data, kernel, given: dict) -> dict:
     return out
 
 
-def _point_hypers(spec, data, kernel, given, include_prior, max_iter, tol):
+def _point_hypers(spec, data, kernel, given, include_prior, opts):
     """Given hyperparameters, or the type-II ML / MAP optimum; plus facts for ``info``."""
     if given is not None:
         return _check_hyperparameters(spec, data, kernel, given), {"hyperparameters": "given"}
@@ -106,17 +107,20 @@ def _point_hypers(spec, data, kernel, given, include_prior, max_iter, tol):
             "pass hyperparameters={...} (e.g. from an SVI fit) or sample_hyperparameters=True")
     opt = optimize_sites(
         spec.collapsed_model, spec.initial_hypers(data, kernel), args=(data, kernel),
-        include_prior=include_prior, max_iter=max_iter, tol=tol,
+        include_prior=include_prior, max_iter=opts["max_iter"], tol=opts["tol"],
+        optimizer=opts["optimizer"], learning_rate=opts["learning_rate"],
+        progress_bar=opts["progress_bar"],
     )
-    if not opt.converged:
+    if not opt.converged and opts["optimizer"] == "lbfgs":
         warnings.warn(
             f"hyperparameter optimisation stopped after {opt.num_iterations} iterations with "
-            f"gradient norm {opt.grad_norm:.2e} > tol={tol}; the estimate may be off",
+            f"gradient norm {opt.grad_norm:.2e} > tol={opts['tol']}; the estimate may be off",
             RuntimeWarning, stacklevel=4,
         )
     info = {
         "hyperparameters": "type-II MAP" if include_prior else "type-II ML",
         "log_marginal_likelihood" if not include_prior else "log_posterior": opt.objective,
+        "optimizer": opts["optimizer"],
         "optimizer_iterations": opt.num_iterations,
         "optimizer_grad_norm": opt.grad_norm,
         "optimizer_converged": opt.converged,
@@ -145,9 +149,8 @@ def _check_posterior(posterior, what: str) -> float:
 
 
 def _run_point(spec, data, kernel, key, opts, include_prior):
-    hypers, info = _point_hypers(
-        spec, data, kernel, opts["hyperparameters"], include_prior, opts["max_iter"], opts["tol"]
-    )
+    hypers, info = _point_hypers(spec, data, kernel, opts["hyperparameters"], include_prior,
+                                 opts)
     posterior = _jit(spec.condition)(data, kernel, hypers)
     info["cholesky_jitter"] = _check_posterior(posterior, "conjugate posterior")
     latent = _jit(spec.sample_train, ("num_samples",))(
@@ -189,7 +192,8 @@ def _run_nuts(spec, data, kernel, key, opts):
     info: dict = {"form": form}
 
     if form == "collapsed":
-        init, opt_info = _point_hypers(spec, data, kernel, opts["hyperparameters"], True, 500, 1e-6)
+        init, opt_info = _point_hypers(spec, data, kernel, opts["hyperparameters"], True,
+                                       _OPTIMIZER_OPTIONS)
         info.update({"init_" + k: v for k, v in opt_info.items()})
         model = functools.partial(spec.collapsed_model, data, kernel)
         out = run_nuts(k_mcmc, model, init_values=init, **mcmc_opts)
@@ -206,7 +210,7 @@ def _run_nuts(spec, data, kernel, key, opts):
             fixed, point = None, False
         else:
             fixed, opt_info = _point_hypers(spec, data, kernel, opts["hyperparameters"], False,
-                                            500, 1e-6)
+                                            _OPTIMIZER_OPTIONS)
             info.update(opt_info)
             point = True
         model = functools.partial(spec.latent_model, data, kernel, fixed)
@@ -313,7 +317,8 @@ def fit(
             scalable methods such as ``"svi"`` ignore it).
         **method_options: the method's options (an unknown one raises a TypeError naming
             the valid ones). exact/map: ``hyperparameters``, ``num_draws``, ``max_iter``,
-            ``tol``. nuts: ``form``, ``num_warmup``, ``num_samples``, ``num_chains``,
+            ``tol``, ``optimizer`` (``"lbfgs"`` or ``"adam"``), ``learning_rate`` (Adam),
+            ``progress_bar`` (Adam). nuts: ``form``, ``num_warmup``, ``num_samples``, ``num_chains``,
             ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
             ``max_tree_depth``, ``dense_mass``, ``progress_bar``. svi (``ppgpc.infer.svi``):
             ``batch_size``, ``max_iter``, ``learning_rate``, ``optimizer``, ``schedule``,
