@@ -318,8 +318,8 @@ def fit(
         **method_options: the method's options (an unknown one raises a TypeError naming
             the valid ones). exact/map: ``hyperparameters``, ``num_draws``, ``max_iter``,
             ``tol``, ``optimizer`` (``"lbfgs"`` or ``"adam"``), ``learning_rate`` (Adam),
-            ``progress_bar`` (Adam). nuts: ``form``, ``num_warmup``, ``num_samples``, ``num_chains``,
-            ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
+            ``progress_bar`` (Adam). nuts: ``form``, ``num_warmup``, ``num_samples``,
+            ``num_chains``, ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
             ``max_tree_depth``, ``dense_mass``, ``progress_bar``. svi (``ppgpc.infer.svi``):
             ``batch_size``, ``max_iter``, ``learning_rate``, ``optimizer``, ``schedule``,
             ``warmup_steps``, ``num_particles``, ``tol``, ``patience``, ``window``,

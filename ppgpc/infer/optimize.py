@@ -9,9 +9,9 @@ target site) this maximises
 over theta in its *constrained* space, parameterised through NumPyro's bijections to the
 unconstrained space (so positive parameters are optimised on the log scale). No Jacobian
 term enters: this is the mode of p(theta | targets), not of the unconstrained density.
-The optimiser is SciPy's L-BFGS-B on the flattened unconstrained parameters (the default), or
-a fixed number of Adam steps (``optimizer="adam"``, the protocol of GPyTorch's examples and of
-the ILR paper's sparse baselines), driven by one jitted value-and-gradient function. The model's data enter that function as traced
+The optimiser is SciPy's L-BFGS-B on the flattened unconstrained parameters (the default),
+or a fixed number of Adam steps (``optimizer="adam"``, as in GPyTorch's examples), driven by
+one jitted value-and-gradient function. The model's data enter that function as traced
 arguments, so refitting on new targets of the same shape (an epsilon grid search, a new
 seed) reuses the compiled code.
 """
