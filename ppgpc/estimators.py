@@ -303,13 +303,13 @@ class GPClassifierBase:
         self.result_ = self._fit_driver(Xs, codes, C, options)
         if self.has_noise_scale:
             self.noise_scale_ = _fitted_noise_scale(self.result_)
-            if np.ndim(self.noise_scale_) == 1 and len(self.noise_scale_) == C - 1 \
-                    and self.model_name == "ilr_gp":
-                _warn_of_collapsed_noise(self.noise_scale_, np.arange(C - 1),
-                                         "ILR coordinate(s)")
-            else:
-                _warn_of_collapsed_noise(self.noise_scale_, self.classes_)
+            _warn_of_collapsed_noise(self.noise_scale_, *self._noise_scale_names())
         return self
+
+    def _noise_scale_names(self) -> tuple[np.ndarray, str]:
+        """What the entries of a per-entry ``noise_scale_`` stand for, for warnings: the
+        names and their kind. The base class: one per class."""
+        return self.classes_, "class(es)"
 
     def predict_proba(self, X) -> np.ndarray:
         """(n, C) predictive class probabilities, columns in the order of ``classes_``."""
@@ -445,6 +445,10 @@ class ILRGPClassifier(GPClassifierBase):
 
     model_name = "ilr_gp"
     has_noise_scale = True
+
+    def _noise_scale_names(self) -> tuple[np.ndarray, str]:
+        """Collapsed-ILR's per-entry noise scale is one per ILR coordinate, (C-1,)."""
+        return np.arange(len(self.classes_) - 1), "ILR coordinate(s)"
 
     def __init__(self, *, epsilon="auto", tau: float | None = None,
                  noise_std: float | None = None, learn_noise_scale: bool = False,
