@@ -180,19 +180,31 @@ def initial_hypers(data: ILRData, kernel) -> dict:
     return hypers
 
 
-def _sample_noise_var(data: ILRData, fixed: dict | None = None):
-    """sigma^2, times the site ``noise_scale`` when it is learned (or its value in
-    ``fixed``, a dict keyed by site name)."""
+def _sample_noise_var(data: ILRData, fixed: dict | None = None, scale_shape: tuple = ()):
+    """(sigma^2, scale): Proposition 1's variance and the learned factor on it, the site
+    ``noise_scale`` of shape ``scale_shape`` (``()``, or ``(C-1,)`` for one factor per ILR
+    coordinate) or its value in ``fixed`` (a dict keyed by site name); scale is None when
+    the factor is not learned."""
     if data.options.learn_noise_scale and fixed is None:
-        fixed = {"noise_scale": numpyro.sample("noise_scale", NOISE_SCALE_PRIOR)}
-    return noise_var(data, fixed)
+        prior = NOISE_SCALE_PRIOR.expand(scale_shape)
+        fixed = {"noise_scale": numpyro.sample("noise_scale", prior)}
+    return noise_var_and_scale(data, fixed)
+
+
+def noise_var_and_scale(data: ILRData, hypers: dict | None):
+    """(sigma^2, ``hypers["noise_scale"]``), the scale None when it is not learned."""
+    if data.options.learn_noise_scale:
+        return data.noise_var, jnp.asarray(hypers["noise_scale"])
+    return data.noise_var, None
+
+
+def _scaled(noise, scale):
+    return noise if scale is None else noise * scale
 
 
 def noise_var(data: ILRData, hypers: dict | None):
     """The fitted noise variance: sigma^2, times ``hypers["noise_scale"]`` when learned."""
-    if data.options.learn_noise_scale:
-        return data.noise_var * jnp.asarray(hypers["noise_scale"])
-    return data.noise_var
+    return _scaled(*noise_var_and_scale(data, hypers))
 
 
 def collapsed_model(data: ILRData, kernel) -> None:
@@ -203,7 +215,7 @@ def collapsed_model(data: ILRData, kernel) -> None:
     """
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1])
-    noise = _sample_noise_var(data)
+    noise = _scaled(*_sample_noise_var(data))
     K = gram(kernel, params, data.X)
     chol = linalg.cholesky(K + noise * jnp.eye(N)).factor
     with numpyro.plate("latent", L, dim=-1):
@@ -223,7 +235,7 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
     """
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
-    noise = _sample_noise_var(data, fixed_hypers)
+    noise = _scaled(*_sample_noise_var(data, fixed_hypers))
     chol_K = linalg.cholesky(gram(kernel, params, data.X)).factor
     with numpyro.plate("latent", L, dim=-1):
         v = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
@@ -281,18 +293,6 @@ def sparse_initial_hypers(data: sparse.SparseData, kernel) -> dict:
     return hypers
 
 
-def _sparse_noise(base: ILRData, Z, hypers: dict | None = None):
-    """(sigma^2, scale) of the collapsed bound: the scale is the site ``noise_scale`` when
-    learned (or its value in ``hypers``), one per coordinate, (C-1,), with per-coordinate
-    inducing inputs, else a scalar folded into sigma^2 (scale None)."""
-    if not (_per_output(Z) and base.options.learn_noise_scale):
-        return (_sample_noise_var(base) if hypers is None else noise_var(base, hypers)), None
-    if hypers is None:
-        L = Z.shape[0]
-        return base.noise_var, numpyro.sample("noise_scale", NOISE_SCALE_PRIOR.expand([L]))
-    return base.noise_var, jnp.asarray(hypers["noise_scale"])
-
-
 def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     """Collapsed-ILR: Titsias's bound for all C-1 coordinates with ONE factorisation, or with
     ``shared_inducing=False`` the sum of C-1 single-coordinate bounds, each at its own
@@ -304,11 +304,12 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     base = data.base
     params = sample_kernel_params(kernel, base.X.shape[1])
     Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
-    noise, scale = _sparse_noise(base, data.inducing_init)
     if _per_output(Z):
+        noise, scale = _sample_noise_var(base, scale_shape=Z.shape[:1])
         bound = sparse.collapsed_bound_per_output(kernel, params, base.X, base.targets, Z,
                                                   noise, noise_scale=scale)
     else:
+        noise = _scaled(*_sample_noise_var(base))
         bound = sparse.collapsed_bound(kernel, params, base.X, base.targets, Z, noise)
     numpyro.factor("collapsed_bound", bound)
 
@@ -318,11 +319,12 @@ def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.Sp
     per coordinate with per-coordinate inducing inputs)."""
     base = data.base
     Z = hypers["inducing_inputs"]
-    noise, scale = _sparse_noise(base, Z, hypers)
+    noise, scale = noise_var_and_scale(base, hypers)
     if _per_output(Z):
         return sparse.condition_per_output(kernel, _kernel_params(hypers), base.X,
                                            base.targets, Z, noise, noise_scale=scale)
-    return sparse.condition(kernel, _kernel_params(hypers), base.X, base.targets, Z, noise)
+    return sparse.condition(kernel, _kernel_params(hypers), base.X, base.targets, Z,
+                            _scaled(noise, scale))
 
 
 def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
