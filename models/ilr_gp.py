@@ -335,6 +335,13 @@ def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs)
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
+def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, posterior):
+    """With per-coordinate inducing inputs (C-1, M, D): coordinate l's predictive marginals
+    at its own Z_l under q(u_l), mean (M, C-1) and variance (M, C-1); the ArviZ export draws
+    ``u`` from them (``extras["inducing_predictive"]``)."""
+    return sparse.predict_at_own_inputs(kernel, _kernel_params(hypers), posterior)
+
+
 def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
                         num_samples: int):
     """(S, N, C-1) draws of f at the training inputs under q (``ppgpc.sparse.sample_at``)."""

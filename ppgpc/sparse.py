@@ -391,6 +391,17 @@ def predict_per_output(kernel, params, post: SparsePosterior, Xs: jax.Array):
     return mean[..., 0].T, var.T
 
 
+def predict_at_own_inputs(kernel, params, post: SparsePosterior):
+    """Each output's predictive marginals at its own inducing inputs under per-output q(u_l)
+    (``condition_per_output``): mean (M, L) and variance (M, L), column l output l at Z_l.
+    One (M, M) projection per output, where ``predict_per_output`` at all L M inputs would
+    take L of them and keep one."""
+    mean, var = jax.lax.map(
+        lambda p: predict(kernel, params, SparsePosterior(*p[:4], post.jitter), p[0]),
+        (post.Z, post.chol_mm, post.chol_B, post.c))
+    return mean[..., 0].T, var.T
+
+
 def sample_at_per_output(key: jax.Array, kernel, params, post: SparsePosterior,
                          Xs: jax.Array, num_samples: int) -> jax.Array:
     """Draws of f(Xs) under per-output q (``condition_per_output``): (S, n, L), output l

@@ -218,6 +218,19 @@ def test_per_output_predictive_is_each_outputs_own_and_exact_at_the_training_inp
                                atol=1e-6)
 
 
+def test_predictive_at_own_inputs_is_each_outputs_predictive_at_its_own_inducing_inputs(problem):
+    X, Y, hetero = problem
+    L = Y.shape[1]
+    Zs = _distinct_sets(X, L, 8)
+    q = sparse.condition_per_output(KERNEL, PARAMS, X, Y, Zs, hetero)
+    mean, var = sparse.predict_at_own_inputs(KERNEL, PARAMS, q)
+    assert mean.shape == var.shape == (8, L)
+    for l in range(L):
+        m, v = sparse.predict_per_output(KERNEL, PARAMS, q, Zs[l])
+        np.testing.assert_allclose(mean[:, l], m[:, l], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(var[:, l], v[:, l], rtol=1e-10, atol=1e-12)
+
+
 def test_per_output_draws_have_the_per_output_predictive_marginals(problem):
     X, Y, _ = problem
     q = sparse.condition_per_output(KERNEL, PARAMS, X, Y, _distinct_sets(X, 2, 8), 0.05)

@@ -103,6 +103,15 @@ def training_latent(result) -> jax.Array:
                             for i, start in enumerate(range(0, N, _BLOCK))], axis=2)
 
 
+def _own_inducing_draws(result, chains: int, draws: int, key):
+    """(chain, draw, M, L) marginal draws of each latent at its own inducing inputs for a
+    point-hyperparameter collapsed fit (``spec.extras["inducing_predictive"]``)."""
+    hypers = result._hyper_draw(0, 0)
+    q = result.spec.condition(result.data, result.kernel, hypers)
+    mean, var = result.spec.extras["inducing_predictive"](result.data, result.kernel, hypers, q)
+    return mean + jnp.sqrt(var) * jax.random.normal(key, (chains, draws) + mean.shape)
+
+
 def _posterior_group(result, chains: int, draws: int, key):
     """Posterior variables and their dims; ``u`` at the inducing inputs when there are some."""
     data = result.data
@@ -125,13 +134,9 @@ def _posterior_group(result, chains: int, draws: int, key):
     Z = result.hypers.get("inducing_inputs")
     if Z is not None and np.ndim(Z) == 5 and getattr(result, "inducing", None) is None:
         # a collapsed fit with inducing inputs per latent (Collapsed-ILR,
-        # shared_inducing=False): u_c is latent c's draw at its own Z_c, the diagonal blocks
-        # of the predictive at all L x M inputs
-        Z0 = np.asarray(Z)[0, 0]                                            # (L, M, D)
-        L_, M = Z0.shape[:2]
-        at_all = np.asarray(result.predict_latent(Z0.reshape(L_ * M, -1), key))
-        at_all = at_all.reshape(at_all.shape[:2] + (L_, M, at_all.shape[-1]))
-        posterior["u"] = np.stack([at_all[:, :, c, :, c] for c in range(L_)], axis=-1)
+        # shared_inducing=False): u_c is latent c's draw at its own Z_c, from the model's
+        # predictive at each latent's own inputs (marginal, as for the shared layout below)
+        posterior["u"] = np.asarray(_own_inducing_draws(result, chains, draws, key))
         dims["u"] = ["inducing", "latent"]
     elif Z is not None and np.ndim(Z) == 5:
         # one set of inducing inputs per latent (SVGP, shared_inducing=False): W f(Z) is

@@ -121,8 +121,14 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
         name: the variant's model name, e.g. ``"ilr_gp_sparse"``.
         description: one line for the model registry.
         functions: the model module's namespace, holding ``sparse_<field>`` for each field
-            in ``SPARSE_FIELDS``.
+            in ``SPARSE_FIELDS``, and optionally ``sparse_inducing_predictive(data, kernel,
+            hypers, posterior) -> (mean, var)``, each (M, L): latent l's predictive at its
+            own inducing inputs when they differ between latents (``extras
+            ["inducing_predictive"]``, used by the ArviZ export for ``u``).
     """
+    extras = {"excluded_methods": ("nuts",)}
+    if "sparse_inducing_predictive" in functions:
+        extras["inducing_predictive"] = functions["sparse_inducing_predictive"]
     return ModelSpec(name=name, description=description, num_latent=exact.num_latent,
-                     log_link=exact.log_link, extras={"excluded_methods": ("nuts",)},
+                     log_link=exact.log_link, extras=extras,
                      **{field: functions["sparse_" + field] for field in SPARSE_FIELDS})
