@@ -86,8 +86,9 @@ def main(argv=None) -> int:
                         help="SVGPC / Uncollapsed-ILR: a kernel and M inducing inputs per "
                              "latent (GPyTorch's batch-shaped multitask SVGP, as the paper's "
                              "baselines), instead of one set shared by the latents; "
-                             "Collapsed-ILR: M inducing inputs per ILR coordinate, one "
-                             "Titsias bound each (shared_inducing=False)")
+                             "Collapsed-ILR / Sparse-GPD: M inducing inputs per ILR "
+                             "coordinate / class, one Titsias bound each "
+                             "(shared_inducing=False)")
     parser.add_argument("--standardize", choices=["zscore", "robust", "minmax"],
                         default="zscore",
                         help="input scaling: z-scores, median / IQR (for eeg, whose few "
@@ -95,19 +96,20 @@ def main(argv=None) -> int:
                              "(the paper's other preprocessing; its Table 3 names z-scores "
                              "only for some rows)")
     parser.add_argument("--learn-noise-scale", action="store_true",
-                        help="Collapsed-ILR: fit a factor on the noise variance with the "
-                             "hyperparameters (the paper's 'more flexible likelihood')")
+                        help="Collapsed-ILR / Sparse-GPD: fit a factor on the noise "
+                             "variance (one per class for GPD, per ILR coordinate with "
+                             "--per-latent) with the hyperparameters (the paper's 'more "
+                             "flexible likelihood')")
     args = parser.parse_args(argv)
     scaling = {"standardize": args.standardize}
 
     print(f"{args.num_inducing} inducing points; max_train={args.max_train}; seeds "
           f"0..{args.seeds - 1}; inputs scaled by {args.standardize}; paper smoothing values; "
           f"type-II ML (collapsed models): {_hyper_optimizer(args)}; learned noise scale "
-          f"(Collapsed-ILR): "
-          f"{args.learn_noise_scale}; per-latent kernels and inducing inputs (SVI models; "
-          f"Collapsed-ILR: inducing inputs): {args.per_latent}; natural-gradient step on "
-          f"q(u) (SVI models): {args.natural_gradient}; 'ok' = within one paper s.d. or "
-          f"better")
+          f"(collapsed models): {args.learn_noise_scale}; per-latent kernels and inducing "
+          f"inputs (SVI models; collapsed models: inducing inputs): {args.per_latent}; "
+          f"natural-gradient step on q(u) (SVI models): {args.natural_gradient}; 'ok' = "
+          f"within one paper s.d. or better")
     print_table_header(f"{'dataset':8s} {'model':14s} {'N':>6s} {PAPER_COMPARISON_HEADER}")
     for dataset in args.datasets:
         for model in args.models:
@@ -120,7 +122,7 @@ def main(argv=None) -> int:
                        **PAPER_SPARSE_OPTIONS.get((dataset, model), {})}
             if model in SVI_SPARSE_MODELS:
                 options = _svi_options(args, dataset)
-            elif model == "Collapsed-ILR":
+            else:  # Collapsed-ILR, Sparse-GPD
                 if args.learn_noise_scale:
                     options["learn_noise_scale"] = True
                 if args.per_latent:

@@ -370,15 +370,31 @@ SPEC = conjugate_spec(
 
 
 # ------------------------------------------------------------- collapsed sparse GPD
-sparse_prepare = sparse.make_prepare(prepare)
+sparse_prepare = sparse.make_prepare(prepare, per_output_inducing=True)
 sparse_initial_hypers = sparse.make_initial_hypers(initial_hypers)
 
 
+def _per_class(Z) -> bool:
+    """Whether the inducing inputs are one set per class, (C, M, D) (``shared_inducing=
+    False``), rather than one shared set (M, D)."""
+    return jnp.ndim(Z) == 3
+
+
+def _map_over_classes(fn, params: dict, axis: int | None, *per_class):
+    """``jax.lax.map`` of ``fn(params_c, *args_c)`` over classes: one class's (M, N) work
+    in memory at a time (per-class inducing inputs share no factorisation between classes).
+    ``params`` carries a leading class axis when ``axis`` is 0, else is shared."""
+    if axis is None:
+        return jax.lax.map(lambda a: fn(params, *a), per_class)
+    return jax.lax.map(lambda a: fn(*a), (params, *per_class))
+
+
 def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
-    """Titsias bound summed over classes, each with its own noise s2_:c (vmap over classes).
+    """Titsias bound summed over classes, each with its own noise s2_:c (MATH.md section 2,
+    Sparse GPD); with ``shared_inducing=False`` each class at its own inducing inputs.
 
     Sites: ``kernel_*``, ``mean``, ``noise_scale`` (when learned), ``inducing_inputs``
-    (M, D; flat improper prior) and the factor ``collapsed_bound``.
+    (M, D, or C, M, D; flat improper prior) and the factor ``collapsed_bound``.
     """
     base = data.base
     params = _sample_kernel(base, kernel, None)
@@ -387,7 +403,12 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
     resid = base.targets - mean[None, :]                                    # (N, C)
     params, axis = _class_params(base, _as_sites(params))
-    if axis is None:  # shared kernel: the classes' noise differs only in and out of class
+    if _per_class(Z):
+        noise = _scaled_noise(base, scales, base.noise_var)
+        bound = jnp.sum(_map_over_classes(
+            lambda p, r, z, n: sparse.collapsed_bound(kernel, p, base.X, r[:, None], z, n),
+            params, axis, resid.T, Z, noise.T))
+    elif axis is None:  # shared kernel: the classes' noise differs only in and out of class
         bound = sparse.collapsed_bound_two_level(
             kernel, params, base.X, resid, Z, base.y, base.options.class_sizes,
             *_class_noise_levels(base, scales))
@@ -403,9 +424,13 @@ def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.Sp
     base = data.base
     resid = (base.targets - hypers["mean"][None, :]).T[:, :, None]
     params, axis = _class_params(base, hypers)
+    Z = hypers["inducing_inputs"]
+    if _per_class(Z):
+        return _map_over_classes(
+            lambda p, r, z, n: sparse.condition(kernel, p, base.X, r, z, n),
+            params, axis, resid, Z, noise_var(base, hypers).T)
     return jax.vmap(sparse.condition, in_axes=(None, axis, None, 0, None, 0))(
-        kernel, params, base.X, resid, hypers["inducing_inputs"],
-        noise_var(base, hypers).T)
+        kernel, params, base.X, resid, Z, noise_var(base, hypers).T)
 
 
 def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
@@ -414,6 +439,16 @@ def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs)
     mean, var = jax.vmap(sparse.predict, in_axes=(None, axis, 0, None))(
         kernel, params, posterior, Xs)
     return _finish_prediction(data.base, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
+
+
+def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, posterior):
+    """With per-class inducing inputs (C, M, D): class c's latent predictive marginals at its
+    own Z_c under q(u_c), mean (M, C) and variance (M, C), without pseudo-observation noise
+    (the ArviZ export draws ``u`` from them: ``extras["inducing_predictive"]``)."""
+    params, axis = _class_params(data.base, hypers)
+    mean, var = jax.vmap(lambda p, post: sparse.predict(kernel, p, post, post.Z),
+                         in_axes=(axis, 0))(params, posterior)
+    return mean[:, :, 0].T + hypers["mean"][None, :], var.T
 
 
 def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,

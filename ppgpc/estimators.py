@@ -205,6 +205,8 @@ class GPClassifierBase:
             model_name, max_points = model_name + "_sparse", None
             model_options = {**model_options, "num_inducing": int(self.num_inducing),
                              "seed": self.seed}
+            if not getattr(self, "shared_inducing", True):  # inducing inputs per output
+                model_options["shared_inducing"] = False
             opts.setdefault("num_draws", SPARSE_NUM_DRAWS)
         return self._run_driver(model_name, X, y, num_classes, method=method,
                                 model_options=model_options, max_exact_points=max_points,
@@ -467,8 +469,6 @@ class ILRGPClassifier(GPClassifierBase):
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
         if self.inference != "uncollapsed" or (method or "svi") != "svi":
-            if self.inference == "collapsed" and not self.shared_inducing:
-                model_options = {**model_options, "shared_inducing": False}
             return super()._fit_driver(X, y, num_classes, model_options, method=method,
                                        **options)
         opts = {"progress_bar": False, **self._given_options(), **options}
@@ -545,6 +545,11 @@ class DirichletGPClassifier(GPClassifierBase):
         inference: ``"exact"`` (type-II ML and the conjugate posterior, one Cholesky per
             class), ``"map"``, ``"nuts"`` or ``"collapsed"`` (sparse GPD: Titsias's bound
             with per-class noise, ``num_inducing`` inducing inputs learned).
+        num_inducing: inducing points M for ``inference="collapsed"`` (k-means++ start).
+        shared_inducing: one set of M inducing inputs for all classes (default) or M per
+            class (``inference="collapsed"`` only): C single-class Titsias bounds, one
+            factorisation each, C times the cost per step and C M basis functions in all,
+            which matters with many classes (letter, C = 26).
 
     Attributes (after fit):
         classes_, n_features_in_, alpha_eps_, alpha_eps_scores_ (NLL per candidate when
@@ -564,9 +569,11 @@ class DirichletGPClassifier(GPClassifierBase):
     has_noise_scale = True
 
     def __init__(self, *, alpha_eps="auto", alpha_eps_grid=None, shared_kernel: bool = True,
-                 learn_noise_scale: bool = False, predict_from: str = "latent", validation: str = "cv", cv_folds: int = 5,
+                 learn_noise_scale: bool = False, predict_from: str = "latent",
+                 validation: str = "cv", cv_folds: int = 5,
                  validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "exact",
-                 num_inducing: int = 200, standardize: bool | str = True, seed: int = 0,
+                 num_inducing: int = 200, shared_inducing: bool = True,
+                 standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
                  inference_options: dict | None = None):
         self._store_params(locals())
@@ -580,6 +587,11 @@ class DirichletGPClassifier(GPClassifierBase):
         from ppgpc.models.dirichlet_gp import ALPHA_EPS_GRID
 
         _check_flag("learn_noise_scale", self.learn_noise_scale)
+        _check_flag("shared_inducing", self.shared_inducing)
+        if not self.shared_inducing and self.inference != "collapsed":
+            raise ValueError("shared_inducing=False gives each class its own inducing "
+                             f"inputs; it applies to inference='collapsed', not "
+                             f"{self.inference!r}")
         if self.alpha_eps not in ("auto", "train"):
             self.alpha_eps_ = self.alpha_eps
             self.alpha_eps_scores_ = None
