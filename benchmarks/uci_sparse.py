@@ -5,7 +5,8 @@ For each dataset and seed: the paper's test size (``DATASETS[name].paper_n_test`
 ``paper_split``), the classifier is fitted on the rest (optionally subsampled with
 ``--max-train``) with its smoothing parameter at the value the paper's validation selected
 (``ppgpc.experiments.PAPER_SPARSE_OPTIONS``), inducing inputs from k-means++ and optimised
-with the kernel hyperparameters (type-II ML of Titsias's bound; SVGPC and Uncollapsed-ILR
+with the kernel hyperparameters (type-II ML of Titsias's bound, by L-BFGS or with
+``--hyper-optimizer adam`` by ``--max-iter`` Adam steps; SVGPC and Uncollapsed-ILR
 maximise their ELBO by minibatch SVI: Adam at the paper's learning rate 0.01, warm-up and
 cosine decay, ``--svi-epochs`` epochs of ``--batch-size`` minibatches, at least
 ``--min-svi-steps`` steps). Prints accuracy, NLL and
@@ -14,6 +15,8 @@ top-label ECE (10 bins), fit seconds, and the paper's row. Datasets come from
 
     PPGPC_DATA_DIR=/path/to/uci python benchmarks/uci_sparse.py --max-train 2000
     python benchmarks/uci_sparse.py --datasets magic --seeds 1          # full data
+    python benchmarks/uci_sparse.py --datasets letter --models Collapsed-ILR --per-latent \
+        --learn-noise-scale --hyper-optimizer adam --max-iter 100       # letter, 19 min
 """
 
 from __future__ import annotations

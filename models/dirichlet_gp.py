@@ -44,7 +44,12 @@ all classes together instead of O(C M^2 N) (N = 5000, C = 26, M = 200, D = 16, o
 19.6 s per value and gradient before, 1.6 s after); with per-class kernels each class is
 factorised on its own.
 Shared hyperparameters are also never broadcast to a class axis, so K and L_m^-1 K_mn are
-computed once.
+computed once. With ``shared_inducing=False`` (a ``prepare`` option) each class has its own
+M inducing inputs, ``inducing_inputs`` (C, M, D), and its own factorisation (``lax.map``
+over classes): about C times the cost per step of one shared set, and C M basis
+functions in all. On letter (C = 26, M = 200) with learned class noise scales and 100 Adam
+steps that gave 0.975 / 0.077 / 0.004 test accuracy / NLL / ECE (the paper: 0.96 / 0.12 /
+0.04; one shared set by L-BFGS without the scales: 0.946 / 0.169).
 """
 
 from __future__ import annotations
