@@ -319,12 +319,13 @@ def test_sparse_gpd_with_inducing_inputs_per_class_is_the_sum_of_class_bounds(sh
                       {**hypers, "inducing_inputs": same}) == pytest.approx(shared, rel=1e-9)
 
 
-def test_sparse_gpd_with_inducing_inputs_per_class_fits_and_predicts():
+def test_sparse_gpd_with_inducing_inputs_per_class_fits_and_predicts(tmp_path):
     """``shared_inducing=False`` for sparse GPD: (C, M, D) inducing inputs, each set moved
     from its own k-means++ start; the predictive equals each class's own sparse predictive
     (plus its mean); accurate normalised predictions; the ArviZ ``u`` of class c is drawn at
     class c's inputs (its mean over 400 draws within 5 Monte Carlo s.e. of the predictive
-    mean there); the estimator passes the option on and refuses it for exact inference."""
+    mean there); the estimator passes the option on, saves and loads it bit for bit, and
+    refuses it for exact inference."""
     from ppgpc import DirichletGPClassifier
 
     X, y = toy_problem(40, 3, seed=6)
@@ -360,7 +361,12 @@ def test_sparse_gpd_with_inducing_inputs_per_class_fits_and_predicts():
         se = draws.std(0) / np.sqrt(u.shape[1])
         assert np.all(np.abs(u[0, :, :, c].mean(0) - draws.mean(0)) < 5 * np.sqrt(2) * se)
     clf = DirichletGPClassifier(alpha_eps=0.05, inference="collapsed", num_inducing=6,
-                                shared_inducing=False).fit(X, y)
+                                shared_inducing=False, learn_noise_scale=True).fit(X, y)
     assert np.asarray(clf.result_.hypers["inducing_inputs"]).shape[2:] == (3, 6, 2)
+    assert clf.noise_scale_.shape == (3,)
+    clf.save(tmp_path / "gpd")
+    back = DirichletGPClassifier.load(tmp_path / "gpd")
+    assert back.shared_inducing is False
+    np.testing.assert_array_equal(back.predict_proba(X), clf.predict_proba(X))
     with pytest.raises(ValueError, match="applies to inference='collapsed'"):
         DirichletGPClassifier(alpha_eps=0.05, shared_inducing=False).fit(X, y)
