@@ -47,6 +47,21 @@ def test_adam_stops_at_the_gradient_tolerance_and_reports_convergence():
     assert short.num_iterations == 5 and not short.converged
 
 
+def capped_scale_model(x):
+    """``scale_model`` with zero density for s >= 2: its optimum, sqrt(mean x^2) = 2.5,
+    lies past the cap, so a long step lands where the log density is -inf."""
+    s = numpyro.sample("s", dist.LogNormal(0.0, 1.0))
+    numpyro.factor("cap", jnp.where(s < 2.0, 0.0, -jnp.inf))
+    numpyro.sample("x", dist.Normal(0.0, s).expand([x.shape[0]]), obs=x)
+
+
+def test_adam_stops_with_a_clear_error_at_a_non_finite_objective():
+    x = jnp.asarray(X_SCALE)
+    with pytest.raises(ValueError, match=r"became non-finite after [1-9]\d* Adam steps"):
+        optimize_sites(capped_scale_model, {"s": 1.0}, args=(x,), optimizer="adam",
+                       learning_rate=0.5, max_iter=200)
+
+
 def test_bad_optimizer_options_name_the_problem():
     x = jnp.asarray(X_SCALE)
     with pytest.raises(ValueError, match="unknown optimizer 'bfgs'"):

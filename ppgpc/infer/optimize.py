@@ -204,8 +204,9 @@ def _adam(fun, x0: np.ndarray, num_steps: int, tol: float, learning_rate: float,
         if not np.isfinite(value):
             raise ValueError(
                 f"the log density became non-finite after {taken} Adam steps: the kernel "
-                "matrix could not be factorised even with jitter. Lower learning_rate, or "
-                "use optimizer='lbfgs' (its line search steps back)."
+                "matrix could not be factorised even with jitter, or a parameter left the "
+                "region of finite density. Lower learning_rate or max_iter, or check the "
+                "inputs for duplicates or extreme scales."
             )
         if np.max(np.abs(grad), initial=0.0) <= tol:
             break
