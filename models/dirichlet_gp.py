@@ -386,9 +386,10 @@ def _per_class(Z) -> bool:
 
 
 def _map_over_classes(fn, params: dict, axis: int | None, *per_class):
-    """``jax.lax.map`` of ``fn(params_c, *args_c)`` over classes: one class's (M, N) work
-    in memory at a time (per-class inducing inputs share no factorisation between classes).
-    ``params`` carries a leading class axis when ``axis`` is 0, else is shared."""
+    """``jax.lax.map`` of ``fn(params_c, *args_c)`` over classes (per-class inducing inputs
+    share no factorisation between classes). The value holds one class's (M, N) projection
+    at a time; its gradient keeps every class's, so memory grows as C M N. ``params``
+    carries a leading class axis when ``axis`` is 0, else is shared."""
     if axis is None:
         return jax.lax.map(lambda a: fn(params, *a), per_class)
     return jax.lax.map(lambda a: fn(*a), (params, *per_class))
