@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ppgpc.experiments import (
     PAPER_COMPARISON_HEADER,
@@ -103,6 +104,9 @@ def main(argv=None) -> int:
                              "variance (one per class for GPD, per ILR coordinate with "
                              "--per-latent) with the hyperparameters (the paper's 'more "
                              "flexible likelihood')")
+    parser.add_argument("--save-dir", default=None,
+                        help="save each fitted estimator to SAVE_DIR/<dataset>_<model>_seed<k> "
+                             "(netCDF and JSON, ppgpc.persistence) for later re-scoring")
     args = parser.parse_args(argv)
     scaling = {"standardize": args.standardize}
 
@@ -134,6 +138,9 @@ def main(argv=None) -> int:
                               **options)
                     for seed in range(args.seeds)]
             n_train = runs[0].estimator.result_.data.X.shape[0]
+            if args.save_dir is not None:
+                for run in runs:
+                    run.estimator.save(Path(args.save_dir) / f"{dataset}_{model}_seed{run.seed}")
             cells = paper_comparison_cells(summarize(runs), PAPER_SPARSE.get((dataset, model)))
             print(f"{dataset:8s} {model:14s} {n_train:6d} {cells}", flush=True)
             if model in SVI_SPARSE_MODELS:
