@@ -385,16 +385,6 @@ def _per_class(Z) -> bool:
     return jnp.ndim(Z) == 3
 
 
-def _map_over_classes(fn, params: dict, axis: int | None, *per_class):
-    """``jax.lax.map`` of ``fn(params_c, *args_c)`` over classes (per-class inducing inputs
-    share no factorisation between classes). The value holds one class's (M, N) projection
-    at a time; its gradient keeps every class's, so memory grows as C M N. ``params``
-    carries a leading class axis when ``axis`` is 0, else is shared."""
-    if axis is None:
-        return jax.lax.map(lambda a: fn(params, *a), per_class)
-    return jax.lax.map(lambda a: fn(*a), (params, *per_class))
-
-
 def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     """Titsias bound summed over classes, each with its own noise s2_:c (MATH.md section 2,
     Sparse GPD); with ``shared_inducing=False`` each class at its own inducing inputs.
@@ -409,11 +399,10 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
     resid = base.targets - mean[None, :]                                    # (N, C)
     params, axis = _class_params(base, _as_sites(params))
-    if _per_class(Z):
-        noise = _scaled_noise(base, scales, base.noise_var)
-        bound = jnp.sum(_map_over_classes(
-            lambda p, r, z, n: sparse.collapsed_bound(kernel, p, base.X, r[:, None], z, n),
-            params, axis, resid.T, Z, noise.T))
+    if _per_class(Z):  # one factorisation per class, each with its own noise column
+        bound = sparse.collapsed_bound_per_output(
+            kernel, params, base.X, resid, Z, _scaled_noise(base, scales, base.noise_var),
+            params_per_output=axis == 0)
     elif axis is None:  # shared kernel: the classes' noise differs only in and out of class
         bound = sparse.collapsed_bound_two_level(
             kernel, params, base.X, resid, Z, base.y, base.options.class_sizes,
@@ -426,25 +415,30 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
 
 
 def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.SparsePosterior:
-    """The optimal q(u_c) of every class (fields with a leading class axis)."""
+    """The optimal q(u_c) of every class (fields with a leading class axis; with per-class
+    inducing inputs ``jitter`` is the largest any class needed)."""
     base = data.base
-    resid = (base.targets - hypers["mean"][None, :]).T[:, :, None]
+    resid = base.targets - hypers["mean"][None, :]                           # (N, C)
     params, axis = _class_params(base, hypers)
     Z = hypers["inducing_inputs"]
     if _per_class(Z):
-        return _map_over_classes(
-            lambda p, r, z, n: sparse.condition(kernel, p, base.X, r, z, n),
-            params, axis, resid, Z, noise_var(base, hypers).T)
+        return sparse.condition_per_output(kernel, params, base.X, resid, Z,
+                                           noise_var(base, hypers), params_per_output=axis == 0)
     return jax.vmap(sparse.condition, in_axes=(None, axis, None, 0, None, 0))(
-        kernel, params, base.X, resid, Z, noise_var(base, hypers).T)
+        kernel, params, base.X, resid.T[:, :, None], Z, noise_var(base, hypers).T)
 
 
 def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
     """Predictive under q(u) at Xs: mean (n, C), variance (n, C) (noise as in ``predict``)."""
     params, axis = _class_params(data.base, hypers)
-    mean, var = jax.vmap(sparse.predict, in_axes=(None, axis, 0, None))(
-        kernel, params, posterior, Xs)
-    return _finish_prediction(data.base, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
+    if _per_class(posterior.Z):
+        mean, var = sparse.predict_per_output(kernel, params, posterior, Xs,
+                                              params_per_output=axis == 0)
+    else:
+        mean, var = jax.vmap(sparse.predict, in_axes=(None, axis, 0, None))(
+            kernel, params, posterior, Xs)                               # (C, n, 1), (C, n)
+        mean, var = mean[:, :, 0].T, var.T
+    return _finish_prediction(data.base, hypers, mean + hypers["mean"][None, :], var)
 
 
 def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, posterior):
@@ -452,20 +446,23 @@ def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, po
     own Z_c under q(u_c), mean (M, C) and variance (M, C), without pseudo-observation noise
     (the ArviZ export draws ``u`` from them: ``extras["inducing_predictive"]``)."""
     params, axis = _class_params(data.base, hypers)
-    mean, var = jax.vmap(lambda p, post: sparse.predict(kernel, p, post, post.Z),
-                         in_axes=(axis, 0))(params, posterior)
-    return mean[:, :, 0].T + hypers["mean"][None, :], var.T
+    mean, var = sparse.predict_at_own_inputs(kernel, params, posterior,
+                                             params_per_output=axis == 0)
+    return mean + hypers["mean"][None, :], var
 
 
 def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
                         num_samples: int):
     """(S, N, C) draws of f at the training inputs under q (``ppgpc.sparse.sample_at``)."""
     C = data.base.targets.shape[1]
+    params, axis = _class_params(data.base, hypers)
+    if _per_class(posterior.Z):
+        return sparse.sample_at_per_output(key, kernel, params, posterior, data.X, num_samples,
+                                           params_per_output=axis == 0) + hypers["mean"]
 
     def one(k, params, post):
         return sparse.sample_at(k, kernel, params, post, data.X, num_samples)[..., 0]
 
-    params, axis = _class_params(data.base, hypers)
     draws = jax.vmap(one, in_axes=(0, axis, 0))(jax.random.split(key, C), params, posterior)
     return jnp.moveaxis(draws, 0, -1) + hypers["mean"]
 

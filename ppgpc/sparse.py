@@ -21,11 +21,13 @@ Sigma = (K_mm + K_mn Lambda^-1 K_nm)^-1 = L_m^-T B^-1 L_m^-1, so with a* = L_m^-
 
     mean(x*) = a*^T L_B^-T c,     var(x*) = k** - |a*|^2 + |L_B^-1 a*|^2.
 
-Per-output inducing inputs (``*_per_output``; Collapsed-ILR with ``shared_inducing=False``):
-output l has its own Z_l (M, D), so the bound is the sum of L single-output bounds, each
-with its own factorisation, F = sum_l F_l(y_l, Z_l). The outputs are still independent
-given the kernel, so this is the same model with L x M inducing inputs in all, at L times
-the cost. The L factorisations run one after another (``lax.map``); the bound's gradient
+Per-output inducing inputs (``*_per_output``; Collapsed-ILR and sparse GPD with
+``shared_inducing=False``): output l has its own Z_l (M, D), so the bound is the sum of L
+single-output bounds, each with its own factorisation, F = sum_l F_l(y_l, Z_l). Each output
+may also have its own noise column (GPD's class noise, times a learned scale) and its own
+kernel parameters (a leading output axis, ``params_per_output=True``). The outputs are
+still independent given the kernel, so this is the same model with L x M inducing inputs
+in all, at L times the cost. The L factorisations run one after another (``lax.map``); the bound's gradient
 keeps each one's (M, N) projections, so its memory grows as L M N.
 """
 
@@ -340,75 +342,110 @@ def _output_scales(noise_scale, L: int) -> jax.Array:
     return jnp.broadcast_to(noise_scale, (L,))
 
 
+def _output_noise(noise_var, noise_scale, N: int, L: int) -> jax.Array:
+    """(N, L) noise variances, column l output l's: ``noise_var`` (a scalar or (N,) shared by
+    the outputs, or (N, L) one column per output) times the factor s_l of ``noise_scale``."""
+    noise = jnp.asarray(noise_var, dtype=jnp.float64)
+    if noise.ndim == 2:
+        if noise.shape != (N, L):
+            raise ValueError(f"per-output noise_var must be (N, L) = ({N}, {L}), one column "
+                             f"per output; got shape {noise.shape}")
+    else:
+        noise = jnp.broadcast_to(_noise_vector(noise, N)[:, None], (N, L))
+    return noise * _output_scales(noise_scale, L)[None, :]
+
+
+def _map_outputs(fn, params, params_per_output: bool, *per_output):
+    """``jax.lax.map`` of ``fn(params_l, *args_l)`` over the outputs: one output's
+    factorisation at a time, since per-output inducing inputs share none. ``params`` has a
+    leading output axis when ``params_per_output``, else every output uses it as it is."""
+    if params_per_output:
+        return jax.lax.map(lambda a: fn(*a), (params, *per_output))
+    return jax.lax.map(lambda a: fn(params, *a), per_output)
+
+
 def collapsed_bound_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array,
                                noise_var, kmm_jitter: float = DEFAULT_KMM_JITTER,
-                               noise_scale=None) -> jax.Array:
+                               noise_scale=None, params_per_output: bool = False) -> jax.Array:
     """Titsias's bound with inducing inputs Z_l of its own for each output l:
-    F = sum_l F(y_l; Z_l, s_l noise) (``collapsed_bound`` with L = 1, one output after
+    F = sum_l F(y_l; Z_l, s_l noise_l) (``collapsed_bound`` with L = 1, one output after
     another).
 
     Args:
         X: (N, D) inputs; Y: (N, L) centred targets; Z: (L, M, D) inducing inputs.
-        noise_var: scalar or (N,) noise variance shared by the outputs.
+        noise_var: scalar or (N,) noise variance shared by the outputs, or (N, L) one column
+            per output (sparse GPD's heteroscedastic class noise).
         noise_scale: optional (L,) factors s_l on output l's noise variance (each output has
             its own factorisation, so they cost nothing extra).
+        params_per_output: the kernel parameters have a leading output axis (L, ...), one
+            kernel per output; else the outputs share them.
 
     Returns:
-        Scalar bound; it equals ``collapsed_bound`` when every Z_l is the same Z and every
-        s_l is 1.
+        Scalar bound; it equals ``collapsed_bound`` when every Z_l is the same Z, the noise
+        is shared and every s_l is 1.
     """
     _check_per_output(Y, Z)
-
-    def one(args):
-        y_l, Z_l, s_l = args
-        return collapsed_bound(kernel, params, X, y_l[:, None], Z_l, s_l * noise_var,
-                               kmm_jitter)
-
-    scales = _output_scales(noise_scale, Y.shape[1])
-    return jnp.sum(jax.lax.map(one, (Y.T, Z, scales)))
+    noise = _output_noise(noise_var, noise_scale, *Y.shape)
+    bounds = _map_outputs(
+        lambda p, y_l, Z_l, n_l: collapsed_bound(kernel, p, X, y_l[:, None], Z_l, n_l,
+                                                 kmm_jitter),
+        params, params_per_output, Y.T, Z, noise.T)
+    return jnp.sum(bounds)
 
 
 def condition_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array, noise_var,
-                         kmm_jitter: float = DEFAULT_KMM_JITTER,
-                         noise_scale=None) -> SparsePosterior:
-    """The optimal q(u_l) of each output at its own Z_l (L, M, D) and noise s_l noise_var: a
-    ``SparsePosterior`` whose fields have a leading output axis (``c`` is (L, M, 1));
-    ``jitter`` is the largest the L factorisations needed."""
+                         kmm_jitter: float = DEFAULT_KMM_JITTER, noise_scale=None,
+                         params_per_output: bool = False) -> SparsePosterior:
+    """The optimal q(u_l) of each output at its own Z_l (L, M, D) and noise s_l noise_l
+    (``noise_var``, ``noise_scale`` and ``params_per_output`` as in
+    ``collapsed_bound_per_output``): a ``SparsePosterior`` whose fields have a leading
+    output axis (``c`` is (L, M, 1)); ``jitter`` is the largest the L factorisations
+    needed."""
     _check_per_output(Y, Z)
-    scales = _output_scales(noise_scale, Y.shape[1])
-    post = jax.lax.map(lambda a: condition(kernel, params, X, a[0][:, None], a[1],
-                                           a[2] * noise_var, kmm_jitter), (Y.T, Z, scales))
+    noise = _output_noise(noise_var, noise_scale, *Y.shape)
+    post = _map_outputs(
+        lambda p, y_l, Z_l, n_l: condition(kernel, p, X, y_l[:, None], Z_l, n_l, kmm_jitter),
+        params, params_per_output, Y.T, Z, noise.T)
     return post._replace(jitter=jnp.max(post.jitter))
 
 
-def predict_per_output(kernel, params, post: SparsePosterior, Xs: jax.Array):
+def _output_posteriors(post: SparsePosterior):
+    """The per-output fields of ``post`` (Z, chol_mm, chol_B, c), to map over outputs."""
+    return post.Z, post.chol_mm, post.chol_B, post.c
+
+
+def predict_per_output(kernel, params, post: SparsePosterior, Xs: jax.Array,
+                       params_per_output: bool = False):
     """Latent predictive marginals at Xs (n, D) under per-output q(u_l)
     (``condition_per_output``): mean (n, L) and variance (n, L), each output's as in
     ``predict``."""
-    mean, var = jax.lax.map(
-        lambda p: predict(kernel, params, SparsePosterior(*p[:4], post.jitter), Xs),
-        (post.Z, post.chol_mm, post.chol_B, post.c))
+    mean, var = _map_outputs(
+        lambda p, *fields: predict(kernel, p, SparsePosterior(*fields, post.jitter), Xs),
+        params, params_per_output, *_output_posteriors(post))
     return mean[..., 0].T, var.T
 
 
-def predict_at_own_inputs(kernel, params, post: SparsePosterior):
+def predict_at_own_inputs(kernel, params, post: SparsePosterior,
+                          params_per_output: bool = False):
     """Each output's predictive marginals at its own inducing inputs under per-output q(u_l)
     (``condition_per_output``): mean (M, L) and variance (M, L), column l output l at Z_l.
     One (M, M) projection per output, where ``predict_per_output`` at all L M inputs would
     take L of them and keep one."""
-    mean, var = jax.lax.map(
-        lambda p: predict(kernel, params, SparsePosterior(*p[:4], post.jitter), p[0]),
-        (post.Z, post.chol_mm, post.chol_B, post.c))
+    mean, var = _map_outputs(
+        lambda p, *fields: predict(kernel, p, SparsePosterior(*fields, post.jitter),
+                                   fields[0]),
+        params, params_per_output, *_output_posteriors(post))
     return mean[..., 0].T, var.T
 
 
 def sample_at_per_output(key: jax.Array, kernel, params, post: SparsePosterior,
-                         Xs: jax.Array, num_samples: int) -> jax.Array:
+                         Xs: jax.Array, num_samples: int,
+                         params_per_output: bool = False) -> jax.Array:
     """Draws of f(Xs) under per-output q (``condition_per_output``): (S, n, L), output l
     drawn as in ``sample_at`` from its own q(u_l) with its own key."""
     L = post.Z.shape[0]
-    draws = jax.lax.map(
-        lambda p: sample_at(p[4], kernel, params, SparsePosterior(*p[:4], post.jitter), Xs,
-                            num_samples),
-        (post.Z, post.chol_mm, post.chol_B, post.c, jax.random.split(key, L)))
+    draws = _map_outputs(
+        lambda p, k, *fields: sample_at(k, kernel, p, SparsePosterior(*fields, post.jitter),
+                                        Xs, num_samples),
+        params, params_per_output, jax.random.split(key, L), *_output_posteriors(post))
     return jnp.moveaxis(draws[..., 0], 0, -1)

@@ -193,6 +193,51 @@ def test_per_output_noise_scales_multiply_each_outputs_noise(problem):
                                           noise_scale=jnp.ones(3))
 
 
+def test_per_output_noise_columns_and_kernels_are_each_outputs_own(problem):
+    """noise_var (N, L) gives output l the column noise[:, l]; params with a leading output
+    axis (params_per_output=True) give it kernel l. The bound, q(u_l), its predictive (also
+    at its own inputs) and its draws are then each output's single-output ones."""
+    X, Y, hetero = problem
+    L = Y.shape[1]
+    Zs = _distinct_sets(X, L, 8)
+    noise = jnp.stack([hetero, 0.1 + hetero[::-1]], axis=1)                       # (N, L)
+    s = jnp.asarray([0.5, 2.0])
+    per = {"variance": jnp.asarray([2.0, 0.7]), "lengthscale": jnp.asarray([[0.8, 1.3],
+                                                                            [1.5, 0.4]])}
+    one_params = [{k: v[l] for k, v in per.items()} for l in range(L)]
+    got = float(sparse.collapsed_bound_per_output(KERNEL, per, X, Y, Zs, noise, noise_scale=s,
+                                                  params_per_output=True))
+    want = sum(float(sparse.collapsed_bound(KERNEL, one_params[l], X, Y[:, l:l + 1], Zs[l],
+                                            s[l] * noise[:, l])) for l in range(L))
+    assert got == pytest.approx(want, rel=1e-12)
+
+    Xs = X[:5] + 0.3
+    q = sparse.condition_per_output(KERNEL, per, X, Y, Zs, noise, noise_scale=s,
+                                    params_per_output=True)
+    mean, var = sparse.predict_per_output(KERNEL, per, q, Xs, params_per_output=True)
+    own_mean, own_var = sparse.predict_at_own_inputs(KERNEL, per, q, params_per_output=True)
+    draws = sparse.sample_at_per_output(jax.random.PRNGKey(4), KERNEL, per, q, Xs, 3,
+                                        params_per_output=True)
+    keys = jax.random.split(jax.random.PRNGKey(4), L)
+    for l in range(L):
+        one = sparse.condition(KERNEL, one_params[l], X, Y[:, l:l + 1], Zs[l],
+                               s[l] * noise[:, l])
+        m, v = sparse.predict(KERNEL, one_params[l], one, Xs)
+        np.testing.assert_allclose(mean[:, l], m[:, 0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(var[:, l], v, rtol=1e-10, atol=1e-12)
+        m, v = sparse.predict(KERNEL, one_params[l], one, Zs[l])
+        np.testing.assert_allclose(own_mean[:, l], m[:, 0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(own_var[:, l], v, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            draws[..., l], sparse.sample_at(keys[l], KERNEL, one_params[l], one, Xs, 3)[..., 0],
+            rtol=1e-10, atol=1e-12)
+    shared = sparse.collapsed_bound_per_output(KERNEL, PARAMS, X, Y, Zs, noise)
+    assert float(shared) != pytest.approx(float(sparse.collapsed_bound_per_output(
+        KERNEL, PARAMS, X, Y, Zs, hetero)), rel=1e-6)  # the second column is used
+    with pytest.raises(ValueError, match=r"per-output noise_var must be \(N, L\) = \(40, 2\)"):
+        sparse.collapsed_bound_per_output(KERNEL, PARAMS, X, Y, Zs, jnp.ones((40, 3)))
+
+
 def test_per_output_predictive_is_each_outputs_own_and_exact_at_the_training_inputs(problem):
     X, Y, hetero = problem
     L = Y.shape[1]
