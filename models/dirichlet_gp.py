@@ -45,8 +45,9 @@ all classes together instead of O(C M^2 N) (N = 5000, C = 26, M = 200, D = 16, o
 factorised on its own.
 Shared hyperparameters are also never broadcast to a class axis, so K and L_m^-1 K_mn are
 computed once. With ``shared_inducing=False`` (a ``prepare`` option) each class has its own
-M inducing inputs, ``inducing_inputs`` (C, M, D), and its own factorisation (``lax.map``
-over classes): about C times the cost per step of one shared set, and C M basis
+M inducing inputs, ``inducing_inputs`` (C, M, D), and its own factorisation (the
+per-output functions of ``ppgpc.sparse``, one class after another, each with its own noise
+column): about C times the cost per step of one shared set, and C M basis
 functions in all. On letter (C = 26, M = 200) with learned class noise scales and 100 Adam
 steps that gave 0.975 / 0.077 / 0.004 test accuracy / NLL / ECE (the paper: 0.96 / 0.12 /
 0.04; one shared set by L-BFGS without the scales: 0.946 / 0.169).
@@ -428,23 +429,35 @@ def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.Sp
         kernel, params, base.X, resid.T[:, :, None], Z, noise_var(base, hypers).T)
 
 
-def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
-    """Predictive under q(u) at Xs: mean (n, C), variance (n, C) (noise as in ``predict``)."""
+def _sparse_latent(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
+    """The latent's predictive under q(u) at Xs (n, D), class means included and no
+    pseudo-observation noise: mean (n, C), variance (n, C)."""
     params, axis = _class_params(data.base, hypers)
-    if _per_class(posterior.Z):
+    if _per_class(hypers["inducing_inputs"]):
         mean, var = sparse.predict_per_output(kernel, params, posterior, Xs,
                                               params_per_output=axis == 0)
     else:
         mean, var = jax.vmap(sparse.predict, in_axes=(None, axis, 0, None))(
             kernel, params, posterior, Xs)                               # (C, n, 1), (C, n)
         mean, var = mean[:, :, 0].T, var.T
-    return _finish_prediction(data.base, hypers, mean + hypers["mean"][None, :], var)
+    return mean + hypers["mean"][None, :], var
+
+
+def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
+    """Predictive under q(u) at Xs: mean (n, C), variance (n, C) (noise as in ``predict``)."""
+    return _finish_prediction(data.base, hypers,
+                              *_sparse_latent(data, kernel, hypers, posterior, Xs))
 
 
 def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, posterior):
-    """With per-class inducing inputs (C, M, D): class c's latent predictive marginals at its
-    own Z_c under q(u_c), mean (M, C) and variance (M, C), without pseudo-observation noise
-    (the ArviZ export draws ``u`` from them: ``extras["inducing_predictive"]``)."""
+    """Each class's latent predictive marginals at its inducing inputs under q(u_c): at the
+    shared Z (M, D), or with per-class inducing inputs (C, M, D) class c's at its own Z_c.
+    Mean (M, C) and variance (M, C), without pseudo-observation noise whatever
+    ``predict_from`` says: ``u`` is the latent (the ArviZ export draws it from these,
+    ``extras["inducing_predictive"]``)."""
+    Z = hypers["inducing_inputs"]
+    if not _per_class(Z):
+        return _sparse_latent(data, kernel, hypers, posterior, Z)
     params, axis = _class_params(data.base, hypers)
     mean, var = sparse.predict_at_own_inputs(kernel, params, posterior,
                                              params_per_output=axis == 0)
@@ -456,7 +469,7 @@ def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, post
     """(S, N, C) draws of f at the training inputs under q (``ppgpc.sparse.sample_at``)."""
     C = data.base.targets.shape[1]
     params, axis = _class_params(data.base, hypers)
-    if _per_class(posterior.Z):
+    if _per_class(hypers["inducing_inputs"]):
         return sparse.sample_at_per_output(key, kernel, params, posterior, data.X, num_samples,
                                            params_per_output=axis == 0) + hypers["mean"]
 

@@ -337,10 +337,13 @@ def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs)
 
 
 def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, posterior):
-    """With per-coordinate inducing inputs (C-1, M, D): coordinate l's predictive marginals
-    at its own Z_l under q(u_l), mean (M, C-1) and variance (M, C-1); the ArviZ export draws
-    ``u`` from them (``extras["inducing_predictive"]``)."""
-    return sparse.predict_at_own_inputs(kernel, _kernel_params(hypers), posterior)
+    """Each coordinate's latent predictive marginals at its inducing inputs under q(u): at
+    the shared Z (M, D), or with per-coordinate inducing inputs (C-1, M, D) coordinate l's at
+    its own Z_l. Mean (M, C-1) and variance (M, C-1); the ArviZ export draws ``u`` from them
+    (``extras["inducing_predictive"]``)."""
+    if _per_output(posterior.Z):
+        return sparse.predict_at_own_inputs(kernel, _kernel_params(hypers), posterior)
+    return sparse_predict(data, kernel, hypers, posterior, posterior.Z)
 
 
 def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,

@@ -415,3 +415,32 @@ def test_sparse_gpd_with_inducing_inputs_per_class_fits_and_predicts(tmp_path):
     np.testing.assert_array_equal(back.predict_proba(X), clf.predict_proba(X))
     with pytest.raises(ValueError, match="applies to inference='collapsed'"):
         DirichletGPClassifier(alpha_eps=0.05, shared_inducing=False).fit(X, y)
+
+
+@pytest.mark.parametrize("shared_inducing", [True, False])
+def test_sparse_gpd_arviz_u_is_the_latent_without_pseudo_observation_noise(shared_inducing):
+    """With ``predict_from="noisy"`` the predictive adds each class's pseudo-observation
+    noise, but the ArviZ ``u`` is the latent at the inducing inputs: over 400 draws its mean
+    and variance match the noiseless predictive there (mean within 5 Monte Carlo s.e.,
+    variance ratio within 5 s.d. of the sample variance, sqrt(2 / (S - 1))), and its variance
+    is well below the noisy one."""
+    X, y = toy_problem(40, 3, seed=6)
+    S = 400
+    result = fit("dirichlet_gp_sparse", X, y, method="exact", num_draws=S,
+                 model_options={"alpha_eps": 0.05, "num_inducing": 6, "seed": 2,
+                                "predict_from": "noisy", "shared_inducing": shared_inducing})
+    hypers = result._hyper_draw(0, 0)
+    q = result.spec.condition(result.data, result.kernel, hypers)
+    mean, var = result.spec.extras["inducing_predictive"](result.data, result.kernel, hypers, q)
+    Z = np.asarray(hypers["inducing_inputs"])
+    own = [Z if shared_inducing else Z[c] for c in range(3)]
+    for c in range(3):  # the noisy predictive at the same inputs: same mean, more variance
+        m_noisy, v_noisy = result.spec.predict(result.data, result.kernel, hypers, q, own[c])
+        np.testing.assert_allclose(mean[:, c], m_noisy[:, c], rtol=1e-9)
+        assert np.all(v_noisy[:, c] > var[:, c] + 0.5)
+    u = result.to_inference_data().posterior["u"].values                     # (1, S, M, C)
+    assert u.shape == (1, S, 6, 3)
+    se = np.sqrt(np.asarray(var) / S)
+    assert np.all(np.abs(u[0].mean(0) - mean) < 5 * se)
+    ratio = u[0].var(0, ddof=1) / np.asarray(var)
+    assert np.all(np.abs(ratio - 1.0) < 5 * np.sqrt(2.0 / (S - 1)))

@@ -104,8 +104,8 @@ def training_latent(result) -> jax.Array:
 
 
 def _own_inducing_draws(result, chains: int, draws: int, key):
-    """(chain, draw, M, L) marginal draws of each latent at its own inducing inputs for a
-    point-hyperparameter collapsed fit (``spec.extras["inducing_predictive"]``)."""
+    """(chain, draw, M, L) marginal draws of each latent at its inducing inputs (shared, or
+    its own) for a point-hyperparameter collapsed fit (``spec.extras["inducing_predictive"]``)."""
     hypers = result._hyper_draw(0, 0)
     q = result.spec.condition(result.data, result.kernel, hypers)
     mean, var = result.spec.extras["inducing_predictive"](result.data, result.kernel, hypers, q)
@@ -132,10 +132,11 @@ def _posterior_group(result, chains: int, draws: int, key):
         if var_dims is not None:
             dims[name] = var_dims
     Z = result.hypers.get("inducing_inputs")
-    if Z is not None and np.ndim(Z) == 5 and getattr(result, "inducing", None) is None:
-        # a collapsed fit with inducing inputs per latent (Collapsed-ILR,
-        # shared_inducing=False): u_c is latent c's draw at its own Z_c, from the model's
-        # predictive at each latent's own inputs (marginal, as for the shared layout below)
+    if (Z is not None and getattr(result, "inducing", None) is None and result.point_hypers
+            and "inducing_predictive" in result.spec.extras):
+        # a collapsed fit (Collapsed-ILR, sparse GPD): u_c is latent c's marginal draw at its
+        # inducing inputs (its own Z_c with shared_inducing=False) from the model's latent
+        # predictive there, never with pseudo-observation noise (GPD's predict_from="noisy")
         posterior["u"] = np.asarray(_own_inducing_draws(result, chains, draws, key))
         dims["u"] = ["inducing", "latent"]
     elif Z is not None and np.ndim(Z) == 5:

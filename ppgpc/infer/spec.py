@@ -123,8 +123,9 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
         functions: the model module's namespace, holding ``sparse_<field>`` for each field
             in ``SPARSE_FIELDS``, and optionally ``sparse_inducing_predictive(data, kernel,
             hypers, posterior) -> (mean, var)``, each (M, L): latent l's predictive at its
-            own inducing inputs when they differ between latents (``extras
-            ["inducing_predictive"]``, used by the ArviZ export for ``u``).
+            inducing inputs (the shared ones, or its own when they differ between
+            latents), without observation noise (``extras["inducing_predictive"]``, used
+            by the ArviZ export for ``u``).
     """
     extras = {"excluded_methods": ("nuts",)}
     if "sparse_inducing_predictive" in functions:
