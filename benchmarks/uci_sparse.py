@@ -63,7 +63,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["letter", "magic", "htru2", "eeg"])
     parser.add_argument("--models", nargs="+", default=list(SPARSE_CLASSIFIERS))
-    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--seeds", type=int, default=1, help="how many seeded splits")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the first split's seed (seeds first..first+seeds-1), to run the "
+                             "seeds of one table as separate jobs")
     parser.add_argument("--num-inducing", type=int, default=200)
     parser.add_argument("--max-train", type=int, default=None,
                         help="subsample the training points (quick runs)")
@@ -110,8 +113,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     scaling = {"standardize": args.standardize}
 
+    last_seed = args.first_seed + args.seeds - 1
     print(f"{args.num_inducing} inducing points; max_train={args.max_train}; seeds "
-          f"0..{args.seeds - 1}; inputs scaled by {args.standardize}; paper smoothing values; "
+          f"{args.first_seed}..{last_seed}; inputs scaled by {args.standardize}; "
+          f"paper smoothing values; "
           f"type-II ML (collapsed models): {_hyper_optimizer(args)}; learned noise scale "
           f"(collapsed models): {args.learn_noise_scale}; per-latent kernels and inducing "
           f"inputs (SVI models; collapsed models: inducing inputs): {args.per_latent}; "
@@ -136,7 +141,7 @@ def main(argv=None) -> int:
                     options["shared_inducing"] = False
             runs = [run_split(dataset, model, seed, max_train=args.max_train, **scaling,
                               **options)
-                    for seed in range(args.seeds)]
+                    for seed in range(args.first_seed, args.first_seed + args.seeds)]
             n_train = runs[0].estimator.result_.data.X.shape[0]
             if args.save_dir is not None:
                 for run in runs:
