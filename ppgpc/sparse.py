@@ -27,8 +27,8 @@ single-output bounds, each with its own factorisation, F = sum_l F_l(y_l, Z_l). 
 may also have its own noise column (GPD's class noise, times a learned scale) and its own
 kernel parameters (a leading output axis, ``params_per_output=True``). The outputs are
 still independent given the kernel, so this is the same model with L x M inducing inputs
-in all, at L times the cost. The L factorisations run one after another (``lax.map``); the bound's gradient
-keeps each one's (M, N) projections, so its memory grows as L M N.
+in all, at L times the cost. The L factorisations run one after another (``lax.map``);
+the bound's gradient keeps each one's (M, N) projections, so its memory grows as L M N.
 """
 
 from __future__ import annotations
