@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ppgpc import metrics
-from ppgpc.datasets import DATASETS, load, paper_split
+from ppgpc.experiments import benchmark_split
 from ppgpc.persistence import load as load_estimator
 
 _NAME = re.compile(r"^(?P<dataset>[a-z0-9]+)_(?P<model>.+)_seed(?P<seed>\d+)$")
@@ -37,9 +37,8 @@ def _test_split(path: Path):
     if match is None:
         raise ValueError(f"{path.name!r} is not a uci_sparse.py --save-dir folder name "
                          "(<dataset>_<model>_seed<k>)")
-    dataset, seed = match["dataset"], int(match["seed"])
-    X, y = load(dataset)
-    split = paper_split(X, y, seed=seed, n_test=DATASETS[dataset].paper_n_test)
+    dataset = match["dataset"]
+    split = benchmark_split(dataset, int(match["seed"]))
     return dataset, match["model"], split.X_test, split.y_test
 
 

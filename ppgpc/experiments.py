@@ -38,6 +38,7 @@ __all__ = [
     "EXACT_PROTOCOL",
     "SVI_SPARSE_MODELS",
     "RunResult",
+    "benchmark_split",
     "run_split",
     "summarize",
     "format_cell",
@@ -186,6 +187,15 @@ class RunResult(NamedTuple):
     estimator: object
 
 
+def benchmark_split(dataset: str, seed: int, *, data_dir=None, n_test: int | None = None):
+    """The seeded, stratified ``paper_split`` of ``dataset`` that ``run_split`` scores on
+    (``n_test`` defaults to the paper's test size), so that a saved fit can be re-scored on
+    the same test points."""
+    X, y = load(dataset, data_dir)
+    n_test = DATASETS[dataset].paper_n_test if n_test is None else n_test
+    return paper_split(X, y, seed=seed, n_test=n_test)
+
+
 def run_split(dataset: str, model: str, seed: int, *, data_dir=None, n_test: int | None = None,
               max_train: int | None = None, **options) -> RunResult:
     """Fit ``model`` on one seeded split of ``dataset`` and score it on the test points.
@@ -201,9 +211,7 @@ def run_split(dataset: str, model: str, seed: int, *, data_dir=None, n_test: int
     registry = {**EXACT_CLASSIFIERS, **SPARSE_CLASSIFIERS}
     if model not in registry:
         raise ValueError(f"unknown model {model!r}; known: {list(registry)}")
-    X, y = load(dataset, data_dir)
-    n_test = DATASETS[dataset].paper_n_test if n_test is None else n_test
-    split = paper_split(X, y, seed=seed, n_test=n_test)
+    split = benchmark_split(dataset, seed, data_dir=data_dir, n_test=n_test)
     X_fit = np.concatenate([split.X_train, split.X_val])
     y_fit = np.concatenate([split.y_train, split.y_val])
     if max_train is not None and X_fit.shape[0] > max_train:
