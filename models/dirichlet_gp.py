@@ -467,11 +467,11 @@ def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, po
 def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
                         num_samples: int):
     """(S, N, C) draws of f at the training inputs under q (``ppgpc.sparse.sample_at``)."""
-    C = data.base.targets.shape[1]
     params, axis = _class_params(data.base, hypers)
     if _per_class(hypers["inducing_inputs"]):
         return sparse.sample_at_per_output(key, kernel, params, posterior, data.X, num_samples,
                                            params_per_output=axis == 0) + hypers["mean"]
+    C = data.base.targets.shape[1]
 
     def one(k, params, post):
         return sparse.sample_at(k, kernel, params, post, data.X, num_samples)[..., 0]
