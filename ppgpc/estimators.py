@@ -725,6 +725,16 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             (``benchmarks/uci_sparse.py --natural-gradient``). Refused steps (an
             indefinite precision) are counted in ``result_.info
             ["natural_gradient_refused"]`` and warned of.
+        validation_fraction: None (default: fit on all the data, keep the last iterate), or a
+            fraction in (0, 0.5]: a stratified, seeded share of the training points is held
+            out, SVI fits on the rest, scores the held-out NLL after every ``window`` steps
+            and keeps the iterate with the lowest one (the ILR paper selects its SVI settings
+            by validation NLL). The trace is in ``result_.info["validation_nll"]`` (at the
+            steps ``info["validation_steps"]``), with ``best_step`` and
+            ``best_validation_nll``. ``inference_options={"validation_patience": k}`` also
+            stops after k windows without a new best, and ``{"restore_best": False}`` keeps
+            the last iterate while still recording the trace. The standardisation uses all
+            the training points.
         progress_bar: show the SVI (or NUTS) progress bar.
         kernel, standardize, seed: as for ``ILRGPClassifier``.
         max_exact_points: size limit for ``inference="nuts"`` (SVI has none).
@@ -752,6 +762,7 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
                  shared_inducing: bool = True, kernel="rbf-ard", inference: str = "svi",
                  max_iter: int = 5000, learning_rate: float = 0.01,
                  natural_gradient: float | None = None,
+                 validation_fraction: float | None = None,
                  progress_bar: bool = False, standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
                  inference_options: dict | None = None):
@@ -774,6 +785,9 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         # inference_options belong to the chosen method: with inference="nuts" they are NUTS
         # options, and the preliminary SVI fit (for the hyperparameters) must not get them
         given = self._given_options() if self.inference == "svi" else {}
+        X, y, held_out = self._hold_out_validation(X, y, given)
+        if held_out is not None:
+            options = {**options, "validation_data": held_out}
         opts = {"batch_size": self.batch_size, "max_iter": self.max_iter,
                 "learning_rate": self.learning_rate,
                 "natural_gradient": self.natural_gradient, "progress_bar": self.progress_bar,
@@ -786,6 +800,25 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
                                                "shared_kernel": self.shared_kernel,
                                                "shared_inducing": self.shared_inducing},
                                 max_exact_points=None, options=opts)
+
+    def _hold_out_validation(self, X, y, given: dict):
+        """(X_fit, y_fit, (X_val, y_val) or None): the stratified, seeded hold-out of
+        ``validation_fraction`` (``train_validation_split``)."""
+        fraction = self.validation_fraction
+        if fraction is None:
+            return X, y, None
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
+                or not 0 < fraction <= 0.5:
+            raise ValueError("validation_fraction must be None or a fraction in (0, 0.5], "
+                             f"got {fraction!r}")
+        if given.get("validation_data") is not None:
+            raise ValueError("give validation_fraction or inference_options['validation_data'],"
+                             " not both")
+        split = train_validation_split(X, y, seed=self.seed, val_fraction=float(fraction))
+        if split.X_train.shape[0] < 2:
+            raise ValueError(f"validation_fraction={fraction} leaves {split.X_train.shape[0]} "
+                             "training point(s); use a smaller fraction or None")
+        return split.X_train, split.y_train, (split.X_val, split.y_val)
 
     def _ell_estimator(self) -> str:
         """The ``ell_estimator`` given, else ``"price"`` under natural gradients (which need

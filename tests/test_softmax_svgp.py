@@ -534,3 +534,142 @@ def test_price_estimator_needs_no_change_to_the_elbo_value(softmax_case):
     a = _elbo_draws(_with_estimator(data, "marginal"), params, 10, 50)
     b = _elbo_draws(_with_estimator(data, "price"), params, 10, 50)
     np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-10)
+
+
+# ------------------------------------------------------------- the validation monitor
+@pytest.mark.parametrize("case", ["softmax_case", "binary_case"])
+def test_validation_log_predictive_matches_the_fitted_predictive(case, request):
+    """``validation_log_predictive`` (draws from q's marginal at each point) estimates the
+    same p(y_i | x_i) as the classifier's predictive (joint draws of v, then the SVGP
+    conditional): the per-draw probabilities of one point have the same law under both, so
+    their means agree within 4.5 standard errors of the difference, sd * sqrt(2 / S), with
+    sd the per-draw spread of the reference draws. Softmax link (C = 3, non-identity W) and
+    inverse-ILR link (C = 2)."""
+    data, params = request.getfixturevalue(case)
+    S = 40000
+    gen = np.random.default_rng(5)
+    Xv = jnp.asarray(gen.normal(size=(12, 2)))
+    yv = jnp.asarray(gen.integers(0, data.num_classes, 12))
+    log_p = svgp.validation_log_predictive(jax.random.PRNGKey(0), params, data, KERNEL, Xv, yv,
+                                           num_draws=S)
+    assert log_p.shape == (12,)
+    k_v, k_f = jax.random.split(jax.random.PRNGKey(1))
+    m, R = params["q_mean"], params["q_scale_tril"]
+    v = m[None] + jnp.einsum("lij,slj->sli", R, jax.random.normal(k_v, (S,) + m.shape))
+    hypers = {k: params[k] for k in ("kernel_variance", "kernel_lengthscale",
+                                     "inducing_inputs", "mixing")}
+    eps = jax.random.normal(k_f, (S, 12, data.num_latent))
+    mixed = svgp.inducing_latent(data, KERNEL, hypers, jnp.swapaxes(v, -1, -2), Xv, eps)
+    log_link = svgp._LOG_LINKS[data.link]
+    p_draws = np.exp(np.asarray(log_link(mixed)))[:, np.arange(12), np.asarray(yv)]  # (S, n)
+    reference = p_draws.mean(0)
+    se = p_draws.std(0, ddof=1) * np.sqrt(2.0 / S)
+    assert np.all(np.abs(np.exp(np.asarray(log_p)) - reference) < 4.5 * se + 1e-12), (
+        np.exp(np.asarray(log_p)), reference, se)
+
+
+def test_validation_log_predictive_chunks_equal_one_pass(softmax_case, monkeypatch):
+    """Scoring in chunks (the last one padded) gives the values of a single chunk: the
+    padding rows are dropped, and each chunk's draws are its own."""
+    data, params = softmax_case
+    gen = np.random.default_rng(6)
+    Xv, yv = gen.normal(size=(10, 2)), gen.integers(0, 3, 10)
+    key = jax.random.PRNGKey(2)
+    whole = np.asarray(svgp.validation_log_predictive(key, params, data, KERNEL, Xv, yv, 20000))
+    monkeypatch.setattr(svgp, "VALIDATION_CHUNK", 4)
+    chunked = np.asarray(svgp.validation_log_predictive(key, params, data, KERNEL, Xv, yv, 20000))
+    assert chunked.shape == (10,)
+    # different draws per chunk: agreement to Monte Carlo error (relative s.e. of a mean of
+    # 20000 probabilities of spread < their mean is < 1%; 5% is > 5 s.e.)
+    assert np.allclose(np.exp(chunked), np.exp(whole), rtol=0.05)
+    assert not np.array_equal(chunked, whole)
+
+
+def _svi_with_validation(X, y, Xv, yv, *, max_iter, **options):
+    return fit("softmax_svgp", X, y, method="svi", num_classes=3, kernel=KERNEL,
+               model_options={"num_inducing": 8, "seed": 1}, seed=3, max_iter=max_iter,
+               batch_size=30, learning_rate=0.05, schedule="constant", tol=None,
+               window=50, num_draws=16, progress_bar=False, validation_data=(Xv, yv),
+               **options)
+
+
+@pytest.fixture(scope="module")
+def adversarial_validation():
+    """Blobs, and validation points whose labels are shifted by one class: the better the
+    fit, the worse their NLL, so the best iterate is an early one."""
+    X, y = toy_problem(90, 3, seed=2)
+    Xv, yv = toy_problem(30, 3, seed=7)
+    return X, y, Xv, (yv + 1) % 3
+
+
+def test_restore_best_returns_the_iterate_of_lowest_validation_nll(adversarial_validation):
+    """With a constant learning rate, a run stopped at ``best_step`` follows the same path
+    (same keys), so the restored result equals it bit for bit: the same hyperparameters
+    and the same draws of q(v)."""
+    X, y, Xv, yv = adversarial_validation
+    full = _svi_with_validation(X, y, Xv, yv, max_iter=400)
+    info = full.info
+    trace = np.asarray(info["validation_nll"])
+    assert info["validation_steps"] == list(range(50, 401, 50))
+    assert info["best_step"] == info["validation_steps"][int(np.argmin(trace))]
+    assert info["best_validation_nll"] == trace.min()
+    assert info["restored_best"] and info["best_step"] < 400
+    assert trace[-1] > trace.min() + 0.1
+    short = _svi_with_validation(X, y, Xv, yv, max_iter=info["best_step"])
+    for name in full.hypers:
+        np.testing.assert_array_equal(full.hypers[name], short.hypers[name])
+    np.testing.assert_array_equal(full.inducing, short.inducing)
+    assert full.sample_stats["elbo"].shape == (1, 400)  # the trace covers the whole run
+    last = _svi_with_validation(X, y, Xv, yv, max_iter=400, restore_best=False)
+    assert not last.info["restored_best"]
+    assert not np.array_equal(last.inducing, full.inducing)
+    assert last.info["validation_nll"] == info["validation_nll"]
+
+
+def test_validation_patience_stops_the_run(adversarial_validation):
+    X, y, Xv, yv = adversarial_validation
+    result = _svi_with_validation(X, y, Xv, yv, max_iter=2000, validation_patience=2)
+    info = result.info
+    assert info["stopped_on"] == "validation"
+    assert info["svi_steps"] == info["best_step"] + 2 * 50 < 2000
+    assert result.sample_stats["elbo"].shape == (1, info["svi_steps"])
+
+
+def test_bad_validation_data_raises_clear_errors(adversarial_validation):
+    X, y, Xv, yv = adversarial_validation
+    cases = [((Xv[:, :1], yv), r"shape \(n, 2\)"),
+             ((np.where(np.arange(60).reshape(30, 2) == 3, np.nan, Xv), yv), "NaN"),
+             ((Xv, yv[:-1]), r"shape \(30,\)"),
+             ((Xv, yv + 3), r"0\.\.2"),
+             ((Xv, yv.astype(float)), "integer"),
+             (Xv, "pair")]
+    for validation_data, message in cases:
+        with pytest.raises(ValueError, match=message):
+            fit("softmax_svgp", X, y, method="svi", num_classes=3, kernel=KERNEL,
+                model_options={"num_inducing": 8}, max_iter=10, progress_bar=False,
+                validation_data=validation_data)
+    spec = dataclasses.replace(svgp.SPEC, extras={
+        k: v for k, v in svgp.SPEC.extras.items() if k != "svi_validation_log_predictive"})
+    with pytest.raises(ValueError, match="no held-out predictive"):
+        fit(spec, X, y, method="svi", num_classes=3, kernel=KERNEL,
+            model_options={"num_inducing": 8}, max_iter=10, progress_bar=False,
+            validation_data=(Xv, yv))
+
+
+def test_estimator_validation_fraction_holds_out_a_stratified_share():
+    X, y = toy_problem(90, 3, seed=2)
+    clf = SoftmaxSVGPClassifier(num_inducing=8, batch_size=30, max_iter=200, seed=1,
+                                validation_fraction=0.2,
+                                inference_options={"num_draws": 16, "tol": None})
+    clf.fit(X, y)
+    info = clf.result_.info
+    assert info["validation_size"] == 18
+    assert clf.result_.data.X.shape[0] == 72
+    assert np.bincount(np.asarray(clf.result_.data.y)).tolist() == [24, 24, 24]
+    assert len(info["validation_nll"]) == 2 and info["best_validation_nll"] < np.log(3)
+    for bad in (0.0, 0.6, True, "0.1"):
+        with pytest.raises(ValueError, match="validation_fraction"):
+            SoftmaxSVGPClassifier(num_inducing=8, validation_fraction=bad).fit(X, y)
+    with pytest.raises(ValueError, match="not both"):
+        SoftmaxSVGPClassifier(num_inducing=8, validation_fraction=0.2,
+                              inference_options={"validation_data": (X, y)}).fit(X, y)

@@ -323,7 +323,8 @@ def fit(
             ``max_tree_depth``, ``dense_mass``, ``progress_bar``. svi (``ppgpc.infer.svi``):
             ``batch_size``, ``max_iter``, ``learning_rate``, ``optimizer``, ``schedule``,
             ``warmup_steps``, ``num_particles``, ``tol``, ``patience``, ``window``,
-            ``num_draws``, ``progress_bar``.
+            ``num_draws``, ``progress_bar``, ``natural_gradient``, ``validation_data``,
+            ``validation_draws``, ``restore_best``, ``validation_patience``.
 
     Returns:
         A ``FitResult`` that predicts class probabilities and exports to ArviZ.

@@ -22,6 +22,16 @@ the mean ELBO estimate of the window is compared with the previous one, and the 
 when the relative change stays below ``tol`` for ``patience`` windows in a row, or after
 ``max_iter`` steps (rounded up to a whole number of windows). A tqdm progress bar shows the running ELBO.
 
+Validation monitor (option ``validation_data=(X_val, y_val)``, held-out inputs scaled as the
+training inputs and integer labels): after each window the held-out NLL of the current
+parameters, -mean_i log p(y_i | x_i), is scored by the spec's
+``extras["svi_validation_log_predictive"]`` (``validation_draws`` draws per point, the same
+key every time, so that iterates are compared on common draws). With ``restore_best`` (the
+default) the result is built from the iterate of lowest validation NLL, the way the ILR paper
+selects its SVI settings; with ``validation_patience=k`` the run also stops after k windows
+without a new best. The held-out NLL trace is kept in ``info["validation_nll"]`` (one value
+per window, at the steps in ``info["validation_steps"]``).
+
 The result keeps the per-step ELBO estimates as ``sample_stats["elbo"]`` (1, steps) and in
 ``info``: the last window's mean ELBO, steps, convergence, batch size, seconds per epoch
 (an epoch is N / B steps, timed after the first, compiling, window).
@@ -63,6 +73,10 @@ SVI_OPTIONS = {
     "num_draws": 500,
     "progress_bar": True,
     "natural_gradient": None,
+    "validation_data": None,
+    "validation_draws": 64,
+    "restore_best": True,
+    "validation_patience": None,
 }
 
 _OPTIMIZERS = {"adam": optax.adam, "adamw": optax.adamw, "sgd": optax.sgd}
@@ -174,7 +188,43 @@ def _check_options(opts: dict, N: int) -> dict:
         out["natural_gradient"] = float(gamma)
     if out["tol"] is not None and not out["tol"] >= 0:
         raise ValueError(f"svi option tol must be >= 0 or None, got {out['tol']!r}")
+    out["validation_draws"] = positive_int("validation_draws")
+    if out["validation_patience"] is not None:
+        out["validation_patience"] = positive_int("validation_patience")
     return out
+
+
+def _check_validation_data(spec, data, validation_data):
+    """``validation_data`` as float64 inputs (n, D) and int32 labels (n,), with errors that
+    name the problem (shape, NaN, labels outside 0..C-1, a model without a monitor)."""
+    score = spec.extras.get("svi_validation_log_predictive")
+    if score is None:
+        raise ValueError(f"model {spec.name!r} has no held-out predictive "
+                         "(extras['svi_validation_log_predictive']); validation_data applies "
+                         "to the sparse variational GP classifiers")
+    try:
+        X_val, y_val = validation_data
+    except (TypeError, ValueError):
+        raise ValueError("svi option validation_data must be a pair (X_val, y_val), got "
+                         f"{type(validation_data).__name__}") from None
+    X_val, y_val = np.asarray(X_val, dtype=np.float64), np.asarray(y_val)
+    D = data.X.shape[1]
+    if X_val.ndim != 2 or X_val.shape[1] != D or X_val.shape[0] < 1:
+        raise ValueError(f"validation inputs must have shape (n, {D}) with n >= 1 (the "
+                         f"training inputs have D = {D}), got {X_val.shape}")
+    if not np.all(np.isfinite(X_val)):
+        raise ValueError("validation inputs contain NaN or infinite values")
+    if y_val.shape != (X_val.shape[0],):
+        raise ValueError(f"validation labels must have shape ({X_val.shape[0]},) to match the "
+                         f"validation inputs, got {y_val.shape}")
+    if not np.issubdtype(y_val.dtype, np.integer):
+        raise ValueError("validation labels must be integer class indices 0..C-1, got dtype "
+                         f"{y_val.dtype}")
+    C = getattr(data, "num_classes", None)
+    if C is not None and (y_val.min() < 0 or y_val.max() >= C):
+        raise ValueError(f"validation labels must lie in 0..{C - 1} (C = {C} classes), got "
+                         f"{int(y_val.min())}..{int(y_val.max())}")
+    return score, jnp.asarray(X_val), jnp.asarray(y_val, dtype=jnp.int32)
 
 
 def _progress(enabled: bool, total: int):
@@ -211,7 +261,10 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     optim = optax_to_numpyro(optimizer)
     svi = SVI(spec.extras["svi_model"], spec.extras["svi_guide"], optim,
               TraceMeanField_ELBO(num_particles=opts["num_particles"]))
-    k_init, k_draws = jax.random.split(key)
+    k_init, k_draws, k_val = jax.random.split(key, 3)
+    monitor = None
+    if opts["validation_data"] is not None:
+        monitor = _check_validation_data(spec, data, opts["validation_data"])
     state = jax.jit(lambda k: svi.init(k, data, kernel, B))(k_init)  # eager init is slow
 
     @jax.jit
@@ -225,6 +278,7 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     bar = _progress(bool(opts["progress_bar"]), max_iter)
     trace, means, calm, converged = [], [], 0, False
     steps, timed_steps, timed_seconds = 0, 0, 0.0
+    val_nll, val_steps, best, stale, stopped_on = [], [], None, 0, "max_iter"
     try:
         while steps < max_iter:
             start = time.perf_counter()
@@ -240,19 +294,43 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
                     f"the learning_rate (now {opts['learning_rate']}) or check the inputs' scale")
             trace.append(elbos)
             means.append(float(elbos.mean()))
+            postfix = {"elbo": f"{means[-1]:.4g}"}
+            if monitor is not None:
+                score, X_val, y_val = monitor
+                current = svi.get_params(state)
+                nll = -float(jnp.mean(score(k_val, current, data, kernel, X_val, y_val,
+                                            opts["validation_draws"])))
+                nll = nll if np.isfinite(nll) else float("inf")
+                val_nll.append(nll)
+                val_steps.append(steps)
+                postfix["val_nll"] = f"{nll:.4g}"
+                if best is None or nll < best[0]:
+                    best, stale = (nll, steps, current), 0
+                else:
+                    stale += 1
             if bar is not None:
                 bar.update(window)
-                bar.set_postfix(elbo=f"{means[-1]:.4g}")
+                bar.set_postfix(postfix)
+            if monitor is not None and opts["validation_patience"] is not None \
+                    and stale >= opts["validation_patience"]:
+                stopped_on = "validation"
+                break
             if opts["tol"] is not None and len(means) > 1:
                 change = abs(means[-1] - means[-2]) / max(abs(means[-1]), 1.0)
                 calm = calm + 1 if change < opts["tol"] else 0
                 if calm >= opts["patience"]:
-                    converged = True
+                    converged, stopped_on = True, "elbo"
                     break
     finally:
         if bar is not None:
             bar.close()
     params = svi.get_params(state)
+    restored = monitor is not None and bool(opts["restore_best"]) and best[1] != steps
+    if monitor is not None and not np.isfinite(best[0]):
+        raise FloatingPointError("the validation NLL was non-finite at every window; check "
+                                 "the validation inputs' scale")
+    if restored:
+        params = best[2]
     refused = _natural_gradient_refusals(state)
     out = spec.extras["svi_result"](k_draws, params, data, kernel, opts["num_draws"])
     for name in ("inducing", "latent"):
@@ -265,7 +343,13 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     per_step = timed_seconds / timed_steps if timed_steps else float("nan")
     info = {"hyperparameters": "SVI ELBO (type-II ML)", "elbo": means[-1],
             "svi_steps": int(steps), "svi_converged": bool(converged), "batch_size": int(B),
-            "seconds_per_step": per_step, "seconds_per_epoch": per_step * N / B}
+            "seconds_per_step": per_step, "seconds_per_epoch": per_step * N / B,
+            "stopped_on": stopped_on}
+    if monitor is not None:
+        info.update(validation_nll=val_nll, validation_steps=val_steps,
+                    best_validation_nll=best[0], best_step=int(best[1]),
+                    best_window_elbo=means[val_steps.index(best[1])],
+                    restored_best=restored, validation_size=int(monitor[1].shape[0]))
     if opts["natural_gradient"] is not None:
         info["natural_gradient"] = opts["natural_gradient"]
         info["natural_gradient_refused"] = refused
