@@ -30,7 +30,10 @@ key every time, so that iterates are compared on common draws). With ``restore_b
 default) the result is built from the iterate of lowest validation NLL, the way the ILR paper
 selects its SVI settings; with ``validation_patience=k`` the run also stops after k windows
 without a new best. The held-out NLL trace is kept in ``info["validation_nll"]`` (one value
-per window, at the steps in ``info["validation_steps"]``).
+per window, at the steps in ``info["validation_steps"]``), with ``best_step``,
+``best_validation_nll``, that window's mean ELBO ``best_window_elbo``, ``restored_best``
+(False when the last iterate was the best) and ``stopped_on`` (``"max_iter"``, ``"elbo"`` or
+``"validation"``); ``info["elbo"]`` stays the last window's.
 
 The result keeps the per-step ELBO estimates as ``sample_stats["elbo"]`` (1, steps) and in
 ``info``: the last window's mean ELBO, steps, convergence, batch size, seconds per epoch
@@ -261,7 +264,8 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     optim = optax_to_numpyro(optimizer)
     svi = SVI(spec.extras["svi_model"], spec.extras["svi_guide"], optim,
               TraceMeanField_ELBO(num_particles=opts["num_particles"]))
-    k_init, k_draws, k_val = jax.random.split(key, 3)
+    k_init, k_draws = jax.random.split(key)
+    k_val = jax.random.fold_in(key, 1)  # apart, so that runs without a monitor keep their keys
     monitor = None
     if opts["validation_data"] is not None:
         monitor = _check_validation_data(spec, data, opts["validation_data"])
