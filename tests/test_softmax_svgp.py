@@ -626,6 +626,36 @@ def test_restore_best_returns_the_iterate_of_lowest_validation_nll(adversarial_v
     assert last.info["validation_nll"] == info["validation_nll"]
 
 
+def test_the_monitor_only_observes(adversarial_validation):
+    """A monitored run that keeps its last iterate is the unmonitored run: scoring the
+    held-out points uses a key of its own and leaves the optimiser's state and keys alone,
+    so adding ``validation_data`` changes neither the hyperparameters nor the draws of q(v)."""
+    X, y, Xv, yv = adversarial_validation
+    monitored = _svi_with_validation(X, y, Xv, yv, max_iter=200, restore_best=False)
+    plain = fit("softmax_svgp", X, y, method="svi", num_classes=3, kernel=KERNEL,
+                model_options={"num_inducing": 8, "seed": 1}, seed=3, max_iter=200,
+                batch_size=30, learning_rate=0.05, schedule="constant", tol=None,
+                window=50, num_draws=16, progress_bar=False)
+    assert "validation_nll" not in plain.info and plain.info["stopped_on"] == "max_iter"
+    for name in plain.hypers:
+        np.testing.assert_array_equal(monitored.hypers[name], plain.hypers[name])
+    np.testing.assert_array_equal(monitored.inducing, plain.inducing)
+    np.testing.assert_array_equal(monitored.sample_stats["elbo"], plain.sample_stats["elbo"])
+
+
+def test_the_monitor_key_is_none_of_the_fit_keys():
+    """The held-out draws must not reuse the initialisation's or q(v)'s normals: the
+    monitor's key differs from both halves of the run key's split (``fold_in(key, 1)``
+    equals ``split(key)[1]`` under JAX's partitionable threefry)."""
+    from ppgpc.infer import svi as svi_module
+    for seed in range(5):
+        key = jax.random.PRNGKey(seed)
+        k_val = np.asarray(jax.random.key_data(jax.random.fold_in(
+            key, svi_module._VALIDATION_STREAM)))
+        for k in jax.random.split(key):
+            assert not np.any(np.asarray(jax.random.key_data(k)) == k_val)
+
+
 def test_validation_patience_stops_the_run(adversarial_validation):
     X, y, Xv, yv = adversarial_validation
     result = _svi_with_validation(X, y, Xv, yv, max_iter=2000, validation_patience=2)

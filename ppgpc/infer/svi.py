@@ -82,6 +82,9 @@ SVI_OPTIONS = {
     "validation_patience": None,
 }
 
+_VALIDATION_STREAM = 0x76616C
+"""``fold_in`` data of the validation monitor's key (not 0 or 1: see ``run_svi``)."""
+
 _OPTIMIZERS = {"adam": optax.adam, "adamw": optax.adamw, "sgd": optax.sgd}
 _SCHEDULES = ("constant", "warmup_cosine", "exponential")
 
@@ -265,7 +268,10 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     svi = SVI(spec.extras["svi_model"], spec.extras["svi_guide"], optim,
               TraceMeanField_ELBO(num_particles=opts["num_particles"]))
     k_init, k_draws = jax.random.split(key)
-    k_val = jax.random.fold_in(key, 1)  # apart, so that runs without a monitor keep their keys
+    # The monitor's key is folded in apart from the split, so runs without a monitor keep
+    # their keys. Not fold_in(key, 1): with JAX's partitionable threefry that equals
+    # split(key)[1], k_draws, and the held-out draws would reuse q(v)'s normals.
+    k_val = jax.random.fold_in(key, _VALIDATION_STREAM)
     monitor = None
     if opts["validation_data"] is not None:
         monitor = _check_validation_data(spec, data, opts["validation_data"])
