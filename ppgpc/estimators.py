@@ -734,7 +734,10 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             ``best_validation_nll``. ``inference_options={"validation_patience": k}`` also
             stops after k windows without a new best, and ``{"restore_best": False}`` keeps
             the last iterate while still recording the trace. The standardisation uses all
-            the training points.
+            the training points. It is a monitor more than a cure: on letter (per-latent
+            Uncollapsed-ILR, 10000 steps of B = 512, seeds 0 and 1) the held-out NLL kept
+            falling until steps 8400 and 8500, and fitting on 90% gave test NLLs of 0.152
+            and 0.180 against 0.141 and 0.169 on all the points.
         progress_bar: show the SVI (or NUTS) progress bar.
         kernel, standardize, seed: as for ``ILRGPClassifier``.
         max_exact_points: size limit for ``inference="nuts"`` (SVI has none).
