@@ -51,6 +51,7 @@ def _svi_options(args, dataset: str) -> dict:
             "shared_kernel": not args.per_latent, "shared_inducing": not args.per_latent,
             "natural_gradient": args.natural_gradient, "ell_estimator": args.ell_estimator,
             "validation_fraction": args.validation_fraction,
+            "kernel": args.kernel, "kernel_prior": args.kernel_prior,
             "inference_options": {"num_draws": args.num_draws, "tol": None}}
 
 
@@ -97,6 +98,14 @@ def main(argv=None) -> int:
                              "Collapsed-ILR / Sparse-GPD: M inducing inputs per ILR "
                              "coordinate / class, one Titsias bound each "
                              "(shared_inducing=False)")
+    parser.add_argument("--kernel", choices=["rbf-ard", "rbf"], default="rbf-ard",
+                        help="SVGPC / Uncollapsed-ILR: RBF with a lengthscale per input "
+                             "(default) or one shared lengthscale (GPyTorch's RBFKernel "
+                             "without ard_num_dims)")
+    parser.add_argument("--kernel-prior", action="store_true",
+                        help="SVGPC / Uncollapsed-ILR: type-II MAP of the kernel "
+                             "hyperparameters (the ELBO plus the kernel's log prior) instead "
+                             "of type-II ML")
     parser.add_argument("--standardize", choices=["zscore", "robust", "minmax"],
                         default="zscore",
                         help="input scaling: z-scores, median / IQR (for eeg, whose few "
@@ -127,7 +136,8 @@ def main(argv=None) -> int:
           f"(collapsed models): {args.learn_noise_scale}; per-latent kernels and inducing "
           f"inputs (SVI models; collapsed models: inducing inputs): {args.per_latent}; "
           f"natural-gradient step on q(u) (SVI models): {args.natural_gradient}; "
-          f"validation hold-out (SVI models): {args.validation_fraction}; 'ok' = "
+          f"validation hold-out (SVI models): {args.validation_fraction}; kernel (SVI "
+          f"models): {args.kernel}, prior: {args.kernel_prior}; 'ok' = "
           f"within one paper s.d. or better")
     print_table_header(f"{'dataset':8s} {'model':14s} {'N':>6s} {PAPER_COMPARISON_HEADER}")
     for dataset in args.datasets:

@@ -44,7 +44,11 @@ The KL is analytic,
 KL = 1/2 (|m_c|^2 + |R_c|_F^2 - M - 2 sum log|diag R_c|) (``WhitenedPrior``). Minibatches come
 from ``numpyro.plate("data", N, subsample_size=B)``, which scales the likelihood by N / B.
 Kernel hyperparameters, inducing inputs and W are ``numpyro.param`` sites (point
-estimates maximising the ELBO); inducing inputs start at k-means++ centres.
+estimates maximising the ELBO); inducing inputs start at k-means++ centres. With
+``prepare(kernel_prior=True)`` the model also adds the kernel's log prior log p(theta)
+(factor site ``kernel_log_prior``, outside the data plate, so not scaled by N / B), and SVI
+then maximises ELBO + log p(theta): type-II MAP of the kernel hyperparameters instead of
+type-II ML.
 
 Per-latent kernels and inducing inputs (``prepare(shared_kernel=False,
 shared_inducing=False)``): each latent f_c gets its own kernel hyperparameters and its own
@@ -101,6 +105,7 @@ __all__ = [
     "WhitenedPrior",
     "prepare",
     "prepare_regression",
+    "kernel_log_prior",
     "model",
     "guide",
     "svgp_conditional",
@@ -131,7 +136,8 @@ _MIN_VAR = 1e-10
                    data_fields=["X", "y", "inducing_init", "targets", "kmm_jitter",
                                 "noise_var"],
                    meta_fields=["num_classes", "link", "ell_estimator",
-                                "likelihood_samples", "shared_kernel", "shared_inducing"])
+                                "likelihood_samples", "shared_kernel", "shared_inducing",
+                                "kernel_prior"])
 @dataclasses.dataclass(frozen=True)
 class SVGPData:
     """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
@@ -162,6 +168,9 @@ class SVGPData:
     """One set of kernel hyperparameters for all latents, or one per latent."""
     shared_inducing: bool = True
     """One set of inducing inputs for all latents, or one per latent."""
+    kernel_prior: bool = False
+    """Add the kernel's log prior to the objective: type-II MAP of the kernel
+    hyperparameters instead of type-II ML (``model``)."""
 
     @property
     def num_inducing(self) -> int:
@@ -212,7 +221,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
             seed: int = 0, kmm_jitter: float = DEFAULT_KMM_JITTER,
             ell_estimator: str = "marginal",
             likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES,
-            shared_kernel: bool = True, shared_inducing: bool = True) -> SVGPData:
+            shared_kernel: bool = True, shared_inducing: bool = True,
+            kernel_prior: bool = False) -> SVGPData:
     """Data, link and k-means++ inducing inputs.
 
     Args:
@@ -232,8 +242,13 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
             k-means++ centres). ``shared_kernel=False, shared_inducing=False`` is GPyTorch's
             batch-shaped multitask SVGP (module docstring, "Per-latent kernels and inducing
             inputs").
+        kernel_prior: add the kernel's log prior (``kernel.priors``, one per latent with
+            ``shared_kernel=False``) to the objective, so that SVI finds the type-II MAP
+            kernel hyperparameters instead of the type-II ML ones (``model``).
     """
     _check_link(link)
+    if not isinstance(kernel_prior, bool):
+        raise ValueError(f"kernel_prior must be True or False, got {kernel_prior!r}")
     ell_estimator, likelihood_samples = _check_ell(ell_estimator, likelihood_samples)
     if num_classes < 2:
         raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
@@ -245,7 +260,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
     return SVGPData(X=X, y=jnp.asarray(y), num_classes=int(num_classes), link=link,
                     inducing_init=Z, kmm_jitter=float(kmm_jitter),
                     ell_estimator=ell_estimator, likelihood_samples=likelihood_samples,
-                    shared_kernel=bool(shared_kernel), shared_inducing=bool(shared_inducing))
+                    shared_kernel=bool(shared_kernel), shared_inducing=bool(shared_inducing),
+                    kernel_prior=kernel_prior)
 
 
 def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
@@ -378,6 +394,14 @@ def _params_sites(data: SVGPData, kernel):
     return params, Z
 
 
+def kernel_log_prior(data: SVGPData, kernel, params: dict):
+    """log p(theta) of the kernel hyperparameters under ``kernel.priors`` (for RBF:
+    variance ~ LogNormal(0, 1.5), lengthscales ~ LogNormal(log sqrt(D), 1), priors meant
+    for z-scored inputs), summed over the latents when each has its own kernel; a scalar."""
+    priors = kernel.priors(data.X.shape[1])
+    return sum(jnp.sum(priors[name].log_prob(value)) for name, value in params.items())
+
+
 def _resolve_batch(batch_size, N: int):
     if batch_size is None:
         return None
@@ -466,6 +490,8 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     L, M = data.num_latent, data.num_inducing
     B = _resolve_batch(batch_size, N)
     params, Z = _params_sites(data, kernel)
+    if data.kernel_prior:  # outside the data plate: not scaled by N / B
+        numpyro.factor("kernel_log_prior", kernel_log_prior(data, kernel, params))
     W = numpyro.param("mixing", jnp.eye(L))
     chol_mm = _chol_mm(data, kernel, params, Z)
     with numpyro.plate("latent", L, dim=-1):

@@ -54,6 +54,10 @@ def _assert_mean_close(draws, target):
 @pytest.fixture(scope="module")
 def binary_case():
     """C = 2 with the ILR link (L = 1): E_q[log p(y | w f)] is a 1-D Gaussian integral."""
+    return _binary_case_data()
+
+
+def _binary_case_data():
     gen = np.random.default_rng(3)
     N, M, D = 30, 5, 2
     X = gen.normal(size=(N, D))
@@ -205,6 +209,8 @@ def test_bad_options_raise_clear_errors():
         svgp.prepare(X, y, 3, ell_estimator="local")
     with pytest.raises(ValueError, match="likelihood_samples must be a positive integer"):
         svgp.prepare(X, y, 3, likelihood_samples=0)
+    with pytest.raises(ValueError, match="kernel_prior must be True or False"):
+        svgp.prepare(X, y, 3, kernel_prior="yes")
     with pytest.raises(ValueError, match="unknown ell_estimator 'local'"):
         SoftmaxSVGPClassifier(ell_estimator="local", num_inducing=5).fit(X, y)
     with pytest.raises(ValueError, match="unknown link 'probit'"):
@@ -320,6 +326,75 @@ def test_estimator_nuts_takes_hyperparameters_from_a_preliminary_svi_fit():
     assert res.method == "nuts" and res.latent.shape == (1, n, 24, 2)
     assert set(res.hypers) >= {"kernel_variance", "kernel_lengthscale"}
     assert clf.score(X, y) > 0.9
+
+
+# ------------------------------------------------- type-II MAP of the kernel (prior)
+def _lognormal_logpdf(x, mu, sigma):
+    x = np.asarray(x, dtype=float)
+    z = (np.log(x) - mu) / sigma
+    return -0.5 * z * z - np.log(x * sigma * np.sqrt(2 * np.pi))
+
+
+def _rbf_log_prior(params, D):
+    """sum of log LogNormal(0, 1.5) over the variances and log LogNormal(log sqrt(D), 1)
+    over the lengthscales (``RBF.priors``), in NumPy."""
+    return float(np.sum(_lognormal_logpdf(params["kernel_variance"], 0.0, 1.5))
+                 + np.sum(_lognormal_logpdf(params["kernel_lengthscale"],
+                                            0.5 * np.log(D), 1.0)))
+
+
+@pytest.mark.parametrize("batch_size", [None, 10])
+@pytest.mark.parametrize("layout", ["shared", "per_latent"])
+def test_kernel_prior_adds_the_unscaled_log_prior_to_the_elbo(layout, batch_size):
+    """With ``kernel_prior=True`` every ELBO estimate, key by key, gains exactly the kernel's
+    log prior at the current hyperparameters (summed over latents with per-latent kernels),
+    and it is not scaled by N / B under minibatches."""
+    if layout == "shared":
+        data, params = _binary_case_data()
+    else:
+        X, Y, s2, params = _gaussian_case_per_latent(np.random.default_rng(13))
+        data = svgp.prepare_regression(X, Y, s2, params["inducing_inputs"], kmm_jitter=1e-6,
+                                       shared_kernel=False)
+    with_prior = dataclasses.replace(data, kernel_prior=True)
+    plain = _elbo_draws(data, params, batch_size, 20, seed=4)
+    mapped = _elbo_draws(with_prior, params, batch_size, 20, seed=4)
+    expected = _rbf_log_prior(params, data.X.shape[1])
+    assert np.allclose(mapped - plain, expected, rtol=1e-10, atol=1e-8), (mapped - plain,
+                                                                           expected)
+
+
+def test_kernel_prior_holds_an_irrelevant_input_lengthscale_near_the_prior():
+    """On blobs with a third input of pure noise, type-II ML lets that input's lengthscale
+    run away (more than 2 prior s.d. above the prior median sqrt(D)); type-II MAP keeps it
+    within 2 s.d., and the relevant inputs still classify. The setting is saved and
+    loaded with the estimator."""
+    X, y = toy_problem(90, 3, seed=2)
+    X = np.column_stack([X, np.random.default_rng(5).normal(size=len(y))])
+    median = np.sqrt(X.shape[1])
+    fits = {}
+    for prior in (False, True):
+        clf = SoftmaxSVGPClassifier(num_inducing=8, batch_size=30, max_iter=400,
+                                    learning_rate=0.03, seed=1, kernel_prior=prior,
+                                    inference_options={"num_draws": 32, "tol": None})
+        fits[prior] = clf.fit(X, y)
+    noise_scale = {prior: float(np.asarray(clf.result_.hypers["kernel_lengthscale"])
+                                .reshape(-1)[2]) for prior, clf in fits.items()}
+    assert np.log(noise_scale[False] / median) > 2.0, noise_scale
+    assert abs(np.log(noise_scale[True] / median)) < 2.0, noise_scale
+    assert fits[True].result_.data.kernel_prior and not fits[False].result_.data.kernel_prior
+    assert fits[True].score(X, y) > 0.9
+
+
+def test_kernel_prior_exports_and_round_trips(tmp_path):
+    X, y = toy_problem(45, 3, seed=2)
+    clf = SoftmaxSVGPClassifier(num_inducing=5, batch_size=15, max_iter=50, seed=1,
+                                kernel_prior=True,
+                                inference_options={"num_draws": 8, "tol": None}).fit(X, y)
+    idata = clf.to_inference_data(X, y)
+    assert {"posterior", "log_likelihood", "sample_stats"} <= set(idata.groups())
+    loaded = SoftmaxSVGPClassifier.load(clf.save(tmp_path / "svgp_map"))
+    assert loaded.kernel_prior and loaded.result_.data.kernel_prior
+    assert np.array_equal(loaded.predict_proba(X), clf.predict_proba(X))
 
 
 # ------------------------------------------ per-latent kernels and inducing inputs
