@@ -60,7 +60,7 @@ from jax.scipy.special import digamma, gammaln, xlogy
 
 from ppgpc import gp, linalg
 from ppgpc.infer.spec import ModelSpec
-from ppgpc.kernels import gram, gram_diag, sample_kernel_params
+from ppgpc.kernels import gram, gram_diag, kernel_log_prior, sample_kernel_params
 from ppgpc.polyagamma import PolyaGamma, polyagamma_mean, sample_polyagamma
 
 __all__ = [
@@ -285,7 +285,7 @@ def hyper_potential(kernel, X, f, log_hypers: dict) -> jax.Array:
     C = f.shape[1]
     log_lik = -0.5 * jnp.sum(alpha**2) - 0.5 * C * linalg.logdet(L)
     log_jacobian = sum(jnp.sum(v) for v in log_hypers.values())
-    return -(log_lik + _log_prior(kernel, X.shape[1], hypers) + log_jacobian)
+    return -(log_lik + kernel_log_prior(kernel, X.shape[1], hypers) + log_jacobian)
 
 
 def hyper_sampler(data: LSMData, kernel, *, num_warmup: int, algo: str = "HMC",
@@ -610,7 +610,7 @@ def _outer_iteration(Y, X, kernel, log_hypers, Z, state, opt_state, learning_rat
             h = jax.tree.map(jnp.exp, lh)
             value = elbo(Y, _projection(kernel, h, X, z), state)
             if include_prior:
-                value = value + _log_prior(kernel, D, h)
+                value = value + kernel_log_prior(kernel, D, h)
             return -value
 
         (log_hypers, Z), opt_state = _adam_steps(
@@ -619,11 +619,6 @@ def _outer_iteration(Y, X, kernel, log_hypers, Z, state, opt_state, learning_rat
     hypers = jax.tree.map(jnp.exp, log_hypers)
     value = elbo(Y, _projection(kernel, hypers, X, Z), state)
     return log_hypers, Z, state, opt_state, value
-
-
-def _log_prior(kernel, D, hypers) -> jax.Array:
-    priors = kernel.priors(D)
-    return sum(jnp.sum(priors[k[len("kernel_"):]].log_prob(v)) for k, v in hypers.items())
 
 
 def _adam_steps(objective, params, opt_state, learning_rate, num_steps, *, learn_hypers,
@@ -747,7 +742,7 @@ def _stochastic_iteration(key, Y, X, kernel, log_hypers, Z, state, opt_state, rh
             m_f, s_f = _q_f(_projection(kernel, h, X_B, z), m_K, S_K)
             value = scale * jnp.sum(_lik_terms(Y_BK, m_f, s_f, alpha_B, gamma_BK, c_BK, C))
             if include_prior:
-                value = value + _log_prior(kernel, X.shape[1], h)
+                value = value + kernel_log_prior(kernel, X.shape[1], h)
             return -value
 
         (log_hypers, Z), opt_state = _adam_steps(

@@ -93,7 +93,7 @@ from numpyro.distributions.kl import kl_divergence
 
 from ppgpc import gp, linalg, simplex
 from ppgpc.infer.spec import ModelSpec
-from ppgpc.kernels import gram, gram_diag, sample_kernel_params
+from ppgpc.kernels import gram, gram_diag, kernel_log_prior, sample_kernel_params
 from ppgpc.sparse import (DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, inducing_cholesky,
                           initial_inducing_inputs)
 
@@ -105,7 +105,6 @@ __all__ = [
     "WhitenedPrior",
     "prepare",
     "prepare_regression",
-    "kernel_log_prior",
     "model",
     "guide",
     "svgp_conditional",
@@ -394,14 +393,6 @@ def _params_sites(data: SVGPData, kernel):
     return params, Z
 
 
-def kernel_log_prior(data: SVGPData, kernel, params: dict):
-    """log p(theta) of the kernel hyperparameters under ``kernel.priors`` (for RBF:
-    variance ~ LogNormal(0, 1.5), lengthscales ~ LogNormal(log sqrt(D), 1), priors meant
-    for z-scored inputs), summed over the latents when each has its own kernel; a scalar."""
-    priors = kernel.priors(data.X.shape[1])
-    return sum(jnp.sum(priors[name].log_prob(value)) for name, value in params.items())
-
-
 def _resolve_batch(batch_size, N: int):
     if batch_size is None:
         return None
@@ -491,7 +482,7 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     B = _resolve_batch(batch_size, N)
     params, Z = _params_sites(data, kernel)
     if data.kernel_prior:  # outside the data plate: not scaled by N / B
-        numpyro.factor("kernel_log_prior", kernel_log_prior(data, kernel, params))
+        numpyro.factor("kernel_log_prior", kernel_log_prior(kernel, data.X.shape[1], params))
     W = numpyro.param("mixing", jnp.eye(L))
     chol_mm = _chol_mm(data, kernel, params, Z)
     with numpyro.plate("latent", L, dim=-1):

@@ -28,7 +28,8 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
-__all__ = ["RBF", "gram", "gram_diag", "make_kernel", "sample_kernel_params", "site_name"]
+__all__ = ["RBF", "gram", "gram_diag", "kernel_log_prior", "make_kernel", "sample_kernel_params",
+           "site_name"]
 
 SITE_PREFIX = "kernel_"
 
@@ -169,6 +170,20 @@ def make_kernel(spec) -> RBF:
 def site_name(param: str) -> str:
     """NumPyro site name of a kernel parameter: ``kernel_variance``, ``kernel_lengthscale``."""
     return SITE_PREFIX + param
+
+
+def kernel_log_prior(kernel, input_dim: int, params: Params) -> jax.Array:
+    """log p(theta) of kernel parameters under ``kernel.priors(input_dim)``, a scalar.
+
+    Args:
+        params: parameter values keyed by parameter name (``variance``, ``lengthscale``),
+            or by site name (``kernel_variance``, ...); each may carry leading batch axes
+            (one kernel per latent: (L,) variances, (L, D) ARD lengthscales), over which
+            the log densities are summed.
+    """
+    priors = kernel.priors(input_dim)
+    return sum(jnp.sum(priors[name.removeprefix(SITE_PREFIX)].log_prob(value))
+               for name, value in params.items())
 
 
 def sample_kernel_params(kernel, input_dim: int, fixed: Params | None = None) -> dict:

@@ -4,10 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy.stats import multivariate_normal
+from scipy.stats import lognorm, multivariate_normal
 
 from ppgpc import gp, linalg
-from ppgpc.kernels import RBF, gram
+from ppgpc.kernels import RBF, gram, kernel_log_prior
 
 
 def _spd(n, seed):
@@ -169,3 +169,24 @@ def test_rbf_gram_equals_the_difference_form_in_value_and_gradient(ard):
             np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
     # the symmetric Gram's diagonal is the kernel variance to rounding
     np.testing.assert_allclose(np.diag(gram(k, params, X1)), 1.7, rtol=1e-14)
+
+
+@pytest.mark.parametrize("ard", [True, False])
+def test_kernel_log_prior_sums_the_priors_over_parameters_and_batch_axes(ard):
+    """``kernel_log_prior`` against SciPy's log-normal densities (variance LogNormal(0, 1.5),
+    lengthscales LogNormal(log sqrt(D), 1)), for one kernel and for a batch of three, keyed
+    by parameter or by site name."""
+    D = 4
+    gen = np.random.default_rng(0)
+    shape = (D,) if ard else ()
+    single = {"variance": 0.7, "lengthscale": gen.uniform(0.5, 3.0, shape)}
+    batch = {"variance": gen.uniform(0.5, 3.0, 3),
+             "lengthscale": gen.uniform(0.5, 3.0, (3,) + shape)}
+    for params in (single, batch):
+        expected = (lognorm.logpdf(params["variance"], s=1.5).sum()
+                    + lognorm.logpdf(params["lengthscale"], s=1.0, scale=np.sqrt(D)).sum())
+        jparams = {k: jnp.asarray(v) for k, v in params.items()}
+        by_site = {"kernel_" + k: v for k, v in jparams.items()}
+        for given in (jparams, by_site):
+            assert np.isclose(float(kernel_log_prior(RBF(ard=ard), D, given)), expected,
+                              rtol=1e-12)
