@@ -382,6 +382,8 @@ def test_kernel_prior_holds_an_irrelevant_input_lengthscale_near_the_prior():
     assert np.log(noise_scale[False] / median) > 2.0, noise_scale
     assert abs(np.log(noise_scale[True] / median)) < 2.0, noise_scale
     assert fits[True].result_.data.kernel_prior and not fits[False].result_.data.kernel_prior
+    assert fits[True].result_.info["hyperparameters"] == "SVI ELBO (type-II MAP)"
+    assert fits[False].result_.info["hyperparameters"] == "SVI ELBO (type-II ML)"
     assert fits[True].score(X, y) > 0.9
 
 

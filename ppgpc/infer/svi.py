@@ -351,7 +351,10 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     out.setdefault("latent", None)
     trace = np.concatenate(trace)
     per_step = timed_seconds / timed_steps if timed_steps else float("nan")
-    info = {"hyperparameters": "SVI ELBO (type-II ML)", "elbo": means[-1],
+    # a model whose objective adds the kernel's log prior (softmax_svgp's kernel_prior) fits
+    # type-II MAP kernel hyperparameters, as cavi.py names its kind
+    kind = "MAP" if getattr(data, "kernel_prior", False) else "ML"
+    info = {"hyperparameters": f"SVI ELBO (type-II {kind})", "elbo": means[-1],
             "svi_steps": int(steps), "svi_converged": bool(converged), "batch_size": int(B),
             "seconds_per_step": per_step, "seconds_per_epoch": per_step * N / B,
             "stopped_on": stopped_on}
