@@ -722,7 +722,8 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             / 0.033 and 0.963 / 0.136 / 0.033 (4096 predictive draws), so the five-split
             mean is 0.961 / 0.140 ± 0.008 / 0.031 (the paper: 0.96 / 0.13 ± 0.008 / 0.04).
             Per-latent SVGPC on seed 0's split: 0.956 / 0.147 / 0.018 without the prior,
-            0.961 / 0.145 / 0.032 with it (``benchmarks/uci_sparse.py --kernel-prior``).
+            0.961 / 0.145 / 0.032 with it; on seed 1's, 0.961 / 0.148 / 0.032 with it
+            (``benchmarks/uci_sparse.py --kernel-prior``).
         inference: ``"svi"`` (default) or ``"nuts"``: NUTS on the full, non-sparse GP with
             the same link (W = I) for small N, with kernel hyperparameters from an SVI fit
             unless given in ``inference_options["hyperparameters"]`` (or sampled, with
