@@ -52,6 +52,8 @@ def _svi_options(args, dataset: str) -> dict:
             "natural_gradient": args.natural_gradient, "ell_estimator": args.ell_estimator,
             "validation_fraction": args.validation_fraction,
             "kernel": args.kernel, "kernel_prior": args.kernel_prior,
+            "initial_lengthscale": args.initial_lengthscale,
+            "initial_variance": args.initial_variance,
             "inference_options": {"num_draws": args.num_draws, "tol": None}}
 
 
@@ -106,6 +108,12 @@ def main(argv=None) -> int:
                         help="SVGPC / Uncollapsed-ILR: type-II MAP of the kernel "
                              "hyperparameters (the ELBO plus the kernel's log prior) instead "
                              "of type-II ML")
+    parser.add_argument("--initial-lengthscale", type=float, default=None,
+                        help="SVGPC / Uncollapsed-ILR: SVI's starting lengthscales (default: "
+                             "sqrt(D); GPyTorch's start is 0.693)")
+    parser.add_argument("--initial-variance", type=float, default=1.0,
+                        help="SVGPC / Uncollapsed-ILR: SVI's starting kernel variance "
+                             "(default 1; GPyTorch's start is 0.693)")
     parser.add_argument("--standardize", choices=["zscore", "robust", "minmax"],
                         default="zscore",
                         help="input scaling: z-scores, median / IQR (for eeg, whose few "
@@ -137,7 +145,8 @@ def main(argv=None) -> int:
           f"inputs (SVI models; collapsed models: inducing inputs): {args.per_latent}; "
           f"natural-gradient step on q(u) (SVI models): {args.natural_gradient}; "
           f"validation hold-out (SVI models): {args.validation_fraction}; kernel (SVI "
-          f"models): {args.kernel}, prior: {args.kernel_prior}; 'ok' = "
+          f"models): {args.kernel}, prior: {args.kernel_prior}, start: lengthscale "
+          f"{args.initial_lengthscale or 'sqrt(D)'}, variance {args.initial_variance}; 'ok' = "
           f"within one paper s.d. or better")
     print_table_header(f"{'dataset':8s} {'model':14s} {'N':>6s} {PAPER_COMPARISON_HEADER}")
     for dataset in args.datasets:

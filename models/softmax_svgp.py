@@ -82,6 +82,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import numbers
 from typing import Optional
 
 import jax
@@ -136,7 +138,7 @@ _MIN_VAR = 1e-10
                                 "noise_var"],
                    meta_fields=["num_classes", "link", "ell_estimator",
                                 "likelihood_samples", "shared_kernel", "shared_inducing",
-                                "kernel_prior"])
+                                "kernel_prior", "initial_variance", "initial_lengthscale"])
 @dataclasses.dataclass(frozen=True)
 class SVGPData:
     """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
@@ -170,6 +172,10 @@ class SVGPData:
     kernel_prior: bool = False
     """Add the kernel's log prior to the objective: type-II MAP of the kernel
     hyperparameters instead of type-II ML (``model``)."""
+    initial_variance: float = 1.0
+    """Starting kernel variance of SVI."""
+    initial_lengthscale: Optional[float] = None
+    """Starting lengthscale(s) of SVI; None: sqrt(D) (``kernel.initial_params``)."""
 
     @property
     def num_inducing(self) -> int:
@@ -205,6 +211,15 @@ def _check_ell(ell_estimator, likelihood_samples) -> tuple[str, int]:
     return ell_estimator, int(likelihood_samples)
 
 
+def _check_positive(name: str, value) -> float:
+    """A finite, positive float (starting kernel parameters)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be finite and positive, got {value!r}")
+    return float(value)
+
+
 def _check_num_inducing(num_inducing, N: int) -> int:
     if num_inducing is None:
         return min(DEFAULT_NUM_INDUCING, N)
@@ -221,7 +236,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
             ell_estimator: str = "marginal",
             likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES,
             shared_kernel: bool = True, shared_inducing: bool = True,
-            kernel_prior: bool = False) -> SVGPData:
+            kernel_prior: bool = False, initial_variance: float = 1.0,
+            initial_lengthscale: float | None = None) -> SVGPData:
     """Data, link and k-means++ inducing inputs.
 
     Args:
@@ -244,10 +260,17 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
         kernel_prior: add the kernel's log prior (``kernel.priors``, one per latent with
             ``shared_kernel=False``) to the objective, so that SVI finds the type-II MAP
             kernel hyperparameters instead of the type-II ML ones (``model``).
+        initial_variance: the kernel variance SVI starts from (default 1).
+        initial_lengthscale: the lengthscale SVI starts every input's (and every latent's)
+            lengthscale from; None (default): sqrt(D), the median of the lengthscale prior
+            (``kernel.initial_params``). GPyTorch starts from softplus(0) = 0.693 for both.
     """
     _check_link(link)
     if not isinstance(kernel_prior, bool):
         raise ValueError(f"kernel_prior must be True or False, got {kernel_prior!r}")
+    initial_variance = _check_positive("initial_variance", initial_variance)
+    if initial_lengthscale is not None:
+        initial_lengthscale = _check_positive("initial_lengthscale", initial_lengthscale)
     ell_estimator, likelihood_samples = _check_ell(ell_estimator, likelihood_samples)
     if num_classes < 2:
         raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
@@ -260,7 +283,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
                     inducing_init=Z, kmm_jitter=float(kmm_jitter),
                     ell_estimator=ell_estimator, likelihood_samples=likelihood_samples,
                     shared_kernel=bool(shared_kernel), shared_inducing=bool(shared_inducing),
-                    kernel_prior=kernel_prior)
+                    kernel_prior=kernel_prior, initial_variance=initial_variance,
+                    initial_lengthscale=initial_lengthscale)
 
 
 def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
@@ -382,7 +406,10 @@ def _params_sites(data: SVGPData, kernel):
     """The ``numpyro.param`` sites of kernel and inducing inputs (shared by model/guide);
     kernel parameters gain a leading latent axis (L, ...) with ``shared_kernel=False``."""
     D = data.X.shape[1]
-    start = kernel.initial_params(D, variance=1.0)
+    start = kernel.initial_params(D, variance=data.initial_variance)
+    if data.initial_lengthscale is not None:
+        start["lengthscale"] = jnp.full(jnp.shape(start["lengthscale"]),
+                                        data.initial_lengthscale)
     if not data.shared_kernel:
         start = {name: jnp.broadcast_to(jnp.asarray(value), (data.num_latent,)
                                         + jnp.shape(value))

@@ -211,6 +211,13 @@ def test_bad_options_raise_clear_errors():
         svgp.prepare(X, y, 3, likelihood_samples=0)
     with pytest.raises(ValueError, match="kernel_prior must be True or False"):
         svgp.prepare(X, y, 3, kernel_prior="yes")
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="initial_lengthscale must be finite and positive"):
+            svgp.prepare(X, y, 3, initial_lengthscale=bad)
+    with pytest.raises(ValueError, match="initial_variance must be a positive number"):
+        svgp.prepare(X, y, 3, initial_variance="1")
+    with pytest.raises(ValueError, match="initial_lengthscale must be finite and positive"):
+        SoftmaxSVGPClassifier(num_inducing=5, initial_lengthscale=-0.5).fit(X, y)
     with pytest.raises(ValueError, match="unknown ell_estimator 'local'"):
         SoftmaxSVGPClassifier(ell_estimator="local", num_inducing=5).fit(X, y)
     with pytest.raises(ValueError, match="unknown link 'probit'"):
@@ -396,6 +403,46 @@ def test_kernel_prior_exports_and_round_trips(tmp_path):
     assert {"posterior", "log_likelihood", "sample_stats"} <= set(idata.groups())
     loaded = SoftmaxSVGPClassifier.load(clf.save(tmp_path / "svgp_map"))
     assert loaded.kernel_prior and loaded.result_.data.kernel_prior
+    assert np.array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+
+
+@pytest.mark.parametrize("per_latent", [False, True])
+def test_svi_starts_the_kernel_where_asked(per_latent):
+    """The kernel sites start at sqrt(D) and variance 1 by default, and at the given values
+    everywhere (every input, every latent) with ``initial_lengthscale`` /
+    ``initial_variance``: in the model, and in the guide of the joint estimator, which
+    reads them too."""
+    from numpyro import handlers
+
+    X, y = toy_problem(30, 3)
+    L, D = 3, X.shape[1]
+    shape = (L, D) if per_latent else (D,)
+    for options, (ell, var) in (({}, (np.sqrt(D), 1.0)),
+                                ({"initial_lengthscale": 0.693, "initial_variance": 0.25},
+                                 (0.693, 0.25))):
+        data = svgp.prepare(X, y, 3, num_inducing=4, shared_kernel=not per_latent,
+                            shared_inducing=not per_latent, ell_estimator="joint", **options)
+        for site_fn in (svgp.guide, svgp.model):
+            trace = handlers.trace(handlers.seed(site_fn, 0)).get_trace(data, KERNEL)
+            lengthscale = np.asarray(trace["kernel_lengthscale"]["value"])
+            variance = np.asarray(trace["kernel_variance"]["value"])
+            assert lengthscale.shape == shape
+            assert np.allclose(lengthscale, ell, rtol=1e-12)
+            assert np.allclose(variance, var, rtol=1e-12)
+
+
+def test_initial_lengthscale_is_an_estimator_setting_that_round_trips(tmp_path):
+    """The start reaches the fit (one step at learning rate ~0 leaves the lengthscales at
+    it) and is saved and loaded with the estimator."""
+    X, y = toy_problem(45, 3, seed=2)
+    clf = SoftmaxSVGPClassifier(num_inducing=5, batch_size=15, max_iter=1, seed=1,
+                                initial_lengthscale=0.5, initial_variance=2.0,
+                                inference_options={"num_draws": 4, "tol": None}).fit(X, y)
+    assert clf.result_.data.initial_lengthscale == 0.5
+    assert np.allclose(np.asarray(clf.result_.hypers["kernel_lengthscale"]), 0.5, rtol=1e-3)
+    loaded = SoftmaxSVGPClassifier.load(clf.save(tmp_path / "svgp_start"))
+    assert loaded.initial_lengthscale == 0.5 and loaded.initial_variance == 2.0
+    assert loaded.result_.data.initial_lengthscale == 0.5
     assert np.array_equal(loaded.predict_proba(X), clf.predict_proba(X))
 
 
