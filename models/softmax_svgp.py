@@ -406,10 +406,8 @@ def _params_sites(data: SVGPData, kernel):
     """The ``numpyro.param`` sites of kernel and inducing inputs (shared by model/guide);
     kernel parameters gain a leading latent axis (L, ...) with ``shared_kernel=False``."""
     D = data.X.shape[1]
-    start = kernel.initial_params(D, variance=data.initial_variance)
-    if data.initial_lengthscale is not None:
-        start["lengthscale"] = jnp.full(jnp.shape(start["lengthscale"]),
-                                        data.initial_lengthscale)
+    start = kernel.initial_params(D, variance=data.initial_variance,
+                                  lengthscale=data.initial_lengthscale)
     if not data.shared_kernel:
         start = {name: jnp.broadcast_to(jnp.asarray(value), (data.num_latent,)
                                         + jnp.shape(value))

@@ -102,12 +102,25 @@ class RBF:
             ls = ls.to_event(1)
         return {"variance": dist.LogNormal(0.0, 1.5), "lengthscale": ls}
 
-    def initial_params(self, input_dim: int, variance: float = 1.0) -> dict[str, jax.Array]:
-        """Starting values for optimisation: the prior medians, with ``variance`` given."""
+    def initial_params(self, input_dim: int, variance: float = 1.0,
+                       lengthscale: float | None = None) -> dict[str, jax.Array]:
+        """Starting values for optimisation.
+
+        Args:
+            input_dim: D.
+            variance: the starting signal variance.
+            lengthscale: the starting lengthscale (every dimension's, with ARD); ``None``
+                gives the prior median sqrt(D).
+
+        Returns:
+            ``{"variance": (), "lengthscale": () or (D,)}``.
+        """
         shapes = self.param_shapes(input_dim)
+        if lengthscale is None:
+            lengthscale = math.sqrt(max(input_dim, 1))
         return {
             "variance": jnp.asarray(float(variance)),
-            "lengthscale": jnp.full(shapes["lengthscale"], math.sqrt(max(input_dim, 1))),
+            "lengthscale": jnp.full(shapes["lengthscale"], float(lengthscale)),
         }
 
 

@@ -190,3 +190,19 @@ def test_kernel_log_prior_sums_the_priors_over_parameters_and_batch_axes(ard):
         for given in (jparams, by_site):
             assert np.isclose(float(kernel_log_prior(RBF(ard=ard), D, given)), expected,
                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("ard", [True, False])
+def test_rbf_initial_params_start_at_the_prior_median_or_where_asked(ard):
+    """Without a lengthscale the start is sqrt(D) (the prior median); with one it is that
+    value in every dimension; the variance is the one given; shapes follow ``ard``."""
+    D = 9
+    shape = (D,) if ard else ()
+    k = RBF(ard=ard)
+    default = k.initial_params(D, variance=2.5)
+    asked = k.initial_params(D, variance=2.5, lengthscale=0.7)
+    for start in (default, asked):
+        assert float(start["variance"]) == 2.5
+        assert start["lengthscale"].shape == shape
+    np.testing.assert_array_equal(default["lengthscale"], np.full(shape, 3.0))
+    np.testing.assert_array_equal(asked["lengthscale"], np.full(shape, 0.7))
