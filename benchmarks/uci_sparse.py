@@ -52,6 +52,7 @@ def _svi_options(args, dataset: str) -> dict:
             "natural_gradient": args.natural_gradient, "ell_estimator": args.ell_estimator,
             "validation_fraction": args.validation_fraction,
             "kernel": args.kernel, "kernel_prior": args.kernel_prior,
+            "variance_prior_on": args.variance_prior_on,
             "initial_lengthscale": args.initial_lengthscale,
             "initial_variance": args.initial_variance,
             "inference_options": {"num_draws": args.num_draws, "tol": None}}
@@ -108,6 +109,10 @@ def main(argv=None) -> int:
                         help="SVGPC / Uncollapsed-ILR: type-II MAP of the kernel "
                              "hyperparameters (the ELBO plus the kernel's log prior) instead "
                              "of type-II ML")
+    parser.add_argument("--variance-prior-on", choices=["kernel", "mixed"], default="kernel",
+                        help="SVGPC / Uncollapsed-ILR with --kernel-prior: the variance "
+                             "prior on each latent's kernel variance (default) or on its "
+                             "amplitude after the mixing matrix, var_l |W[:, l]|^2")
     parser.add_argument("--initial-lengthscale", type=float, default=None,
                         help="SVGPC / Uncollapsed-ILR: SVI's starting lengthscales (default: "
                              "sqrt(D); GPyTorch's start is 0.693)")
@@ -145,7 +150,8 @@ def main(argv=None) -> int:
           f"inputs (SVI models; collapsed models: inducing inputs): {args.per_latent}; "
           f"natural-gradient step on q(u) (SVI models): {args.natural_gradient}; "
           f"validation hold-out (SVI models): {args.validation_fraction}; kernel (SVI "
-          f"models): {args.kernel}, prior: {args.kernel_prior}, start: lengthscale "
+          f"models): {args.kernel}, prior: {args.kernel_prior} (variance prior on "
+          f"{args.variance_prior_on}), start: lengthscale "
           f"{args.initial_lengthscale or 'sqrt(D)'}, variance {args.initial_variance}; 'ok' = "
           f"within one paper s.d. or better")
     print_table_header(f"{'dataset':8s} {'model':14s} {'N':>6s} {PAPER_COMPARISON_HEADER}")

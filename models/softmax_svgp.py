@@ -48,7 +48,11 @@ estimates maximising the ELBO); inducing inputs start at k-means++ centres. With
 ``prepare(kernel_prior=True)`` the model also adds the kernel's log prior log p(theta)
 (factor site ``kernel_log_prior``, outside the data plate, so not scaled by N / B), and SVI
 then maximises ELBO + log p(theta): type-II MAP of the kernel hyperparameters instead of
-type-II ML.
+type-II ML. The likelihood sees W and the kernel variances only through W diag(sqrt(var)):
+(W diag(s), var / s^2) gives W f the same law for any s > 0 (one s per latent with
+per-latent kernels, one for all with a shared kernel), so W can carry the latents' scale and a prior on var alone does not bound it. ``prepare(variance_prior_on="mixed")``
+puts the variance prior on the amplitude each latent has in W f, var_l |W[:, l]|^2
+(``mixed_amplitudes``), which is invariant along that ridge.
 
 Per-latent kernels and inducing inputs (``prepare(shared_kernel=False,
 shared_inducing=False)``): each latent f_c gets its own kernel hyperparameters and its own
@@ -102,6 +106,7 @@ from ppgpc.sparse import (DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, inducing_cho
 __all__ = [
     "LINKS",
     "ELL_ESTIMATORS",
+    "VARIANCE_PRIOR_ON",
     "DEFAULT_LIKELIHOOD_SAMPLES",
     "SVGPData",
     "WhitenedPrior",
@@ -113,6 +118,8 @@ __all__ = [
     "inducing_latent",
     "inducing_values",
     "svi_result",
+    "mixed_amplitudes",
+    "prior_params",
     "validation_log_predictive",
     "latent_model",
     "latent_conditional",
@@ -126,6 +133,9 @@ LINKS = ("softmax", "ilr")
 ELL_ESTIMATORS = ("marginal", "price", "joint")
 """Monte Carlo forms of the expected log-likelihood (module docstring)."""
 
+VARIANCE_PRIOR_ON = ("kernel", "mixed")
+"""Where the kernel prior's variance term applies (``prepare(variance_prior_on=)``)."""
+
 DEFAULT_LIKELIHOOD_SAMPLES = 10
 """Draws per point of the marginal estimator (GPyTorch's ``num_likelihood_samples``)."""
 
@@ -138,7 +148,8 @@ _MIN_VAR = 1e-10
                                 "noise_var"],
                    meta_fields=["num_classes", "link", "ell_estimator",
                                 "likelihood_samples", "shared_kernel", "shared_inducing",
-                                "kernel_prior", "initial_variance", "initial_lengthscale"])
+                                "kernel_prior", "variance_prior_on", "initial_variance",
+                                "initial_lengthscale"])
 @dataclasses.dataclass(frozen=True)
 class SVGPData:
     """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
@@ -172,6 +183,10 @@ class SVGPData:
     kernel_prior: bool = False
     """Add the kernel's log prior to the objective: type-II MAP of the kernel
     hyperparameters instead of type-II ML (``model``)."""
+    variance_prior_on: str = "kernel"
+    """With ``kernel_prior``: the variance prior is on each latent's kernel variance
+    (``"kernel"``) or on its amplitude after mixing, var_l |W[:, l]|^2 (``"mixed"``;
+    ``mixed_amplitudes``)."""
     initial_variance: float = 1.0
     """Starting kernel variance of SVI."""
     initial_lengthscale: Optional[float] = None
@@ -236,7 +251,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
             ell_estimator: str = "marginal",
             likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES,
             shared_kernel: bool = True, shared_inducing: bool = True,
-            kernel_prior: bool = False, initial_variance: float = 1.0,
+            kernel_prior: bool = False, variance_prior_on: str = "kernel",
+            initial_variance: float = 1.0,
             initial_lengthscale: float | None = None) -> SVGPData:
     """Data, link and k-means++ inducing inputs.
 
@@ -260,6 +276,13 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
         kernel_prior: add the kernel's log prior (``kernel.priors``, one per latent with
             ``shared_kernel=False``) to the objective, so that SVI finds the type-II MAP
             kernel hyperparameters instead of the type-II ML ones (``model``).
+        variance_prior_on: where the kernel prior's variance term applies: ``"kernel"``
+            (default) on each latent's kernel variance var_l, or ``"mixed"`` on its
+            amplitude in the mixed latent W f, var_l |W[:, l]|^2 (``mixed_amplitudes``).
+            The likelihood depends on W and var only through W diag(sqrt(var)), so under
+            ``"kernel"`` W can carry any scale and the variance prior does not bound the
+            latent functions' amplitude; ``"mixed"`` puts the prior on that amplitude.
+            Needs ``kernel_prior=True``.
         initial_variance: the kernel variance SVI starts from (default 1).
         initial_lengthscale: the lengthscale SVI starts every input's (and every latent's)
             lengthscale from; None (default): sqrt(D), the median of the lengthscale prior
@@ -268,6 +291,12 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
     _check_link(link)
     if not isinstance(kernel_prior, bool):
         raise ValueError(f"kernel_prior must be True or False, got {kernel_prior!r}")
+    if variance_prior_on not in VARIANCE_PRIOR_ON:
+        raise ValueError(f"unknown variance_prior_on {variance_prior_on!r}; choose from "
+                         f"{list(VARIANCE_PRIOR_ON)}")
+    if variance_prior_on != "kernel" and not kernel_prior:
+        raise ValueError(f"variance_prior_on={variance_prior_on!r} places the kernel prior's "
+                         "variance term; it needs kernel_prior=True")
     initial_variance = _check_positive("initial_variance", initial_variance)
     if initial_lengthscale is not None:
         initial_lengthscale = _check_positive("initial_lengthscale", initial_lengthscale)
@@ -283,7 +312,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
                     inducing_init=Z, kmm_jitter=float(kmm_jitter),
                     ell_estimator=ell_estimator, likelihood_samples=likelihood_samples,
                     shared_kernel=bool(shared_kernel), shared_inducing=bool(shared_inducing),
-                    kernel_prior=kernel_prior, initial_variance=initial_variance,
+                    kernel_prior=kernel_prior, variance_prior_on=variance_prior_on,
+                    initial_variance=initial_variance,
                     initial_lengthscale=initial_lengthscale)
 
 
@@ -418,6 +448,28 @@ def _params_sites(data: SVGPData, kernel):
     return params, Z
 
 
+def mixed_amplitudes(variance, W):
+    """Each latent's variance in the mixed latent W f: var_l |W[:, l]|^2, shape (L,).
+
+    The likelihood sees f only through W f, and W f has the same law under (W diag(s),
+    var / s^2) as under (W, var) for any s > 0: the two share one amplitude, which this is.
+
+    Args:
+        variance: () kernel variance shared by the latents, or (L,) one per latent.
+        W: (L, L) mixing matrix.
+    """
+    return variance * jnp.sum(W * W, axis=0)
+
+
+def prior_params(data: SVGPData, params: dict, W) -> dict:
+    """The kernel parameters the kernel prior scores: ``params`` as they are
+    (``variance_prior_on="kernel"``), or with the variance replaced by the mixed amplitudes
+    (L,) (``"mixed"``; ``mixed_amplitudes``)."""
+    if data.variance_prior_on == "kernel":
+        return params
+    return {**params, "variance": mixed_amplitudes(params["variance"], W)}
+
+
 def _resolve_batch(batch_size, N: int):
     if batch_size is None:
         return None
@@ -506,9 +558,10 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     L, M = data.num_latent, data.num_inducing
     B = _resolve_batch(batch_size, N)
     params, Z = _params_sites(data, kernel)
-    if data.kernel_prior:  # outside the data plate: not scaled by N / B
-        numpyro.factor("kernel_log_prior", kernel_log_prior(kernel, data.X.shape[1], params))
     W = numpyro.param("mixing", jnp.eye(L))
+    if data.kernel_prior:  # outside the data plate: not scaled by N / B
+        numpyro.factor("kernel_log_prior", kernel_log_prior(kernel, data.X.shape[1],
+                                                            prior_params(data, params, W)))
     chol_mm = _chol_mm(data, kernel, params, Z)
     with numpyro.plate("latent", L, dim=-1):
         v = numpyro.sample("v", WhitenedPrior(L, M))                         # (L, M)

@@ -446,6 +446,91 @@ def test_initial_lengthscale_is_an_estimator_setting_that_round_trips(tmp_path):
     assert np.array_equal(loaded.predict_proba(X), clf.predict_proba(X))
 
 
+def _softmax_case_per_latent(seed=21, N=30, M=4, C=3, D=2):
+    """Softmax link, a kernel and inducing inputs per latent, a full (non-diagonal) W."""
+    gen = np.random.default_rng(seed)
+    X, y = toy_problem(N, C, seed=seed)
+    data = svgp.prepare(X, y, C, num_inducing=M, shared_kernel=False, shared_inducing=False)
+    R = (np.tril(0.3 * gen.normal(size=(C, M, M)), -1)
+         + gen.uniform(0.3, 0.9, (C, M))[..., None] * np.eye(M))
+    params = {
+        "kernel_variance": jnp.asarray(gen.uniform(0.5, 2.0, C)),
+        "kernel_lengthscale": jnp.asarray(gen.uniform(0.5, 2.0, (C, D))),
+        "inducing_inputs": data.inducing_init + 0.1 * gen.normal(size=(C, M, D)),
+        "mixing": jnp.asarray(np.eye(C) + 0.4 * gen.normal(size=(C, C))),
+        "q_mean": jnp.asarray(gen.normal(size=(C, M))),
+        "q_scale_tril": jnp.asarray(R),
+    }
+    return data, params
+
+
+def _mixed_log_prior(params, D):
+    """``_rbf_log_prior`` with each variance replaced by var_l |W[:, l]|^2, in NumPy."""
+    W = np.asarray(params["mixing"])
+    amplitudes = np.asarray(params["kernel_variance"]) * np.sum(W * W, axis=0)
+    return _rbf_log_prior({**params, "kernel_variance": amplitudes}, D)
+
+
+@pytest.mark.parametrize("batch_size", [None, 10])
+def test_mixed_variance_prior_scores_the_amplitudes_after_mixing(batch_size):
+    """With ``variance_prior_on="mixed"`` every ELBO estimate, key by key, gains the kernel
+    log prior with each latent's variance replaced by var_l |W[:, l]|^2 (per-latent
+    kernels; and with a shared kernel, one amplitude per latent from the one variance)."""
+    data, params = _softmax_case_per_latent()
+    plain = _elbo_draws(data, params, batch_size, 20, seed=4)
+    mixed = dataclasses.replace(data, kernel_prior=True, variance_prior_on="mixed")
+    gained = _elbo_draws(mixed, params, batch_size, 20, seed=4) - plain
+    assert np.allclose(gained, _mixed_log_prior(params, 2), rtol=1e-10, atol=1e-8)
+    shared, shared_params = _binary_case_data()
+    shared_params = {**shared_params, "mixing": jnp.asarray([[0.6]])}
+    plain = _elbo_draws(shared, shared_params, batch_size, 20, seed=4)
+    mixed = dataclasses.replace(shared, kernel_prior=True, variance_prior_on="mixed")
+    gained = _elbo_draws(mixed, shared_params, batch_size, 20, seed=4) - plain
+    expected = _mixed_log_prior(shared_params, 2)
+    assert np.allclose(gained, expected, rtol=1e-10, atol=1e-8)
+    assert not np.isclose(expected, _rbf_log_prior(shared_params, 2))
+
+
+def test_w_and_the_variances_share_one_scale_which_only_the_mixed_prior_sees():
+    """(W diag(s), var / s^2) and (W, var) give equal ELBO estimates key by key: the
+    likelihood and the KL see one amplitude. The mixed-amplitude prior is equal along that
+    ridge too; the prior on the kernel variances is not, so it changes with a scale the
+    likelihood cannot see."""
+    data, params = _softmax_case_per_latent()
+    s = jnp.asarray([0.3, 2.0, 5.0])
+    moved = {**params, "mixing": params["mixing"] * s[None, :],
+             "kernel_variance": params["kernel_variance"] / s**2}
+    for options in ({}, {"kernel_prior": True, "variance_prior_on": "mixed"}):
+        case = dataclasses.replace(data, **options)
+        np.testing.assert_allclose(_elbo_draws(case, moved, 10, 20, seed=7),
+                                   _elbo_draws(case, params, 10, 20, seed=7), rtol=1e-9)
+    on_kernel = dataclasses.replace(data, kernel_prior=True)
+    shift = (_elbo_draws(on_kernel, moved, 10, 20, seed=7)
+             - _elbo_draws(on_kernel, params, 10, 20, seed=7))
+    expected = _rbf_log_prior(moved, 2) - _rbf_log_prior(params, 2)
+    assert abs(expected) > 1.0
+    assert np.allclose(shift, expected, rtol=1e-8)
+
+
+def test_variance_prior_on_is_an_estimator_setting_that_round_trips(tmp_path):
+    """The setting reaches the fitted data, the fit stays finite and it is saved and
+    loaded with the estimator; a bad value or "mixed" without the prior raise."""
+    X, y = toy_problem(45, 3, seed=2)
+    clf = SoftmaxSVGPClassifier(num_inducing=5, batch_size=15, max_iter=30, seed=1,
+                                kernel_prior=True, variance_prior_on="mixed",
+                                inference_options={"num_draws": 8, "tol": None}).fit(X, y)
+    assert clf.result_.data.variance_prior_on == "mixed"
+    assert np.all(np.isfinite(clf.predict_proba(X)))
+    loaded = SoftmaxSVGPClassifier.load(clf.save(tmp_path / "svgp_mixed"))
+    assert loaded.variance_prior_on == "mixed"
+    assert loaded.result_.data.variance_prior_on == "mixed"
+    assert np.array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    with pytest.raises(ValueError, match="unknown variance_prior_on 'latent'"):
+        svgp.prepare(X, y, 3, kernel_prior=True, variance_prior_on="latent")
+    with pytest.raises(ValueError, match="variance_prior_on='mixed' .* needs kernel_prior"):
+        SoftmaxSVGPClassifier(num_inducing=5, variance_prior_on="mixed").fit(X, y)
+
+
 # ------------------------------------------ per-latent kernels and inducing inputs
 def _gaussian_case_per_latent(gen, N=30, M=4, L=3, D=2, s2=0.3):
     """Gaussian link, W = I, every latent with its own kernel and inducing inputs."""
