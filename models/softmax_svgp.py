@@ -50,8 +50,9 @@ estimates maximising the ELBO); inducing inputs start at k-means++ centres. With
 then maximises ELBO + log p(theta): type-II MAP of the kernel hyperparameters instead of
 type-II ML. The likelihood sees W and the kernel variances only through W diag(sqrt(var)):
 (W diag(s), var / s^2) gives W f the same law for any s > 0 (one s per latent with
-per-latent kernels, one for all with a shared kernel), so W can carry the latents' scale and a prior on var alone does not bound it. ``prepare(variance_prior_on="mixed")``
-puts the variance prior on the amplitude each latent has in W f, var_l |W[:, l]|^2
+per-latent kernels, one for all with a shared kernel), so W can carry the latents' scale
+and a prior on var alone does not bound it. ``prepare(variance_prior_on="mixed")`` puts
+the variance prior on the amplitude each latent has in W f, var_l |W[:, l]|^2
 (``mixed_amplitudes``), which is invariant along that ridge.
 
 Per-latent kernels and inducing inputs (``prepare(shared_kernel=False,
@@ -278,11 +279,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
             kernel hyperparameters instead of the type-II ML ones (``model``).
         variance_prior_on: where the kernel prior's variance term applies: ``"kernel"``
             (default) on each latent's kernel variance var_l, or ``"mixed"`` on its
-            amplitude in the mixed latent W f, var_l |W[:, l]|^2 (``mixed_amplitudes``).
-            The likelihood depends on W and var only through W diag(sqrt(var)), so under
-            ``"kernel"`` W can carry any scale and the variance prior does not bound the
-            latent functions' amplitude; ``"mixed"`` puts the prior on that amplitude.
-            Needs ``kernel_prior=True``.
+            amplitude in the mixed latent W f, var_l |W[:, l]|^2 (``mixed_amplitudes``;
+            why, in the module docstring). Needs ``kernel_prior=True``.
         initial_variance: the kernel variance SVI starts from (default 1).
         initial_lengthscale: the lengthscale SVI starts every input's (and every latent's)
             lengthscale from; None (default): sqrt(D), the median of the lengthscale prior
