@@ -51,11 +51,21 @@ def _svi_options(args, dataset: str) -> dict:
             "shared_kernel": not args.per_latent, "shared_inducing": not args.per_latent,
             "natural_gradient": args.natural_gradient, "ell_estimator": args.ell_estimator,
             "validation_fraction": args.validation_fraction,
-            "kernel": args.kernel, "kernel_prior": args.kernel_prior,
+            "kernel": _kernel(args), "kernel_prior": args.kernel_prior,
             "variance_prior_on": args.variance_prior_on,
             "initial_lengthscale": args.initial_lengthscale,
             "initial_variance": args.initial_variance,
             "inference_options": {"num_draws": args.num_draws, "tol": None}}
+
+
+def _kernel(args):
+    """The SVI models' kernel: the ``--kernel`` name, or an ``RBF`` object when
+    ``--lengthscale-prior-scale`` differs from the default."""
+    from ppgpc.kernels import RBF
+
+    if args.lengthscale_prior_scale == 1.0:
+        return args.kernel
+    return RBF(ard=args.kernel == "rbf-ard", lengthscale_prior_scale=args.lengthscale_prior_scale)
 
 
 def _hyper_optimizer(args) -> str:
@@ -113,6 +123,10 @@ def main(argv=None) -> int:
                         help="SVGPC / Uncollapsed-ILR with --kernel-prior: the variance "
                              "prior on each latent's kernel variance (default) or on its "
                              "amplitude after the mixing matrix, var_l |W[:, l]|^2")
+    parser.add_argument("--lengthscale-prior-scale", type=float, default=1.0, metavar="S",
+                        help="SVGPC / Uncollapsed-ILR with --kernel-prior: the standard "
+                             "deviation of log lengthscale under the prior "
+                             "LogNormal(log sqrt(D), S) (default 1)")
     parser.add_argument("--initial-lengthscale", type=float, default=None,
                         help="SVGPC / Uncollapsed-ILR: SVI's starting lengthscales (default: "
                              "sqrt(D); GPyTorch's start is 0.693)")
@@ -151,7 +165,8 @@ def main(argv=None) -> int:
           f"natural-gradient step on q(u) (SVI models): {args.natural_gradient}; "
           f"validation hold-out (SVI models): {args.validation_fraction}; kernel (SVI "
           f"models): {args.kernel}, prior: {args.kernel_prior} (variance prior on "
-          f"{args.variance_prior_on}), start: lengthscale "
+          f"{args.variance_prior_on}; log-lengthscale s.d. {args.lengthscale_prior_scale}), "
+          f"start: lengthscale "
           f"{args.initial_lengthscale or 'sqrt(D)'}, variance {args.initial_variance}; 'ok' = "
           f"within one paper s.d. or better")
     print_table_header(f"{'dataset':8s} {'model':14s} {'N':>6s} {PAPER_COMPARISON_HEADER}")

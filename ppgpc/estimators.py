@@ -711,7 +711,8 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         kernel_prior: False (default): the kernel hyperparameters maximise the ELBO (type-II
             ML, as GPyTorch and the ILR paper fit them). True: SVI maximises the ELBO plus
             the kernel's log prior (``kernel.priors``: variance LogNormal(0, 1.5),
-            lengthscales LogNormal(log sqrt(D), 1), meant for z-scored inputs), type-II MAP,
+            lengthscales LogNormal(log sqrt(D), 1), meant for z-scored inputs; pass
+            ``kernel=RBF(lengthscale_prior_scale=s)`` for another width), type-II MAP,
             which keeps ARD lengthscales from running away; the ELBO trace then includes
             the log prior. On letter (per-latent Uncollapsed-ILR, 10000 steps of B = 512)
             it kept the lengthscales at 0.4-26 (type-II ML: up to 1121) and improved

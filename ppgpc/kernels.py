@@ -43,6 +43,9 @@ class RBF:
 
     Attributes:
         ard: one lengthscale per input dimension (True) or a single shared one (False).
+        lengthscale_prior_scale: the standard deviation of log l under the default prior
+            (``priors``), 1 by default; smaller values hold the lengthscales nearer to the
+            prior median sqrt(D).
 
     Parameters (a dict passed to every call):
         variance: scalar s^2 > 0.
@@ -61,8 +64,17 @@ class RBF:
     """
 
     ard: bool = True
+    lengthscale_prior_scale: float = 1.0
 
     name = "rbf"
+
+    def __post_init__(self):
+        scale = self.lengthscale_prior_scale
+        if (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                or not math.isfinite(scale) or scale <= 0):
+            raise ValueError(f"lengthscale_prior_scale must be a positive finite number, got "
+                             f"{scale!r}")
+        object.__setattr__(self, "lengthscale_prior_scale", float(scale))
 
     def param_shapes(self, input_dim: int) -> dict[str, tuple[int, ...]]:
         """Shapes of the parameters for inputs of dimension ``input_dim``."""
@@ -91,13 +103,13 @@ class RBF:
         """Weakly informative priors for z-scored inputs.
 
         ``variance ~ LogNormal(0, 1.5)`` (scales from about 0.05 to 20 within two standard
-        deviations) and ``lengthscale ~ LogNormal(log sqrt(D), 1)``: on z-scored inputs the
-        typical distance between two points is about sqrt(2 D), so a lengthscale near
-        sqrt(D) is the natural centre.
+        deviations) and ``lengthscale ~ LogNormal(log sqrt(D), lengthscale_prior_scale)``
+        (scale 1 by default): on z-scored inputs the typical distance between two points is
+        about sqrt(2 D), so a lengthscale near sqrt(D) is the natural centre.
         """
         shapes = self.param_shapes(input_dim)
         loc = 0.5 * math.log(max(input_dim, 1))
-        ls = dist.LogNormal(jnp.full(shapes["lengthscale"], loc), 1.0)
+        ls = dist.LogNormal(jnp.full(shapes["lengthscale"], loc), self.lengthscale_prior_scale)
         if self.ard:
             ls = ls.to_event(1)
         return {"variance": dist.LogNormal(0.0, 1.5), "lengthscale": ls}

@@ -72,6 +72,8 @@ def _encode(value):
         return {"__items__": [[_encode(k), _encode(v)] for k, v in value.items()]}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"__kernel__": _kernel_description(value)}   # raises for foreign classes
     raise TypeError(f"cannot store a {type(value).__name__} in JSON: {value!r}")
 
 
@@ -87,6 +89,8 @@ def _decode(value):
         return tuple(_decode(v) for v in value["__tuple__"])
     if "__items__" in value:
         return {_hashable(_decode(k)): _decode(v) for k, v in value["__items__"]}
+    if "__kernel__" in value:
+        return _kernel_from(value["__kernel__"])
     return {k: _decode(v) for k, v in value.items()}
 
 

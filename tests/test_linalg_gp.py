@@ -171,11 +171,12 @@ def test_rbf_gram_equals_the_difference_form_in_value_and_gradient(ard):
     np.testing.assert_allclose(np.diag(gram(k, params, X1)), 1.7, rtol=1e-14)
 
 
-@pytest.mark.parametrize("ard", [True, False])
-def test_kernel_log_prior_sums_the_priors_over_parameters_and_batch_axes(ard):
+@pytest.mark.parametrize("ard, ls_scale", [(True, 1.0), (False, 1.0), (True, 0.3),
+                                            (False, 2.5)])
+def test_kernel_log_prior_sums_the_priors_over_parameters_and_batch_axes(ard, ls_scale):
     """``kernel_log_prior`` against SciPy's log-normal densities (variance LogNormal(0, 1.5),
-    lengthscales LogNormal(log sqrt(D), 1)), for one kernel and for a batch of three, keyed
-    by parameter or by site name."""
+    lengthscales LogNormal(log sqrt(D), s) with s = ``lengthscale_prior_scale``, 1 by
+    default), for one kernel and for a batch of three, keyed by parameter or by site name."""
     D = 4
     gen = np.random.default_rng(0)
     shape = (D,) if ard else ()
@@ -184,12 +185,20 @@ def test_kernel_log_prior_sums_the_priors_over_parameters_and_batch_axes(ard):
              "lengthscale": gen.uniform(0.5, 3.0, (3,) + shape)}
     for params in (single, batch):
         expected = (lognorm.logpdf(params["variance"], s=1.5).sum()
-                    + lognorm.logpdf(params["lengthscale"], s=1.0, scale=np.sqrt(D)).sum())
+                    + lognorm.logpdf(params["lengthscale"], s=ls_scale, scale=np.sqrt(D)).sum())
         jparams = {k: jnp.asarray(v) for k, v in params.items()}
         by_site = {"kernel_" + k: v for k, v in jparams.items()}
         for given in (jparams, by_site):
-            assert np.isclose(float(kernel_log_prior(RBF(ard=ard), D, given)), expected,
-                              rtol=1e-12)
+            kernel = RBF(ard=ard, lengthscale_prior_scale=ls_scale)
+            assert np.isclose(float(kernel_log_prior(kernel, D, given)), expected, rtol=1e-12)
+
+
+def test_rbf_lengthscale_prior_scale_defaults_to_one_and_refuses_bad_values():
+    assert RBF().lengthscale_prior_scale == 1.0 and RBF() == RBF(lengthscale_prior_scale=1)
+    assert hash(RBF(lengthscale_prior_scale=2)) == hash(RBF(lengthscale_prior_scale=2.0))
+    for bad in (0.0, -1.0, float("nan"), float("inf"), True, "0.5", None):
+        with pytest.raises(ValueError, match="lengthscale_prior_scale must be a positive"):
+            RBF(lengthscale_prior_scale=bad)
 
 
 @pytest.mark.parametrize("ard", [True, False])

@@ -2,6 +2,7 @@
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -76,6 +77,23 @@ def test_estimator_round_trip_is_bit_for_bit(tmp_path, classifier):
     assert list(idata.predictions["class"].values) == clf.classes_.tolist()
 
 
+def test_a_kernel_object_in_the_settings_round_trips(tmp_path):
+    """An estimator built with a kernel object (not a name) saves it as its class and fields
+    and loads an equal kernel, with bit-for-bit predictions."""
+    X, y = toy()
+    options = {"hyperparameters": initial_hyperparameters("ilr_gp"), "num_draws": 60}
+    kernel = RBF(ard=True, lengthscale_prior_scale=0.5)
+    clf = ILRGPClassifier(kernel=kernel, seed=4, inference_options=options).fit(X, y)
+    path = clf.save(tmp_path / "clf")
+    payload = json.loads((path / "settings.json").read_text())
+    assert payload["params"]["kernel"] == {"__kernel__": {
+        "class": "RBF", "fields": {"ard": True, "lengthscale_prior_scale": 0.5}}}
+    loaded = ppgpc.load(path)
+    assert loaded.kernel == kernel and loaded.result_.kernel == kernel
+    np.testing.assert_array_equal(loaded.predict_proba(X[:NUM_PRED]),
+                                  clf.predict_proba(X[:NUM_PRED]))
+
+
 def test_saved_settings_are_plain_json(tmp_path, classifier):
     clf, _, _ = classifier
     path = clf.save(tmp_path / "clf")
@@ -105,6 +123,7 @@ def test_what_cannot_be_saved_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="not fitted"):
         LogisticSoftmaxGPClassifier().save(tmp_path / "x")
 
+    @jax.tree_util.register_static  # a user's kernel must be static to pass through jit
     class MyKernel(RBF):
         pass
 
@@ -113,3 +132,8 @@ def test_what_cannot_be_saved_is_refused(tmp_path):
     with pytest.raises(ValueError, match="only the kernels of ppgpc.kernels"):
         custom.save(tmp_path / "y")
     assert not (tmp_path / "y").exists()
+    clf = ILRGPClassifier(kernel=MyKernel(), seed=4, inference_options={
+        "hyperparameters": initial_hyperparameters("ilr_gp"), "num_draws": 60}).fit(*toy())
+    with pytest.raises(ValueError, match="only the kernels of ppgpc.kernels"):
+        clf.save(tmp_path / "z")
+    assert not (tmp_path / "z").exists()
