@@ -22,6 +22,7 @@ top-label ECE (10 bins), fit seconds, and the paper's row. Datasets come from
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -59,13 +60,14 @@ def _svi_options(args, dataset: str) -> dict:
 
 
 def _kernel(args):
-    """The SVI models' kernel: the ``--kernel`` name, or an ``RBF`` object when
-    ``--lengthscale-prior-scale`` differs from the default."""
-    from ppgpc.kernels import RBF
+    """The SVI models' kernel: the ``--kernel`` name, or that kernel with its lengthscale
+    prior's width set when ``--lengthscale-prior-scale`` differs from the default."""
+    from ppgpc.kernels import make_kernel
 
     if args.lengthscale_prior_scale == 1.0:
         return args.kernel
-    return RBF(ard=args.kernel == "rbf-ard", lengthscale_prior_scale=args.lengthscale_prior_scale)
+    return dataclasses.replace(make_kernel(args.kernel),
+                               lengthscale_prior_scale=args.lengthscale_prior_scale)
 
 
 def _hyper_optimizer(args) -> str:

@@ -87,8 +87,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
-import numbers
 from typing import Optional
 
 import jax
@@ -103,6 +101,7 @@ from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import gram, gram_diag, kernel_log_prior, sample_kernel_params
 from ppgpc.sparse import (DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, inducing_cholesky,
                           initial_inducing_inputs)
+from ppgpc.validation import check_positive
 
 __all__ = [
     "LINKS",
@@ -227,15 +226,6 @@ def _check_ell(ell_estimator, likelihood_samples) -> tuple[str, int]:
     return ell_estimator, int(likelihood_samples)
 
 
-def _check_positive(name: str, value) -> float:
-    """A finite, positive float (starting kernel parameters)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be finite and positive, got {value!r}")
-    return float(value)
-
-
 def _check_num_inducing(num_inducing, N: int) -> int:
     if num_inducing is None:
         return min(DEFAULT_NUM_INDUCING, N)
@@ -295,9 +285,9 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
     if variance_prior_on != "kernel" and not kernel_prior:
         raise ValueError(f"variance_prior_on={variance_prior_on!r} places the kernel prior's "
                          "variance term; it needs kernel_prior=True")
-    initial_variance = _check_positive("initial_variance", initial_variance)
+    initial_variance = check_positive("initial_variance", initial_variance)
     if initial_lengthscale is not None:
-        initial_lengthscale = _check_positive("initial_lengthscale", initial_lengthscale)
+        initial_lengthscale = check_positive("initial_lengthscale", initial_lengthscale)
     ell_estimator, likelihood_samples = _check_ell(ell_estimator, likelihood_samples)
     if num_classes < 2:
         raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")

@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
+from ppgpc.validation import check_positive
+
 __all__ = ["RBF", "gram", "gram_diag", "kernel_log_prior", "make_kernel", "sample_kernel_params",
            "site_name"]
 
@@ -69,12 +71,9 @@ class RBF:
     name = "rbf"
 
     def __post_init__(self):
-        scale = self.lengthscale_prior_scale
-        if (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                or not math.isfinite(scale) or scale <= 0):
-            raise ValueError(f"lengthscale_prior_scale must be a positive finite number, got "
-                             f"{scale!r}")
-        object.__setattr__(self, "lengthscale_prior_scale", float(scale))
+        object.__setattr__(self, "lengthscale_prior_scale",
+                           check_positive("lengthscale_prior_scale",
+                                          self.lengthscale_prior_scale))
 
     def param_shapes(self, input_dim: int) -> dict[str, tuple[int, ...]]:
         """Shapes of the parameters for inputs of dimension ``input_dim``."""

@@ -6,6 +6,9 @@ a user sees "X has 3 rows with NaN" rather than a traceback from inside a Choles
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 
 __all__ = [
@@ -14,6 +17,7 @@ __all__ = [
     "check_integer_labels",
     "encode_labels",
     "check_exact_size",
+    "check_positive",
     "MAX_EXACT_POINTS",
 ]
 
@@ -126,3 +130,13 @@ def check_exact_size(num_samples: int, limit: int | None, model_name: str) -> No
             f"the limit is {limit}. Use a sparse model, subsample the data, or raise the "
             "limit with max_exact_points=..."
         )
+
+
+def check_positive(name: str, value) -> float:
+    """``value`` as a float, if it is a finite positive real number (not a bool); otherwise a
+    ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be finite and positive, got {value!r}")
+    return float(value)

@@ -196,8 +196,11 @@ def test_kernel_log_prior_sums_the_priors_over_parameters_and_batch_axes(ard, ls
 def test_rbf_lengthscale_prior_scale_defaults_to_one_and_refuses_bad_values():
     assert RBF().lengthscale_prior_scale == 1.0 and RBF() == RBF(lengthscale_prior_scale=1)
     assert hash(RBF(lengthscale_prior_scale=2)) == hash(RBF(lengthscale_prior_scale=2.0))
-    for bad in (0.0, -1.0, float("nan"), float("inf"), True, "0.5", None):
-        with pytest.raises(ValueError, match="lengthscale_prior_scale must be a positive"):
+    for bad in (True, "0.5", None):
+        with pytest.raises(ValueError, match="lengthscale_prior_scale must be a positive number"):
+            RBF(lengthscale_prior_scale=bad)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="lengthscale_prior_scale must be finite and positive"):
             RBF(lengthscale_prior_scale=bad)
 
 
