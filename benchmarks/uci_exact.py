@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     parser.add_argument("--datasets", nargs="+", default=["wine", "glass", "thyroid"])
     parser.add_argument("--models", nargs="+", default=list(EXACT_CLASSIFIERS))
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--kernel", default=None, help="rbf-ard (default) or rbf")
+    parser.add_argument("--kernel", default=None, help="rbf-ard (default), rbf, matern52-ard or matern52")
     parser.add_argument("--tau", type=float, default=None, help="ILR Proposition 1 tolerance")
     parser.add_argument("--inference", default=None,
                         help="override the protocol's inference for every model "

@@ -113,10 +113,11 @@ def main(argv=None) -> int:
                              "Collapsed-ILR / Sparse-GPD: M inducing inputs per ILR "
                              "coordinate / class, one Titsias bound each "
                              "(shared_inducing=False)")
-    parser.add_argument("--kernel", choices=["rbf-ard", "rbf"], default="rbf-ard",
+    parser.add_argument("--kernel", choices=["rbf-ard", "rbf", "matern52-ard", "matern52"],
+                        default="rbf-ard",
                         help="SVGPC / Uncollapsed-ILR: RBF with a lengthscale per input "
                              "(default) or one shared lengthscale (GPyTorch's RBFKernel "
-                             "without ard_num_dims)")
+                             "without ard_num_dims); or the Matern-5/2 kernel, likewise")
     parser.add_argument("--kernel-prior", action="store_true",
                         help="SVGPC / Uncollapsed-ILR: type-II MAP of the kernel "
                              "hyperparameters (the ELBO plus the kernel's log prior) instead "

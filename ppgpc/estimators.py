@@ -402,7 +402,8 @@ class ILRGPClassifier(GPClassifierBase):
             type-II ML on labels without label noise the scale tends to collapse towards 0
             (the GP then interpolates; ``fit`` warns): keep the default noise there.
             ``inference="map"`` holds the scale off zero only on small data sets.
-        kernel: ``"rbf-ard"`` (default), ``"rbf"`` or a kernel object.
+        kernel: ``"rbf-ard"`` (default), ``"rbf"``, ``"matern52-ard"``, ``"matern52"`` or a
+            kernel object (``ppgpc.kernels``).
         inference: ``"exact"`` (type-II ML hyperparameters and the closed-form posterior),
             ``"map"`` (type-II MAP), ``"nuts"`` (NUTS; options in ``inference_options``,
             e.g. ``{"form": "latent", "num_samples": 1000}``) or ``"collapsed"``

@@ -10,8 +10,11 @@ A kernel is a small frozen object that knows
 ``vmap``; shape errors are raised there with the shapes named. A pair function written with
 dot products (as the RBF's is) becomes matrix products under that ``vmap``.
 
-Notation follows MATH.md: RBF k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)), with the
+Notation follows MATH.md: RBF k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)) and Matern-5/2
+k(x, x') = s^2 (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r) with r = |x - x'| / l, the
 lengthscale l a scalar (isotropic) or a vector of length D (ARD, one per input dimension).
+Both share parameters, priors and starting values (``_Stationary``) and differ only in the
+profile, the kernel as a function of the scaled squared distance.
 Parameters live on the positive scale (``variance`` = s^2, ``lengthscale`` = l); the
 NumPyro models sample them from positive-support priors and optimisers work on their
 logarithms through NumPyro's constraint transforms.
@@ -19,6 +22,7 @@ logarithms through NumPyro's constraint transforms.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from typing import Mapping
@@ -30,18 +34,19 @@ import numpyro.distributions as dist
 
 from ppgpc.validation import check_positive
 
-__all__ = ["RBF", "gram", "gram_diag", "kernel_log_prior", "make_kernel", "sample_kernel_params",
-           "site_name"]
+__all__ = ["Matern52", "RBF", "gram", "gram_diag", "kernel_log_prior", "make_kernel",
+           "sample_kernel_params", "site_name"]
 
 SITE_PREFIX = "kernel_"
 
 Params = Mapping[str, jax.Array]
 
 
-@jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
-class RBF:
-    """Squared-exponential kernel k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)) (MATH.md notation).
+class _Stationary(abc.ABC):
+    """What the stationary kernels share: the parameters (variance s^2, lengthscale l), their
+    priors and starting values, and the scaled squared distance. A subclass gives ``name``
+    and ``profile(sq)``, the kernel at unit variance as a function of |x - x'|^2 / l^2.
 
     Attributes:
         ard: one lengthscale per input dimension (True) or a single shared one (False).
@@ -53,22 +58,12 @@ class RBF:
         variance: scalar s^2 > 0.
         lengthscale: shape () when ``ard`` is False, shape (D,) when True; all > 0.
 
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from ppgpc.kernels import RBF, gram
-        >>> k = RBF(ard=True)
-        >>> X = jnp.zeros((4, 2))
-        >>> gram(k, {"variance": 2.0, "lengthscale": jnp.ones(2)}, X).shape
-        (4, 4)
-
     Kernels are registered as static pytrees: they pass through ``jax.jit`` and NumPyro's
     ``MCMC`` as compile-time constants (they are hashable and hold no arrays).
     """
 
     ard: bool = True
     lengthscale_prior_scale: float = 1.0
-
-    name = "rbf"
 
     def __post_init__(self):
         object.__setattr__(self, "lengthscale_prior_scale",
@@ -78,6 +73,10 @@ class RBF:
     def param_shapes(self, input_dim: int) -> dict[str, tuple[int, ...]]:
         """Shapes of the parameters for inputs of dimension ``input_dim``."""
         return {"variance": (), "lengthscale": (input_dim,) if self.ard else ()}
+
+    @abc.abstractmethod
+    def profile(self, sq: jax.Array) -> jax.Array:
+        """k / s^2 as a function of the scaled squared distance sq = |x - x'|^2 / l^2 >= 0."""
 
     def evaluate(self, params: Params, x: jax.Array, x2: jax.Array) -> jax.Array:
         """k(x, x') for one pair of points, each of shape (D,); returns a scalar.
@@ -92,7 +91,7 @@ class RBF:
         a = x / params["lengthscale"]
         b = x2 / params["lengthscale"]
         sq = jnp.dot(a, a) + jnp.dot(b, b) - 2.0 * jnp.dot(a, b)
-        return params["variance"] * jnp.exp(-0.5 * jnp.maximum(sq, 0.0))
+        return params["variance"] * self.profile(jnp.maximum(sq, 0.0))
 
     def diag(self, params: Params, X: jax.Array) -> jax.Array:
         """k(x_i, x_i) for every row of X (n, D): stationary, so s^2 for all; shape (n,)."""
@@ -135,6 +134,65 @@ class RBF:
         }
 
 
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class RBF(_Stationary):
+    """Squared-exponential kernel k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)) (MATH.md notation).
+
+    Fields, parameters, priors and starting values as for every stationary kernel
+    (``_Stationary``: ``ard``, ``lengthscale_prior_scale``; ``variance``, ``lengthscale``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from ppgpc.kernels import RBF, gram
+        >>> k = RBF(ard=True)
+        >>> X = jnp.zeros((4, 2))
+        >>> gram(k, {"variance": 2.0, "lengthscale": jnp.ones(2)}, X).shape
+        (4, 4)
+    """
+
+    name = "rbf"
+
+    def profile(self, sq: jax.Array) -> jax.Array:
+        """exp(-sq / 2)."""
+        return jnp.exp(-0.5 * sq)
+
+
+# Below this scaled squared distance the Matern distance r = sqrt(sq) is taken at the floor:
+# r^2 = 1e-36 keeps d r / d sq = 1 / (2 r) finite, and k differs from its value at sq = 0 by
+# 5/6 * 1e-36 relative, far below rounding.
+_MIN_SQ = 1e-36
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Matern52(_Stationary):
+    """Matern kernel of smoothness 5/2:
+    k(x, x') = s^2 (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r), r = |x - x'| / l.
+
+    Sample paths are twice differentiable, rougher than the RBF's. Fields, parameters,
+    priors and starting values as for every stationary kernel (``_Stationary``).
+
+    The derivative in sq = r^2, -(5/6) (1 + sqrt(5) r) exp(-sqrt(5) r), is finite at r = 0,
+    but autodiff through r = sqrt(sq) is not; sq is floored at 1e-36 so gradients at
+    coincident points are finite (and correct to rounding).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from ppgpc.kernels import Matern52, gram
+        >>> X = jnp.zeros((3, 2))
+        >>> gram(Matern52(), {"variance": 2.0, "lengthscale": jnp.ones(2)}, X)[0, 1]
+        Array(2., dtype=float64)
+    """
+
+    name = "matern52"
+
+    def profile(self, sq: jax.Array) -> jax.Array:
+        """(1 + sqrt(5 sq) + 5 sq / 3) exp(-sqrt(5 sq))."""
+        r5 = jnp.sqrt(5.0 * jnp.maximum(sq, _MIN_SQ))
+        return (1.0 + r5 + r5 * r5 / 3.0) * jnp.exp(-r5)
+
+
 def _check_inputs(X1: jax.Array, X2: jax.Array) -> None:
     if X1.ndim != 2 or X2.ndim != 2:
         raise ValueError(
@@ -174,11 +232,15 @@ _KERNELS = {
     "rbf": lambda: RBF(ard=False),
     "rbf-iso": lambda: RBF(ard=False),
     "rbf-ard": lambda: RBF(ard=True),
+    "matern52": lambda: Matern52(ard=False),
+    "matern52-iso": lambda: Matern52(ard=False),
+    "matern52-ard": lambda: Matern52(ard=True),
 }
 
 
-def make_kernel(spec) -> RBF:
-    """A kernel object from a name ("rbf", "rbf-iso", "rbf-ard") or a kernel object."""
+def make_kernel(spec):
+    """A kernel object from a name ("rbf", "rbf-iso", "rbf-ard", "matern52",
+    "matern52-iso", "matern52-ard"; without a suffix: one lengthscale) or a kernel object."""
     if isinstance(spec, str):
         try:
             return _KERNELS[spec.lower()]()

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import lognorm, multivariate_normal
 
 from ppgpc import gp, linalg
-from ppgpc.kernels import RBF, gram, kernel_log_prior
+from ppgpc.kernels import RBF, Matern52, gram, kernel_log_prior, make_kernel
 
 
 def _spd(n, seed):
@@ -150,30 +150,79 @@ def _difference_form_gram(params, X1, X2):
     return params["variance"] * jnp.exp(-0.5 * jnp.sum(diff * diff, axis=-1))
 
 
+def _difference_form_matern52(params, X1, X2):
+    """s^2 (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r), r = |x - x'| / l, from the
+    differences (Rasmussen & Williams eq. 4.17 with nu = 5/2)."""
+    diff = (X1[:, None, :] - X2[None, :, :]) / params["lengthscale"]
+    r = jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+    return params["variance"] * (1 + np.sqrt(5) * r + 5 * r * r / 3) * jnp.exp(-np.sqrt(5) * r)
+
+
+@pytest.mark.parametrize("kernel_class, textbook", [(RBF, _difference_form_gram),
+                                                    (Matern52, _difference_form_matern52)])
 @pytest.mark.parametrize("ard", [True, False])
-def test_rbf_gram_equals_the_difference_form_in_value_and_gradient(ard):
+def test_gram_equals_the_difference_form_in_value_and_gradient(ard, kernel_class, textbook):
     rng = np.random.default_rng(7)
     X1, X2 = jnp.asarray(rng.normal(size=(9, 3))), jnp.asarray(rng.normal(size=(5, 3)))
-    X1 = X1.at[4].set(X2[2])  # a shared point: distance exactly 0 across the two sets
-    k = RBF(ard=ard)
+    k = kernel_class(ard=ard)
     params = {"variance": jnp.asarray(1.7),
               "lengthscale": jnp.asarray([0.6, 1.3, 2.1]) if ard else jnp.asarray(0.9)}
-    for A, B in [(X1, X2), (X1, X1)]:
-        W = jnp.asarray(rng.normal(size=(A.shape[0], B.shape[0])))
-        np.testing.assert_allclose(gram(k, params, A, B), _difference_form_gram(params, A, B),
-                                   rtol=1e-12, atol=1e-14)
-        g_dot = jax.grad(lambda p, A: jnp.sum(gram(k, p, A, B) * W), argnums=(0, 1))(params, A)
-        g_diff = jax.grad(lambda p, A: jnp.sum(_difference_form_gram(p, A, B) * W),
-                          argnums=(0, 1))(params, A)
-        for got, want in zip(jax.tree_util.tree_leaves(g_dot), jax.tree_util.tree_leaves(g_diff)):
-            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
-    # the symmetric Gram's diagonal is the kernel variance to rounding
+    W = jnp.asarray(rng.normal(size=(9, 5)))
+    np.testing.assert_allclose(gram(k, params, X1, X2), textbook(params, X1, X2),
+                               rtol=1e-12, atol=1e-14)
+    g_dot = jax.grad(lambda p, A: jnp.sum(gram(k, p, A, X2) * W), argnums=(0, 1))(params, X1)
+    g_diff = jax.grad(lambda p, A: jnp.sum(textbook(p, A, X2) * W), argnums=(0, 1))(params, X1)
+    for got, want in zip(jax.tree_util.tree_leaves(g_dot), jax.tree_util.tree_leaves(g_diff)):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("kernel_class", [RBF, Matern52])
+def test_gram_at_coincident_points_has_the_variance_and_finite_exact_gradients(kernel_class):
+    """A point shared by the two sets (distance exactly 0, where the Matern's sqrt has no
+    derivative): the value is s^2, and the gradients in the inputs and the parameters are
+    finite and agree with central finite differences (both kernels are twice differentiable
+    in x, so the differences are accurate to O(h^2))."""
+    rng = np.random.default_rng(3)
+    X1, X2 = jnp.asarray(rng.normal(size=(4, 3))), jnp.asarray(rng.normal(size=(3, 3)))
+    X1 = X1.at[1].set(X2[2])
+    k = kernel_class(ard=True)
+    params = {"variance": jnp.asarray(1.7), "lengthscale": jnp.asarray([0.6, 1.3, 2.1])}
+    K = gram(k, params, X1, X2)
+    assert float(K[1, 2]) == pytest.approx(1.7, rel=1e-14)
     np.testing.assert_allclose(np.diag(gram(k, params, X1)), 1.7, rtol=1e-14)
+    W = jnp.asarray(rng.normal(size=(4, 3)))
+
+    def objective(flat):
+        p = {"variance": flat[0], "lengthscale": flat[1:4]}
+        return jnp.sum(gram(k, p, flat[4:].reshape(4, 3), X2) * W)
+
+    flat = jnp.concatenate([params["variance"][None], params["lengthscale"], X1.ravel()])
+    grad = jax.grad(objective)(flat)
+    assert np.all(np.isfinite(grad))
+    h = 1e-5
+    fd = np.array([(objective(flat.at[i].add(h)) - objective(flat.at[i].add(-h))) / (2 * h)
+                   for i in range(flat.size)])
+    np.testing.assert_allclose(grad, fd, rtol=1e-7, atol=1e-8)
 
 
+def test_make_kernel_knows_the_kernel_names():
+    assert make_kernel("rbf-ard") == RBF(ard=True) and make_kernel("RBF") == RBF(ard=False)
+    assert make_kernel("matern52-ard") == Matern52(ard=True)
+    assert make_kernel("matern52") == make_kernel("matern52-iso") == Matern52(ard=False)
+    assert Matern52() != RBF()  # same fields, different kernels
+    kernel = Matern52(lengthscale_prior_scale=0.5)
+    assert make_kernel(kernel) is kernel
+    with pytest.raises(ValueError, match=r"unknown kernel 'matern32'; known kernels: .*matern52"):
+        make_kernel("matern32")
+    with pytest.raises(TypeError, match="kernel must be a name or a kernel object, got int"):
+        make_kernel(3)
+
+
+@pytest.mark.parametrize("kernel_class", [RBF, Matern52])
 @pytest.mark.parametrize("ard, ls_scale", [(True, 1.0), (False, 1.0), (True, 0.3),
                                             (False, 2.5)])
-def test_kernel_log_prior_sums_the_priors_over_parameters_and_batch_axes(ard, ls_scale):
+def test_kernel_log_prior_sums_the_priors_over_parameters_and_batch_axes(ard, ls_scale,
+                                                                         kernel_class):
     """``kernel_log_prior`` against SciPy's log-normal densities (variance LogNormal(0, 1.5),
     lengthscales LogNormal(log sqrt(D), s) with s = ``lengthscale_prior_scale``, 1 by
     default), for one kernel and for a batch of three, keyed by parameter or by site name."""
@@ -189,19 +238,21 @@ def test_kernel_log_prior_sums_the_priors_over_parameters_and_batch_axes(ard, ls
         jparams = {k: jnp.asarray(v) for k, v in params.items()}
         by_site = {"kernel_" + k: v for k, v in jparams.items()}
         for given in (jparams, by_site):
-            kernel = RBF(ard=ard, lengthscale_prior_scale=ls_scale)
+            kernel = kernel_class(ard=ard, lengthscale_prior_scale=ls_scale)
             assert np.isclose(float(kernel_log_prior(kernel, D, given)), expected, rtol=1e-12)
 
 
-def test_rbf_lengthscale_prior_scale_defaults_to_one_and_refuses_bad_values():
-    assert RBF().lengthscale_prior_scale == 1.0 and RBF() == RBF(lengthscale_prior_scale=1)
-    assert hash(RBF(lengthscale_prior_scale=2)) == hash(RBF(lengthscale_prior_scale=2.0))
+@pytest.mark.parametrize("kernel_class", [RBF, Matern52])
+def test_lengthscale_prior_scale_defaults_to_one_and_refuses_bad_values(kernel_class):
+    k = kernel_class
+    assert k().lengthscale_prior_scale == 1.0 and k() == k(lengthscale_prior_scale=1)
+    assert hash(k(lengthscale_prior_scale=2)) == hash(k(lengthscale_prior_scale=2.0))
     for bad in (True, "0.5", None):
         with pytest.raises(ValueError, match="lengthscale_prior_scale must be a positive number"):
-            RBF(lengthscale_prior_scale=bad)
+            k(lengthscale_prior_scale=bad)
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="lengthscale_prior_scale must be finite and positive"):
-            RBF(lengthscale_prior_scale=bad)
+            k(lengthscale_prior_scale=bad)
 
 
 @pytest.mark.parametrize("ard", [True, False])

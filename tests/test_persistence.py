@@ -10,7 +10,7 @@ import ppgpc
 from fitted_cases import NUM_PRED, fitted, initial_hyperparameters, toy
 from ppgpc import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.infer import FitResult
-from ppgpc.kernels import RBF
+from ppgpc.kernels import RBF, Matern52
 from ppgpc.persistence import _constructor_params, _encode
 
 
@@ -77,17 +77,20 @@ def test_estimator_round_trip_is_bit_for_bit(tmp_path, classifier):
     assert list(idata.predictions["class"].values) == clf.classes_.tolist()
 
 
-def test_a_kernel_object_in_the_settings_round_trips(tmp_path):
+@pytest.mark.parametrize("kernel", [RBF(ard=True, lengthscale_prior_scale=0.5),
+                                    Matern52(ard=True, lengthscale_prior_scale=2.0)])
+def test_a_kernel_object_in_the_settings_round_trips(tmp_path, kernel):
     """An estimator built with a kernel object (not a name) saves it as its class and fields
     and loads an equal kernel, with bit-for-bit predictions."""
     X, y = toy()
     options = {"hyperparameters": initial_hyperparameters("ilr_gp"), "num_draws": 60}
-    kernel = RBF(ard=True, lengthscale_prior_scale=0.5)
     clf = ILRGPClassifier(kernel=kernel, seed=4, inference_options=options).fit(X, y)
     path = clf.save(tmp_path / "clf")
     payload = json.loads((path / "settings.json").read_text())
     assert payload["params"]["kernel"] == {"__kernel__": {
-        "class": "RBF", "fields": {"ard": True, "lengthscale_prior_scale": 0.5}}}
+        "class": type(kernel).__name__,
+        "fields": {"ard": kernel.ard,
+                   "lengthscale_prior_scale": kernel.lengthscale_prior_scale}}}
     loaded = ppgpc.load(path)
     assert loaded.kernel == kernel and loaded.result_.kernel == kernel
     np.testing.assert_array_equal(loaded.predict_proba(X[:NUM_PRED]),

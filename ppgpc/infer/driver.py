@@ -310,7 +310,8 @@ def fit(
         y: (N,) integer labels 0..C-1.
         method: one of ``supported_methods(model)``.
         num_classes: C (default: largest label + 1).
-        kernel: a kernel name (``"rbf-ard"``, ``"rbf"``) or object.
+        kernel: a kernel name (``"rbf-ard"``, ``"rbf"``, ``"matern52-ard"``, ``"matern52"``;
+            ``ppgpc.kernels.make_kernel``) or object.
         model_options: passed to the model's ``prepare`` (e.g. ``epsilon``, ``tau``).
         seed: integer seed; every random step derives its key from it.
         max_exact_points: refuse exact/MCMC GP inference above this N (None: no limit;
