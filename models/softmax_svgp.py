@@ -91,6 +91,7 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
@@ -376,11 +377,34 @@ def _latent_axes(data: SVGPData) -> tuple[int | None, int | None]:
 
 def _per_latent(data: SVGPData, fn, *more_axes):
     """``fn(params, Z, *more)`` as it is when kernel and inducing inputs are shared, else
-    mapped over the latents (outputs gain a leading L axis)."""
+    mapped over the latents one at a time (outputs gain a leading L axis).
+
+    The map is ``lax.map`` (a loop), not ``vmap``: under ``vmap`` the Cholesky factors and
+    triangular solves become batched LAPACK calls, which jaxlib 0.10 spreads over XLA's CPU
+    thread pool from inside a pool thread; two of them running at once (as in the ELBO's
+    gradient) can each wait for work queued behind the other, and the step never ends. Seen
+    on 2 cores at letter's size (L = 25, M = 200, B = 512) in four of four unpinned runs
+    while the other core was busy (gdb: both pool threads in ``lapack_dtrsm_ffi``, waiting in
+    ``ParallelBatchMap``); with the loop, two of two such runs finished. One latent at a
+    time makes unbatched calls; it costs about 20% of a step there (0.51 s against 0.42 s,
+    one core each; ``benchmarks/svgp_step_profile.py`` times the parts).
+    """
     kernel_axis, inducing_axis = _latent_axes(data)
     if kernel_axis is None and inducing_axis is None:
         return fn
-    return jax.vmap(fn, in_axes=(kernel_axis, inducing_axis) + more_axes)
+    axes = (kernel_axis, inducing_axis) + more_axes
+
+    def mapped(*args):
+        sliced = [arg for arg, axis in zip(args, axes) if axis is not None]
+
+        def one(parts):
+            parts = iter(parts)
+            return fn(*(next(parts) if axis is not None else arg
+                        for arg, axis in zip(args, axes)))
+
+        return lax.map(one, sliced)
+
+    return mapped
 
 
 def _chol_mm(data: SVGPData, kernel, params, Z):
