@@ -4,8 +4,8 @@ Each part of the minibatch ELBO is timed on its own, forward and forward plus gr
 (``jax.grad`` of a scalar of the part's output), with the model's own functions
 (``models/softmax_svgp.py``), at one layout (MATH.md section 4):
 
-* ``K_mm Cholesky``: the kernel at the inducing inputs and its Cholesky factor (L of them
-  per latent);
+* ``K_mm Cholesky``: the kernel at the inducing inputs and its Cholesky factor (one per
+  latent in the per-latent layout);
 * ``K_mb``: the kernel between inducing inputs and a minibatch of B inputs;
 * ``a = L_mm^-1 K_mb``: the triangular solve against the B columns;
 * ``q marginals``: the mean a^T m and the variance term |R^T a|^2 of q(f) (``marginal_moments``);
@@ -16,7 +16,7 @@ The parts overlap (each gradient includes its own forward pass) and XLA fuses ac
 in the whole step, so the parts need not add up to the step. The last two rows time the
 dense kernels the step is made of, for one latent: a matrix product and a triangular solve
 of the same sizes, with the rate in GFLOP/s. On the machines here a triangular solve
-runs at a fifth of the matrix product's rate, which is why the solve and its gradient
+runs at a sixth of the matrix product's rate (11 against 67 GFLOP/s), which is why the solve and its gradient
 dominate.
 
 Per-latent parts map over the latents one at a time, as the model does (``_per_latent``
@@ -117,7 +117,7 @@ def main(argv=None) -> None:
 
     parts = [("K_mm Cholesky", chol, (params, Z)), ("K_mb", kmb, (params, Z)),
              ("a = L_mm^-1 K_mb", solve, (chol_mm, K)),
-             ("q marginals", lambda *x: moments(*x), (a, q_mean, q_tril))]
+             ("q marginals", moments, (a, q_mean, q_tril))]
     for name, fn, fn_args in parts:
         scalar = lambda *x, fn=fn: jnp.sum(fn(*x) ** 2)  # noqa: E731
         forward = timed(jax.jit(scalar), *fn_args)
