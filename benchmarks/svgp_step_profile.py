@@ -16,8 +16,8 @@ The parts overlap (each gradient includes its own forward pass) and XLA fuses ac
 in the whole step, so the parts need not add up to the step. The last two rows time the
 dense kernels the step is made of, for one latent: a matrix product and a triangular solve
 of the same sizes, with the rate in GFLOP/s. On the machines here a triangular solve
-runs at a sixth of the matrix product's rate (11 against 67 GFLOP/s), which is why the solve and its gradient
-dominate.
+runs at a sixth of the matrix product's rate (11 against 67 GFLOP/s), which is why the
+solve and its gradient dominate.
 
 Per-latent parts map over the latents one at a time, as the model does (``_per_latent``
 explains why not ``vmap``: batched LAPACK calls can deadlock jaxlib's CPU thread pool).
@@ -68,6 +68,7 @@ def main(argv=None) -> None:
     from ppgpc import linalg
     from ppgpc.kernels import RBF, gram
     from ppgpc.models import softmax_svgp as svgp
+    from ppgpc.sparse import map_outputs
 
     N, D, C, B, M = 13500, 16, 26, args.batch_size, args.num_inducing
     gen = np.random.default_rng(0)
@@ -94,10 +95,8 @@ def main(argv=None) -> None:
 
     chol_mm, K = chol(params, Z), kmb(params, Z)
 
-    def solve(c, K):  # one latent at a time, as the model maps (``_per_latent``)
-        if c.ndim == 2:
-            return linalg.tri_solve(c, K)
-        return jax.lax.map(lambda ck: linalg.tri_solve(*ck), (c, K))
+    # one latent at a time, as the model maps (``_per_latent``)
+    solve = map_outputs(linalg.tri_solve, (0, 0)) if per_latent else linalg.tri_solve
 
     a = solve(chol_mm, K)
     resid = jnp.ones(a.shape[:-2] + a.shape[-1:])
@@ -144,6 +143,7 @@ def main(argv=None) -> None:
           f"{'':12s} {2 * flops / matmul / 1e9:5.1f} GFLOP/s")
     print(f"{'triangular solve (same sizes)':34s} {trsm * 1e3:11.2f} "
           f"{'':12s} {flops / trsm / 1e9:5.1f} GFLOP/s")
+
 
 if __name__ == "__main__":
     main()

@@ -91,7 +91,6 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
@@ -101,7 +100,7 @@ from ppgpc import gp, linalg, simplex
 from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import gram, gram_diag, kernel_log_prior, sample_kernel_params
 from ppgpc.sparse import (DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, inducing_cholesky,
-                          initial_inducing_inputs)
+                          initial_inducing_inputs, map_outputs)
 from ppgpc.validation import check_positive
 
 __all__ = [
@@ -379,33 +378,21 @@ def _per_latent(data: SVGPData, fn, *more_axes):
     """``fn(params, Z, *more)`` as it is when kernel and inducing inputs are shared, else
     mapped over the latents one at a time (outputs gain a leading L axis).
 
-    The map is ``lax.map`` (a loop), not ``vmap``: under ``vmap`` the Cholesky factors and
-    triangular solves become batched LAPACK calls, which jaxlib 0.10 spreads over XLA's CPU
-    thread pool from inside a pool thread; two of them running at once (as in the ELBO's
-    gradient) can each wait for work queued behind the other, and the step never ends. Seen
-    on 2 cores at letter's size (L = 25, M = 200, B = 512) in four of four unpinned runs
-    while the other core was busy (gdb: both pool threads in ``lapack_dtrsm_ffi``, waiting in
-    ``ParallelBatchMap``); with the loop, two of two such runs finished. One latent at a
-    time makes unbatched calls and costs nothing there: 0.425 s a step against 0.452 s with
-    ``vmap``, each measured alone on one idle core (``benchmarks/svgp_step_profile.py``
-    times the parts).
+    The map is ``ppgpc.sparse.map_outputs`` (a ``lax.map`` loop), not ``vmap``: under
+    ``vmap`` the Cholesky factors and triangular solves become batched LAPACK calls, which
+    jaxlib 0.10 spreads over XLA's CPU thread pool from inside a pool thread; two of them
+    running at once (as in the ELBO's gradient) can each wait for work queued behind the
+    other, and the step never ends. Seen on 2 cores at letter's size (L = 25, M = 200,
+    B = 512) in four of four unpinned runs while the other core was busy (gdb: both pool
+    threads in ``lapack_dtrsm_ffi``, waiting in ``ParallelBatchMap``); with the loop, two of
+    two such runs finished. One latent at a time makes unbatched calls and costs nothing
+    there: 0.425 s a step against 0.452 s with ``vmap``, each measured alone on one idle
+    core (``benchmarks/svgp_step_profile.py`` times the parts).
     """
     kernel_axis, inducing_axis = _latent_axes(data)
     if kernel_axis is None and inducing_axis is None:
         return fn
-    axes = (kernel_axis, inducing_axis) + more_axes
-
-    def mapped(*args):
-        sliced = [arg for arg, axis in zip(args, axes) if axis is not None]
-
-        def one(parts):
-            parts = iter(parts)
-            return fn(*(next(parts) if axis is not None else arg
-                        for arg, axis in zip(args, axes)))
-
-        return lax.map(one, sliced)
-
-    return mapped
+    return map_outputs(fn, (kernel_axis, inducing_axis) + more_axes)
 
 
 def _chol_mm(data: SVGPData, kernel, params, Z):

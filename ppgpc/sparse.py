@@ -54,6 +54,7 @@ __all__ = [
     "make_prepare",
     "make_initial_hypers",
     "inducing_cholesky",
+    "map_outputs",
     "collapsed_bound",
     "collapsed_bound_two_level",
     "condition",
@@ -355,13 +356,43 @@ def _output_noise(noise_var, noise_scale, N: int, L: int) -> jax.Array:
     return noise * _output_scales(noise_scale, L)[None, :]
 
 
+def map_outputs(fn, in_axes: tuple):
+    """``fn`` mapped over a leading output axis one output at a time (``jax.lax.map``, a
+    loop), with ``vmap``-style ``in_axes``: 0 for an argument (a pytree) with a leading output
+    axis, None for one every output uses as it is. Outputs gain a leading axis.
+
+    A loop rather than ``vmap``: the factorisations share nothing, and one at a time they
+    are unbatched LAPACK calls (``models/softmax_svgp.py``'s ``_per_latent`` gives the
+    deadlock that batched calls can cause in jaxlib 0.10's CPU thread pool).
+
+    Raises:
+        ValueError: an axis other than 0 or None (``lax.map`` maps leading axes only).
+    """
+    in_axes = tuple(in_axes)
+    if any(axis not in (0, None) for axis in in_axes):
+        raise ValueError(f"map_outputs maps over leading axes only: in_axes must be 0 or "
+                         f"None, got {in_axes}")
+
+    def mapped(*args):
+        if len(args) != len(in_axes):
+            raise TypeError(f"expected {len(in_axes)} arguments (one per in_axes entry), "
+                            f"got {len(args)}")
+
+        def one(sliced):
+            sliced = iter(sliced)
+            return fn(*(next(sliced) if axis == 0 else arg for arg, axis in zip(args, in_axes)))
+
+        return jax.lax.map(one, [arg for arg, axis in zip(args, in_axes) if axis == 0])
+
+    return mapped
+
+
 def _map_outputs(fn, params, params_per_output: bool, *per_output):
-    """``jax.lax.map`` of ``fn(params_l, *args_l)`` over the outputs: one output's
+    """``fn(params_l, *args_l)`` over the outputs (``map_outputs``): one output's
     factorisation at a time, since per-output inducing inputs share none. ``params`` has a
     leading output axis when ``params_per_output``, else every output uses it as it is."""
-    if params_per_output:
-        return jax.lax.map(lambda a: fn(*a), (params, *per_output))
-    return jax.lax.map(lambda a: fn(params, *a), per_output)
+    axes = (0 if params_per_output else None,) + (0,) * len(per_output)
+    return map_outputs(fn, axes)(params, *per_output)
 
 
 def collapsed_bound_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array,

@@ -444,3 +444,29 @@ def test_sparse_gpd_arviz_u_is_the_latent_without_pseudo_observation_noise(share
     assert np.all(np.abs(u[0].mean(0) - mean) < 5 * se)
     ratio = u[0].var(0, ddof=1) / np.asarray(var)
     assert np.all(np.abs(ratio - 1.0) < 5 * np.sqrt(2.0 / (S - 1)))
+
+
+def test_map_outputs_matches_vmap_with_mixed_axes():
+    """map_outputs (one output at a time) gives vmap's result, arguments with and without
+    an output axis mixed, pytree arguments included."""
+    rng = np.random.default_rng(0)
+    params = {"a": jnp.asarray(rng.normal(size=(3, 2))), "b": jnp.asarray(rng.normal(size=3))}
+    shared = jnp.asarray(rng.normal(size=(4, 2)))
+    per_output = jnp.asarray(rng.normal(size=(3, 4)))
+
+    def fn(p, x, y):
+        return x @ p["a"] * p["b"] + y
+
+    for axes in [(0, None, 0), (None, None, 0), (0, None, None)]:
+        args = (params if axes[0] == 0 else jax.tree.map(lambda v: v[0], params), shared,
+                per_output if axes[2] == 0 else per_output[0])
+        np.testing.assert_array_equal(sparse.map_outputs(fn, axes)(*args),
+                                      jax.vmap(fn, in_axes=axes)(*args))
+
+
+def test_map_outputs_rejects_other_axes_and_argument_counts():
+    with pytest.raises(ValueError, match=r"in_axes must be 0 or None, got \(0, 1\)"):
+        sparse.map_outputs(lambda x, y: x + y, (0, 1))
+    mapped = sparse.map_outputs(lambda x, y: x + y, (0, None))
+    with pytest.raises(TypeError, match="expected 2 arguments .* got 3"):
+        mapped(jnp.ones((2, 3)), jnp.ones(3), jnp.ones(3))
