@@ -67,6 +67,7 @@ import numpyro.distributions as dist
 from ppgpc import gp, linalg, sparse
 from ppgpc.infer.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.kernels import gram, sample_kernel_params
+from ppgpc.validation import check_flag, check_positive
 
 __all__ = [
     "GPDData",
@@ -155,8 +156,9 @@ def prepare(X, y, num_classes: int, *, alpha_eps: float = DEFAULT_ALPHA_EPS,
     """
     if num_classes < 2:
         raise ValueError(f"GPD needs at least 2 classes, got {num_classes}")
-    if not (isinstance(alpha_eps, (int, float)) and alpha_eps > 0):
-        raise ValueError(f"alpha_eps must be a positive number, got {alpha_eps!r}")
+    alpha_eps = check_positive("alpha_eps", alpha_eps)
+    shared_kernel = check_flag("shared_kernel", shared_kernel)
+    learn_noise_scale = check_flag("learn_noise_scale", learn_noise_scale)
     if predict_from not in ("latent", "noisy"):
         raise ValueError(f"predict_from must be 'latent' or 'noisy', got {predict_from!r}")
     onehot = jax.nn.one_hot(jnp.asarray(y), num_classes, dtype=jnp.float64)
@@ -372,7 +374,10 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
 SPEC = conjugate_spec(
     "dirichlet_gp",
     description="GPD: heteroscedastic GP regression on log-normal Dirichlet targets (C GPs)",
-    functions=globals())
+    functions=globals(),
+    extras={"sparse_alternative": 'use the sparse model: DirichletGPClassifier('
+                                  'inference="collapsed") (driver model '
+                                  '"dirichlet_gp_sparse")'})
 
 
 # ------------------------------------------------------------- collapsed sparse GPD

@@ -55,6 +55,7 @@ import numpyro.distributions as dist
 from ppgpc import gp, linalg, simplex, sparse
 from ppgpc.infer.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.kernels import gram, sample_kernel_params
+from ppgpc.validation import check_flag, check_positive
 
 __all__ = [
     "ILRData",
@@ -142,8 +143,7 @@ def prepare(
         noise_std = simplex.proposition1_noise_std(num_classes, epsilon, tau)
     else:
         tau = float("nan")
-        if not noise_std > 0:
-            raise ValueError(f"noise_std must be positive, got {noise_std}")
+        noise_std = check_positive("noise_std", noise_std)
     return ILRData(
         X=jnp.asarray(X, dtype=jnp.float64),
         y=jnp.asarray(y),
@@ -152,7 +152,8 @@ def prepare(
         noise_var=float(noise_std) ** 2,
         epsilon=float(epsilon),
         tau=float(tau),
-        options=ILROptions(learn_noise_scale=bool(learn_noise_scale)),
+        options=ILROptions(learn_noise_scale=check_flag("learn_noise_scale",
+                                                        learn_noise_scale)),
     )
 
 
@@ -272,7 +273,10 @@ def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):
 
 SPEC = conjugate_spec(
     "ilr_gp", description="ILR-GP: conjugate GP regression on ILR targets (C-1 latent GPs)",
-    functions=globals())
+    functions=globals(),
+    extras={"sparse_alternative": 'use a sparse model: ILRGPClassifier(inference='
+                                  '"collapsed") or inference="uncollapsed" (driver models '
+                                  '"ilr_gp_sparse" and "ilr_gp_uncollapsed")'})
 
 
 # ------------------------------------------------------------- collapsed sparse ILR-GP

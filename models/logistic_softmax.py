@@ -61,6 +61,7 @@ from jax.scipy.special import digamma, gammaln, xlogy
 from ppgpc import gp, linalg
 from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import gram, gram_diag, kernel_log_prior, sample_kernel_params
+from ppgpc.validation import check_count
 from ppgpc.polyagamma import PolyaGamma, polyagamma_mean, sample_polyagamma
 
 __all__ = [
@@ -806,8 +807,9 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
     N, C = Y.shape
     stochastic = batch_size is not None or class_batch_size is not None
     if stochastic:
-        batch_size = N if batch_size is None else int(batch_size)
-        class_batch_size = C if class_batch_size is None else int(class_batch_size)
+        batch_size = N if batch_size is None else check_count("batch_size", batch_size)
+        class_batch_size = (C if class_batch_size is None
+                            else check_count("class_batch_size", class_batch_size))
         if not 1 <= batch_size <= N:
             raise ValueError(f"batch_size must be in 1..N = {N}, got {batch_size}")
         if not 1 <= class_batch_size <= C:
@@ -818,6 +820,8 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
                              f"{step_size_delay}")
         if int(elbo_every) < 1:
             raise ValueError(f"elbo_every must be a positive integer, got {elbo_every}")
+    if num_inducing is not None:
+        num_inducing = check_count("num_inducing", num_inducing)
     if learn_hypers is None:
         learn_hypers = hypers is None
     include_prior = include_prior and learn_hypers  # (one compiled sweep for fixed hypers)
@@ -909,5 +913,11 @@ SPEC = ModelSpec(
         "cavi": cavi,
         "sample_q_f": sample_q_f,
         "augmented_model": augmented_model,
+        # CAVI with M < N inducing inputs fits in O(N M^2), but its FitResult draws f
+        # jointly at the N training inputs and predicts by the GP conditional on them
+        # (N x N), so the limit applies to every method of this model
+        "sparse_alternative": "subsample the data (this model has no sparse predictive "
+                              "yet), or use a sparse classifier: SoftmaxSVGPClassifier or "
+                              'ILRGPClassifier(inference="collapsed")',
     },
 )

@@ -760,7 +760,9 @@ def _extras(link: str) -> dict:
     return {"svi_model": model, "svi_guide": guide, "svi_result": svi_result,
             "inducing_latent": inducing_latent, "inducing_values": inducing_values,
             "svi_validation_log_predictive": validation_log_predictive,
-            "gaussian_variational_sites": {"q_mean": "q_scale_tril"}}
+            "gaussian_variational_sites": {"q_mean": "q_scale_tril"},
+            "sparse_alternative": 'fit by SVI: inference="svi" (driver method "svi")',
+            "seeded_prepare": True}
 
 
 def _prepare_with(link: str):

@@ -28,12 +28,40 @@ def _resolve_models(names, known) -> list[str]:
     return resolved
 
 
+def _integer(minimum: int):
+    """An argparse type: an integer of at least ``minimum`` (argparse names the flag)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _epsilon(text: str):
+    """An argparse type: 'auto' or a label-smoothing level in (0, 1)."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number in (0, 1), got "
+                                         f"{text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {value}")
+    return value
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, help="wine, glass, thyroid, letter, magic, "
                         "htru2 or eeg (the last four need PPGPC_DATA_DIR or --data-dir)")
-    parser.add_argument("--seed", type=int, default=0, help="split and model seed (default 0)")
+    parser.add_argument("--seed", type=_integer(0), default=0,
+                        help="split and model seed (default 0)")
     parser.add_argument("--data-dir", default=None, help="folder with the larger UCI CSVs")
-    parser.add_argument("--max-train", type=int, default=None,
+    parser.add_argument("--max-train", type=_integer(2), default=None,
                         help="subsample the training points (quick runs on large sets)")
 
 
@@ -110,7 +138,7 @@ def _fit(args) -> int:
         return 2
     options = {} if args.inference is None else {"inference": args.inference}
     if args.epsilon is not None:
-        options["epsilon"] = args.epsilon if args.epsilon == "auto" else float(args.epsilon)
+        options["epsilon"] = args.epsilon
     run = run_split(args.dataset, model, args.seed, data_dir=args.data_dir,
                     max_train=args.max_train, **options)
     _print_table([run])
@@ -152,7 +180,7 @@ def main(argv=None) -> int:
     p.add_argument("--output-dir", default="ppgpc-output", help="where PNGs go")
     p.add_argument("--models", nargs="+", default=None,
                    help="a subset of the classifiers (default: all; e.g. --models ilr gpd)")
-    p.add_argument("--grid-size", type=int, default=50,
+    p.add_argument("--grid-size", type=_integer(2), default=50,
                    help="points per side of the RGB probability map (default 50)")
     p.set_defaults(run=_compare)
 
@@ -161,7 +189,8 @@ def main(argv=None) -> int:
     p.add_argument("--model", default="ilr", help="ilr (Exact-ILR)")
     p.add_argument("--inference", default=None,
                    help="exact (type-II ML), map or nuts (default: the protocol's, map)")
-    p.add_argument("--epsilon", default=None, help="label smoothing, or 'auto'")
+    p.add_argument("--epsilon", type=_epsilon, default=None,
+                   help="label smoothing in (0, 1), or 'auto'")
     p.add_argument("--save-idata", default=None, help="write the posterior to this netCDF file")
     p.set_defaults(run=_fit)
 

@@ -44,6 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ppgpc.validation import check_count, check_seed
+
 __all__ = ["PosteriorComparison", "compare_posteriors", "energy_test"]
 
 
@@ -281,11 +283,17 @@ def compare_posteriors(idata_a, idata_b, var_names=None, *, labels=("a", "b"),
         A ``PosteriorComparison`` (prints as a table; ``.plot()`` overlays marginals).
 
     Raises:
-        ValueError: a requested variable is missing from one posterior or has different
-            per-draw shapes.
+        ValueError: a requested variable is missing from one posterior, has different
+            per-draw shapes or non-finite draws; a setting out of range.
     """
     import pandas as pd
 
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ValueError(f"alpha must be a level in (0, 1), got {alpha!r}")
+    max_draws = check_count("max_draws", max_draws, minimum=2)
+    if num_permutations is not None:
+        num_permutations = check_count("num_permutations", num_permutations)
+    seed = check_seed(seed)
     post_a, post_b = _posterior(idata_a), _posterior(idata_b)
     if var_names is None:
         var_names = [v for v in post_a if v in post_b
@@ -302,6 +310,13 @@ def compare_posteriors(idata_a, idata_b, var_names=None, *, labels=("a", "b"),
             if post_a[v].shape[2:] != post_b[v].shape[2:]:
                 raise ValueError(f"variable {v!r} has per-draw shape {post_a[v].shape[2:]} in "
                                  f"{labels[0]} but {post_b[v].shape[2:]} in {labels[1]}")
+    for v in var_names:
+        for label, post in zip(labels, (post_a, post_b)):
+            finite = np.isfinite(np.asarray(post[v], dtype=np.float64))
+            if not finite.all():
+                raise ValueError(f"variable {v!r} of {label} has {int((~finite).sum())} "
+                                 "non-finite value(s) (NaN or inf) in its draws; a broken "
+                                 "posterior cannot be compared")
     if num_permutations is None:
         num_permutations = max(200, int(math.ceil(2.0 * len(var_names) / alpha)))
     rows, elements, draws = {}, [], {}

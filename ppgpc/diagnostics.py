@@ -38,10 +38,12 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ppgpc import metrics
+from ppgpc.validation import check_features, check_labels
 
 __all__ = [
     "predictive_probabilities",
     "true_labels",
+    "labels_to_indices",
     "evaluate",
     "CalibrationTable",
     "calibration_table",
@@ -101,11 +103,48 @@ def true_labels(idata, group: str = "predictions") -> np.ndarray:
     raise ValueError(f"group must be 'predictions' or 'posterior', got {group!r}")
 
 
+def _class_coordinate(idata) -> list[str] | None:
+    """The names of the ``class`` coordinate of an InferenceData (as strings), if any group
+    has one: an estimator's export names the original labels (``classes_``), a driver
+    export names the indices 0..C-1."""
+    for group in idata.groups():
+        dataset = idata[group]
+        if "class" in dataset.coords:
+            return [str(c) for c in dataset.coords["class"].values]
+    return None
+
+
+def labels_to_indices(idata, y) -> np.ndarray:
+    """(n,) indices 0..C-1 of labels ``y`` given by the names of ``idata``'s ``class``
+    coordinate (compared as strings): an estimator's export holds the original labels
+    (wine's 1, 2, 3 become 0, 1, 2), a driver export the indices themselves.
+
+    Raises:
+        ValueError: a label that is not a class name (e.g. an index given for an export
+            whose classes have names).
+    """
+    names = _class_coordinate(idata)
+    y = np.asarray(y)
+    if names is None:
+        return y
+    index = {name: i for i, name in enumerate(names)}
+    keys = [str(v) for v in y.tolist()]
+    unknown = sorted({k for k in keys if k not in index})
+    if unknown:
+        raise ValueError(
+            f"y holds label(s) {unknown[:10]} that are not among this InferenceData's classes "
+            f"{names}; give y as those class names (the original labels for an estimator's "
+            "export, indices 0..C-1 for a driver export)")
+    return np.array([index[k] for k in keys], dtype=np.int64)
+
+
 def _probs_and_labels(source, y=None, group: str = "predictions"):
-    """(probs (n, C), labels (n,)) from an InferenceData or from a probability array."""
+    """(probs (n, C), labels (n,) as indices 0..C-1) from an InferenceData (``y`` then
+    names classes as its ``class`` coordinate does: ``labels_to_indices``) or from a
+    probability array (``y`` then holds indices)."""
     if _is_idata(source):
         probs = predictive_probabilities(source, group)
-        labels = true_labels(source, group) if y is None else np.asarray(y)
+        labels = true_labels(source, group) if y is None else labels_to_indices(source, y)
     else:
         if y is None:
             raise ValueError("with probabilities given as an array, pass the labels y too")
@@ -119,7 +158,10 @@ def evaluate(source, y=None, *, n_bins: int = 10, group: str = "predictions") ->
 
     Args:
         source: an ``InferenceData`` or an (n, C) probability array.
-        y: (n,) labels (indices 0..C-1); optional for an ``InferenceData`` that holds them.
+        y: (n,) labels: indices 0..C-1 with an array ``source``; with an
+            ``InferenceData``, the names of its ``class`` coordinate (the original labels
+            for an estimator's export; ``labels_to_indices``), and optional when it holds
+            the labels.
         n_bins: equal-width ECE bins.
         group: where an ``InferenceData``'s probabilities come from (``predictive_probabilities``).
 
@@ -187,7 +229,8 @@ class CalibrationTable:
 def calibration_table(sources: dict, y=None, *, n_bins: int = 10,
                       group: str = "predictions") -> CalibrationTable:
     """``evaluate`` for several models: ``{name: InferenceData or (n, C) probs}``, with the
-    labels ``y`` shared (or held by each ``InferenceData``)."""
+    labels ``y`` shared (read by each source as ``evaluate`` reads them) or held by each
+    ``InferenceData``."""
     if not sources:
         raise ValueError("sources is empty: pass {model name: InferenceData or probs}")
     return CalibrationTable({name: evaluate(src, y, n_bins=n_bins, group=group)
@@ -259,8 +302,8 @@ def input_grid(X, grid_size: int = 60, margin: float = 0.1) -> InputGrid:
     mapped back to the input space (x = mean + scale * (a pc1 + b pc2)); the grid covers the
     projected training points plus the margin. D = 1 is refused (there is no plane).
     """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 2:
+    X = check_features(X)
+    if X.shape[0] < 2 or X.shape[1] < 2:
         raise ValueError(f"input_grid needs X of shape (n >= 2, D >= 2); got {X.shape}")
     if not (isinstance(grid_size, (int, np.integer)) and grid_size >= 2):
         raise ValueError(f"grid_size must be an integer >= 2; got {grid_size!r}")
@@ -330,15 +373,22 @@ def probability_map(predict_proba: Callable | dict, X, y=None, *, grid_size: int
     """
     from ppgpc.plotting import probability_map_grid
 
-    X = np.asarray(X, dtype=np.float64)
+    X = check_features(X)
+    if y is not None:
+        y = check_labels(y, X.shape[0])
     models = predict_proba if isinstance(predict_proba, dict) else {"": predict_proba}
     grid = input_grid(X, grid_size, margin)
     images, note = {}, ""
     for name, fn in models.items():
         probs = np.asarray(fn(grid.points))
         images[name], note = rgb_image(probs, (grid_size, grid_size))
+        if y is not None and (y.dtype.kind not in "iu" or y.min() < 0
+                              or y.max() >= probs.shape[1]):
+            raise ValueError(f"y must hold class indices 0..{probs.shape[1] - 1} (for the "
+                             "class colours); encode labels first, e.g. with an estimator's "
+                             "classes_")
     suptitle = note if X.shape[1] == 2 else f"{note}\n{grid.description}"
     points = grid.project(X) if show_points else None
-    labels = None if (y is None or not show_points) else np.asarray(y)
+    labels = None if (y is None or not show_points) else y
     return probability_map_grid(images, grid.extent, points=points, labels=labels,
                                 suptitle=suptitle, xlabel=grid.xlabel, ylabel=grid.ylabel)

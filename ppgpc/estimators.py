@@ -16,6 +16,7 @@ Every classifier follows the same conventions:
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numpy as np
@@ -25,8 +26,14 @@ from ppgpc.datasets import Standardizer, stratified_folds, train_validation_spli
 from ppgpc.infer import fit as run_inference
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
+    check_count,
+    check_exact_size,
     check_features,
+    check_flag,
     check_labels,
+    check_positive,
+    check_seed,
+    check_size_limit,
     encode_labels,
 )
 
@@ -121,9 +128,18 @@ def _fitted_noise_scale(result):
     return float(value) if value.ndim == 0 else value
 
 
-def _check_flag(name: str, value) -> None:
-    if value not in (True, False):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+def _check_probability(name: str, value, alternatives: str = "") -> float:
+    """``value`` as a float in the open interval (0, 1), else a ``ValueError`` naming
+    ``name`` (and the ``alternatives`` it also accepts)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:
+        also = f" {alternatives}" if alternatives else ""
+        raise ValueError(f"{name} must be a number in (0, 1){also}, got {value!r}")
+    return float(value)
+
+
+def _is_fitted_attribute(name: str) -> bool:
+    """scikit-learn's convention: fitted state is in attributes named ``something_``."""
+    return name.endswith("_") and not name.startswith("_")
 
 
 _INFERENCE_TO_METHOD = {"exact": "exact", "map": "map", "nuts": "nuts", "collapsed": "exact"}
@@ -294,19 +310,47 @@ class GPClassifierBase:
             self.
         """
         self._method()  # validate before any work
+        check_seed(self.seed)
         X = check_features(X)
         y = check_labels(y, X.shape[0])
-        self.classes_, codes = encode_labels(y)
-        self.n_features_in_ = X.shape[1]
-        self.standardizer_ = _fit_standardizer(X, self.standardize)
-        Xs = X if self.standardizer_ is None else self.standardizer_.transform(X)
-        C = len(self.classes_)
-        options = self._select_model_options(Xs, codes, C)
-        self.result_ = self._fit_driver(Xs, codes, C, options)
+        classes, codes = encode_labels(y)
+        self._check_settings()
+        # refuse a data set too large for the final fit now, before any validation fits
+        limit = self._exact_size_limit()
+        if limit is not None:
+            from ppgpc.models import get_spec
+
+            check_exact_size(X.shape[0], limit, type(self).__name__,
+                             get_spec(self.model_name).extras.get("sparse_alternative"))
+        previous = {k: v for k, v in vars(self).items() if _is_fitted_attribute(k)}
+        try:
+            self.classes_ = classes
+            self.n_features_in_ = X.shape[1]
+            self.standardizer_ = _fit_standardizer(X, self.standardize)
+            Xs = X if self.standardizer_ is None else self.standardizer_.transform(X)
+            C = len(self.classes_)
+            options = self._select_model_options(Xs, codes, C)
+            self.result_ = self._fit_driver(Xs, codes, C, options)
+        except BaseException:
+            # a failed fit leaves the previous fit (or none) in place, never a mixture of
+            # new labels and scaling with an old posterior
+            for k in [k for k in vars(self) if _is_fitted_attribute(k)]:
+                delattr(self, k)
+            vars(self).update(previous)
+            raise
         if self.has_noise_scale:
             self.noise_scale_ = _fitted_noise_scale(self.result_)
             _warn_of_collapsed_noise(self.noise_scale_, *self._noise_scale_names())
         return self
+
+    def _check_settings(self) -> None:
+        """Check the constructor settings ``fit`` needs before any work (subclasses add
+        theirs): ``max_exact_points``."""
+        check_size_limit(self.max_exact_points)
+
+    def _exact_size_limit(self) -> int | None:
+        """The ``max_exact_points`` the final fit applies (None for a sparse inference)."""
+        return None if self.inference == "collapsed" else self.max_exact_points
 
     def _noise_scale_names(self) -> tuple[np.ndarray, str]:
         """What the entries of a per-entry ``noise_scale_`` stand for, for warnings: the
@@ -355,6 +399,12 @@ class GPClassifierBase:
         ``ppgpc.infer.arviz_export.to_inference_data``.
         """
         self._check_fitted()
+        if X is None and y is not None:
+            raise ValueError("y gives the true labels of the predictions at X; pass X too "
+                             "(the training labels are exported in observed_data already)")
+        if "class_names" in kwargs or "y_pred" in kwargs:
+            raise TypeError("an estimator names the classes by classes_ and takes the true "
+                            "labels as y; do not pass class_names or y_pred")
         X_pred = None if X is None else self._transform(X)
         codes = None if y is None else self._encode_known(y, X_pred.shape[0])
         return self.result_.to_inference_data(X_pred, class_names=self.classes_, y_pred=codes,
@@ -468,6 +518,22 @@ class ILRGPClassifier(GPClassifierBase):
             return "svi"
         return super()._method()
 
+    def _exact_size_limit(self) -> int | None:
+        if self.inference == "uncollapsed":
+            return None
+        return super()._exact_size_limit()
+
+    def _check_settings(self) -> None:
+        super()._check_settings()
+        if self.epsilon != "auto":
+            _check_probability("epsilon", self.epsilon, "or 'auto'")
+        if self.noise_std is not None:
+            check_positive("noise_std", self.noise_std)
+        check_flag("learn_noise_scale", self.learn_noise_scale)
+        check_flag("shared_inducing", self.shared_inducing)
+        if self.inference in ("collapsed", "uncollapsed"):
+            check_count("num_inducing", self.num_inducing)
+
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
         if self.inference != "uncollapsed" or (method or "svi") != "svi":
             return super()._fit_driver(X, y, num_classes, model_options, method=method,
@@ -492,8 +558,6 @@ class ILRGPClassifier(GPClassifierBase):
     def _select_model_options(self, X, y, num_classes) -> dict:
         from ppgpc.models.ilr_gp import EPSILON_GRID, prepare
 
-        _check_flag("learn_noise_scale", self.learn_noise_scale)
-        _check_flag("shared_inducing", self.shared_inducing)
         if not self.shared_inducing and self.inference not in ("collapsed", "uncollapsed"):
             raise ValueError("shared_inducing=False gives each ILR coordinate its own "
                              "inducing inputs; it applies to inference='collapsed' or "
@@ -579,16 +643,28 @@ class DirichletGPClassifier(GPClassifierBase):
                  inference_options: dict | None = None):
         self._store_params(locals())
 
+    def _check_settings(self) -> None:
+        super()._check_settings()
+        if self.alpha_eps not in ("auto", "train"):
+            try:
+                check_positive("alpha_eps", self.alpha_eps)
+            except ValueError:
+                raise ValueError("alpha_eps must be a finite positive number, 'auto' or "
+                                 f"'train', got {self.alpha_eps!r}") from None
+        check_flag("shared_kernel", self.shared_kernel)
+        check_flag("learn_noise_scale", self.learn_noise_scale)
+        check_flag("shared_inducing", self.shared_inducing)
+        if self.inference == "collapsed":
+            check_count("num_inducing", self.num_inducing)
+
     def _options_for(self, alpha_eps: float) -> dict:
-        return {"alpha_eps": float(alpha_eps), "shared_kernel": bool(self.shared_kernel),
+        return {"alpha_eps": float(alpha_eps), "shared_kernel": self.shared_kernel,
                 "predict_from": self.predict_from,
-                "learn_noise_scale": bool(self.learn_noise_scale)}
+                "learn_noise_scale": self.learn_noise_scale}
 
     def _select_model_options(self, X, y, num_classes) -> dict:
         from ppgpc.models.dirichlet_gp import ALPHA_EPS_GRID
 
-        _check_flag("learn_noise_scale", self.learn_noise_scale)
-        _check_flag("shared_inducing", self.shared_inducing)
         if not self.shared_inducing and self.inference != "collapsed":
             raise ValueError("shared_inducing=False gives each class its own inducing "
                              f"inputs; it applies to inference='collapsed', not "
@@ -621,7 +697,10 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             (``{"num_inducing": M}`` for the sparse version);
             ``"svi"``: the stochastic CAVI of appendix A.3 (driver method ``"cavi"`` with
             ``batch_size``, default min(N, 128), and ``class_batch_size``, default all
-            classes; 1000 iterations unless ``max_iter`` is given), for large N or C;
+            classes; 1000 iterations unless ``max_iter`` is given), which makes each
+            iteration cheap for large N or C; the fitted posterior is still held as joint
+            draws of f at the N training inputs and predicts through the GP conditional on
+            them (N x N), so ``max_exact_points`` applies to every inference here;
             ``"nuts"``: NUTS on the non-augmented latent model, hyperparameters as for
             Gibbs, or sampled with ``{"sample_hyperparameters": True}``.
             Every option predicts by averaging the likelihood over posterior (or
@@ -820,6 +899,19 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
     @property
     def model_name(self) -> str:
         return "softmax_svgp" if self.link == "softmax" else "ilr_gp_uncollapsed"
+
+    def _exact_size_limit(self) -> int | None:
+        return self.max_exact_points if self.inference == "nuts" else None
+
+    def _check_settings(self) -> None:
+        super()._check_settings()
+        for name in ("shared_kernel", "shared_inducing", "kernel_prior", "progress_bar"):
+            check_flag(name, getattr(self, name))
+        for name in ("num_inducing", "batch_size"):
+            if getattr(self, name) is not None:
+                check_count(name, getattr(self, name))
+        check_count("max_iter", self.max_iter)
+        check_count("likelihood_samples", self.likelihood_samples)
 
     def _method(self) -> str:
         from ppgpc.models.softmax_svgp import LINKS

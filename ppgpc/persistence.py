@@ -103,10 +103,18 @@ def _write_json(path: Path, payload: dict) -> None:
 
 
 def _read_json(path: Path) -> dict:
+    if not path.parent.exists():
+        raise FileNotFoundError(f"{path.parent} does not exist")
     if not path.is_file():
         raise FileNotFoundError(f"{path.parent} is not a saved ppgpc model: {path.name} is "
                                 "missing")
-    payload = _decode(json.loads(path.read_text()))
+    try:
+        payload = _decode(json.loads(path.read_text()))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); the save is damaged") from None
+    if not isinstance(payload, dict):
+        raise ValueError(f"{path} holds a JSON {type(payload).__name__}, not a ppgpc save's "
+                         "settings")
     version = payload.get("format_version")
     if version != FORMAT_VERSION:
         raise ValueError(f"{path} has format version {version!r}; this ppgpc reads version "
@@ -123,9 +131,16 @@ def _dataset(arrays: dict) -> xr.Dataset:
 
 
 def _read_group(path: Path, group: str) -> dict:
-    with xr.open_dataset(path, group=group, engine="h5netcdf", decode_times=False,
-                         mask_and_scale=False) as ds:
-        return {name: np.asarray(ds[name].values) for name in ds.data_vars}
+    if not path.is_file():
+        raise FileNotFoundError(f"{path.parent} is not a complete ppgpc save: {path.name} is "
+                                "missing")
+    try:
+        with xr.open_dataset(path, group=group, engine="h5netcdf", decode_times=False,
+                             mask_and_scale=False) as ds:
+            return {name: np.asarray(ds[name].values) for name in ds.data_vars}
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(f"cannot read group {group!r} of {path}: the save is damaged or "
+                         f"not a ppgpc save ({type(err).__name__}: {err})") from None
 
 
 def _kernel_description(kernel) -> dict:
@@ -192,6 +207,20 @@ def _result_payload(result) -> tuple[dict, dict]:
     return payload, groups
 
 
+def _prepare_folder(path: Path) -> None:
+    """Create the save folder ``path``, or check that an existing one may be overwritten:
+    an empty folder or an earlier ppgpc save, never a file or a folder of other files."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"cannot save to {path}: it is a file; a ppgpc save is a folder")
+    if path.is_dir():
+        others = sorted(p.name for p in path.iterdir() if p.name not in (_ARRAYS, _SETTINGS))
+        if others and not (path / _SETTINGS).is_file():
+            raise ValueError(f"cannot save to {path}: the folder holds other files "
+                             f"({others[:5]}) and is not a ppgpc save; choose an empty or "
+                             "new folder")
+    path.mkdir(parents=True, exist_ok=True)
+
+
 def _write_result_arrays(path: Path, groups: dict) -> None:
     mode = "w"
     for group, arrays in groups.items():
@@ -200,14 +229,15 @@ def _write_result_arrays(path: Path, groups: dict) -> None:
 
 
 def save_result(result, path) -> Path:
-    """Save a ``FitResult`` to the folder ``path`` (created; its two files are overwritten).
+    """Save a ``FitResult`` to the folder ``path``: created if new; an earlier save there is
+    overwritten, while a file or a folder of other files is refused.
 
     Returns:
         The folder.
     """
     path = Path(path)
     payload, groups = _result_payload(result)
-    path.mkdir(parents=True, exist_ok=True)
+    _prepare_folder(path)
     _write_result_arrays(path / _ARRAYS, groups)
     _write_json(path / _SETTINGS, {"format_version": FORMAT_VERSION, "kind": "fit_result",
                                    "result": payload})
@@ -275,7 +305,8 @@ def _estimator_class(name: str):
 
 
 def save_estimator(estimator, path) -> Path:
-    """Save a fitted ppgpc estimator to the folder ``path``.
+    """Save a fitted ppgpc estimator to the folder ``path`` (created if new; an earlier save
+    there is overwritten, while a file or a folder of other files is refused).
 
     The constructor parameters and the fitted attributes (names ending in ``_``) go to
     ``settings.json``, the ``FitResult`` arrays to ``arrays.nc``.
@@ -304,7 +335,7 @@ def save_estimator(estimator, path) -> Path:
                "params": _constructor_params(estimator), "fitted": fitted,
                "result": result_payload}
     text = json.dumps(_encode(payload), indent=1, sort_keys=True)  # fail before writing
-    path.mkdir(parents=True, exist_ok=True)
+    _prepare_folder(path)
     _write_result_arrays(path / _ARRAYS, groups)
     (path / _SETTINGS).write_text(text)
     return path

@@ -18,21 +18,33 @@ __all__ = [
     "encode_labels",
     "check_exact_size",
     "check_positive",
+    "check_count",
+    "check_seed",
+    "check_flag",
+    "check_size_limit",
     "MAX_EXACT_POINTS",
+    "MAX_ABS_INPUT",
 ]
 
 MAX_EXACT_POINTS = 10_000
 """Largest N for exact GP inference by default: the N x N Cholesky needs 8 N^2 bytes
 (800 MB at N = 10 000) and O(N^3) time per hyperparameter step."""
 
+MAX_ABS_INPUT = 1e150
+"""Largest input magnitude accepted: squared distances (and the variances a z-score needs)
+of values beyond about 1e154 overflow float64 to inf, and the kernel then gives NaN."""
+
 
 def check_features(X, *, name: str = "X", num_features: int | None = None) -> np.ndarray:
     """A finite float64 array of shape (n, D).
 
     Raises:
-        ValueError: not 2-D (a 1-D array gets a hint to reshape), empty, non-numeric,
-            NaN/inf entries (with how many rows), or D differs from ``num_features``.
+        ValueError: not 2-D (a 1-D array gets a hint to reshape), empty, non-numeric or
+            complex, NaN/inf entries (with how many rows), values beyond ``MAX_ABS_INPUT``
+            in magnitude, or D differs from ``num_features``.
     """
+    if np.iscomplexobj(X):
+        raise ValueError(f"{name} is complex; the GP models take real inputs")
     try:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as err:
@@ -53,7 +65,14 @@ def check_features(X, *, name: str = "X", num_features: int | None = None) -> np
         kinds = "NaN" if np.isnan(arr).any() else "infinite values"
         raise ValueError(
             f"{name} contains {kinds} in {rows.size} row(s) (first: {rows[:5].tolist()}); "
-            "remove or impute them before fitting"
+            "remove or impute them"
+        )
+    largest = float(np.abs(arr).max())
+    if largest > MAX_ABS_INPUT:
+        raise ValueError(
+            f"{name} has values up to {largest:.3g} in magnitude; beyond {MAX_ABS_INPUT:.0e} "
+            "their squared distances overflow float64 and the kernel would give NaN. "
+            "Rescale the inputs (e.g. divide a column by a power of ten)"
         )
     if num_features is not None and arr.shape[1] != num_features:
         raise ValueError(
@@ -63,7 +82,8 @@ def check_features(X, *, name: str = "X", num_features: int | None = None) -> np
 
 
 def check_labels(y, num_samples: int, *, name: str = "y") -> np.ndarray:
-    """A 1-D label array of length ``num_samples`` with no missing values."""
+    """A 1-D label array of length ``num_samples`` with no missing (None, NaN) or infinite
+    values."""
     arr = np.asarray(y)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
@@ -73,10 +93,18 @@ def check_labels(y, num_samples: int, *, name: str = "y") -> np.ndarray:
         raise ValueError(
             f"X and {name} disagree on the number of samples: {num_samples} versus {arr.shape[0]}"
         )
-    if arr.dtype.kind == "f" and np.isnan(arr).any():
-        raise ValueError(f"{name} contains NaN labels ({int(np.isnan(arr).sum())} of them)")
-    if arr.dtype.kind == "O" and any(v is None for v in arr):
-        raise ValueError(f"{name} contains missing (None) labels")
+    if arr.dtype.kind in "fc":
+        if np.isnan(arr).any():
+            raise ValueError(f"{name} contains NaN labels ({int(np.isnan(arr).sum())} of them)")
+        if np.isinf(arr).any():
+            raise ValueError(f"{name} contains infinite labels "
+                             f"({int(np.isinf(arr).sum())} of them)")
+    if arr.dtype.kind == "O":
+        if any(v is None for v in arr):
+            raise ValueError(f"{name} contains missing (None) labels")
+        missing = sum(1 for v in arr if isinstance(v, numbers.Number) and v != v)
+        if missing:  # NaN compares unequal to itself; each would become its own class
+            raise ValueError(f"{name} contains NaN labels ({missing} of them)")
     return arr
 
 
@@ -84,9 +112,15 @@ def encode_labels(y) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique classes and integer codes 0..C-1, as scikit-learn's ``classes_``.
 
     Raises:
-        ValueError: fewer than two classes.
+        ValueError: fewer than two classes, or labels of types that cannot be ordered
+            together (e.g. strings mixed with numbers).
     """
-    classes, codes = np.unique(y, return_inverse=True)
+    try:
+        classes, codes = np.unique(y, return_inverse=True)
+    except TypeError:
+        kinds = sorted({type(v).__name__ for v in np.asarray(y, dtype=object).tolist()})
+        raise ValueError(f"y mixes label types that cannot be sorted together ({kinds}); "
+                         "give every label the same type") from None
     if classes.size < 2:
         raise ValueError(
             f"y has a single class ({classes.tolist()}); a classifier needs at least 2"
@@ -97,8 +131,13 @@ def encode_labels(y) -> tuple[np.ndarray, np.ndarray]:
 def check_integer_labels(y, num_samples: int, num_classes: int | None) -> tuple[np.ndarray, int]:
     """Integer labels in 0..C-1 for the driver, and C (taken from the labels if not given).
 
+    When ``num_classes`` is not given it is the largest label + 1, and every class
+    0..C-1 must then have a label: a class without one would silently get its own column of
+    probabilities (labels {2, 5, 9} would give ten).
+
     Raises:
-        ValueError: non-integer labels, negative labels, labels >= num_classes.
+        ValueError: non-integer labels, negative labels, labels >= num_classes, or (with
+            ``num_classes`` inferred) classes without labels.
     """
     arr = check_labels(y, num_samples)
     if arr.dtype.kind not in "iu":
@@ -113,6 +152,16 @@ def check_integer_labels(y, num_samples: int, num_classes: int | None) -> tuple[
         raise ValueError(f"labels must be non-negative, got {arr.min()}")
     if num_classes is None:
         num_classes = int(arr.max()) + 1
+        empty = np.setdiff1d(np.arange(num_classes), arr)
+        if empty.size:
+            raise ValueError(
+                f"the labels leave class(es) {empty.tolist()[:10]} of 0..{num_classes - 1} "
+                "without a training point; the driver takes labels 0..C-1, so encode them "
+                "first (ppgpc.validation.encode_labels), or pass num_classes if the empty "
+                "classes are intended"
+            )
+    else:
+        num_classes = check_count("num_classes", num_classes)
     if arr.max() >= num_classes:
         raise ValueError(f"label {arr.max()} is out of range for num_classes={num_classes}")
     if num_classes < 2:
@@ -120,15 +169,27 @@ def check_integer_labels(y, num_samples: int, num_classes: int | None) -> tuple[
     return arr.astype(np.int64), int(num_classes)
 
 
-def check_exact_size(num_samples: int, limit: int | None, model_name: str) -> None:
-    """Refuse exact inference above ``limit`` points, naming the memory it would need."""
+def check_size_limit(limit) -> int | None:
+    """``max_exact_points``: None (no limit) or a positive integer."""
+    if limit is None:
+        return None
+    return check_count("max_exact_points", limit)
+
+
+def check_exact_size(num_samples: int, limit: int | None, model_name: str,
+                     sparse_alternative: str | None = None) -> None:
+    """Refuse exact inference above ``limit`` points, naming the memory it would need and
+    what to do instead (``sparse_alternative``, a clause such as "use the sparse model:
+    ...", from the model spec's extras)."""
+    limit = check_size_limit(limit)
     if limit is not None and num_samples > limit:
         gib = 8 * num_samples**2 / 2**30
+        instead = sparse_alternative or "use a sparse model or subsample the data"
         raise ValueError(
             f"{num_samples} training points is too many for exact inference with "
             f"{model_name} (each N x N matrix takes {gib:.1f} GiB and a fit costs O(N^3)); "
-            f"the limit is {limit}. Use a sparse model, subsample the data, or raise the "
-            "limit with max_exact_points=..."
+            f"the limit is {limit}. Instead, {instead}; or raise the limit with "
+            "max_exact_points=..."
         )
 
 
@@ -140,3 +201,27 @@ def check_positive(name: str, value) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be finite and positive, got {value!r}")
     return float(value)
+
+
+def check_count(name: str, value, minimum: int = 1) -> int:
+    """``value`` as an int, if it is an integer (not a bool) of at least ``minimum``;
+    otherwise a ``ValueError`` naming ``name``. Integer-valued floats are refused too: a
+    count of 2.5 is a mistake, not a request for 2."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_seed(seed) -> int:
+    """A non-negative integer seed (JAX's PRNG keys and NumPy's generators need one)."""
+    return check_count("seed", seed, minimum=0)
+
+
+def check_flag(name: str, value) -> bool:
+    """``value`` if it is True or False (or a NumPy bool), else a ``ValueError`` naming
+    ``name``: ``bool("no")`` is True, so truthiness would silently turn options on."""
+    if value is True or value is False or isinstance(value, np.bool_):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")

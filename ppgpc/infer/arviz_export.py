@@ -178,13 +178,23 @@ def _check_export_size(result, max_bytes) -> None:
     per_draw = 8 * N * L * result.num_chains
     size = per_draw * result.num_draws
     if size > max_bytes:
-        fits = max(1, max_bytes // per_draw)
-        step = -(-result.num_draws // fits)
-        raise ValueError(
-            f"exporting {result.num_chains} chain(s) x {result.num_draws} draws of the latent at "
-            f"{N} training inputs x {L} latents takes {size / 2 ** 20:.0f} MiB, over max_bytes="
-            f"{max_bytes / 2 ** 20:.0f} MiB; pass thin={step} (keeps {-(-result.num_draws // step)}"
-            f" draws per chain) or max_bytes=None")
+        what = (f"exporting {result.num_chains} chain(s) x {result.num_draws} draws of the "
+                f"latent at {N} training inputs x {L} latents takes {_bytes(size)}, over "
+                f"max_bytes={_bytes(max_bytes)}")
+        if per_draw > max_bytes:
+            raise ValueError(f"{what}; one draw per chain alone takes {_bytes(per_draw)}, so no "
+                             "thin fits: raise max_bytes or pass max_bytes=None")
+        step = -(-result.num_draws // (max_bytes // per_draw))
+        raise ValueError(f"{what}; pass thin={step} (keeps {-(-result.num_draws // step)} "
+                         "draws per chain) or max_bytes=None")
+
+
+def _bytes(n: float) -> str:
+    """A byte count for messages: B, KiB, MiB or GiB."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
 
 
 def to_inference_data(result, X_pred=None, *, key=None, class_names=None, feature_names=None,

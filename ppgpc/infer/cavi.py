@@ -15,6 +15,7 @@ values then form the trace) are passed to the model's ``cavi`` only when one is 
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from ppgpc.infer.driver import _as_draws, _check_hyperparameters, register_method
@@ -39,6 +40,13 @@ CAVI_OPTIONS = {
 }
 
 
+def _integer_seed(key) -> int:
+    """An integer seed for the model's CAVI (initial inducing inputs, minibatches) from the
+    driver's key: the key's last 32-bit word, which is ``seed`` itself for the driver's
+    ``PRNGKey(seed)``, so ``fit(..., seed=s)`` runs CAVI with seed s."""
+    return int(np.asarray(jax.random.key_data(key)).ravel()[-1])
+
+
 def run_cavi(spec, data, kernel, key, opts) -> dict:
     """Runner of driver method ``"cavi"`` (see ``register_method``)."""
     given = opts["hyperparameters"]
@@ -52,7 +60,7 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
         learn_hypers=opts["learn_hyperparameters"], learn_inducing=opts["learn_inducing"],
         include_prior=bool(opts["include_prior"]),
         max_iter=int(opts["max_iter"]), tol=float(opts["tol"]),
-        learning_rate=float(opts["learning_rate"]), **stochastic)
+        learning_rate=float(opts["learning_rate"]), seed=_integer_seed(key), **stochastic)
     latent = spec.extras["sample_q_f"](key, data, kernel, res, int(opts["num_draws"]))
     if not bool(np.all(np.isfinite(np.asarray(latent)))):
         raise FloatingPointError("CAVI produced non-finite latent draws")

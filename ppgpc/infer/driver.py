@@ -35,9 +35,13 @@ from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import make_kernel
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
+    check_count,
     check_exact_size,
     check_features,
+    check_flag,
     check_integer_labels,
+    check_seed,
+    check_size_limit,
 )
 
 __all__ = ["fit", "supported_methods", "register_method", "METHODS"]
@@ -84,16 +88,37 @@ def _as_draws(hypers: dict) -> dict:
     return {k: jnp.asarray(v, dtype=jnp.float64)[None, None] for k, v in hypers.items()}
 
 
+_POSITIVE_HYPERS = ("kernel_", "noise_scale")
+"""Prefixes of the hyperparameters that live on (0, inf): kernel variances and lengthscales,
+noise scales (a GPD class mean or an inducing input may be any real)."""
+
+
 def _check_hyperparameters(spec, data, kernel, given: dict) -> dict:
-    expected = set(spec.initial_hypers(data, kernel))
-    if set(given) != expected:
+    """Given hyperparameters as float64 arrays of the model's shapes (a scalar broadcasts,
+    e.g. one lengthscale for every input of an ARD kernel).
+
+    Raises:
+        ValueError: missing or unknown names, a shape that does not broadcast to the
+            model's, non-finite values, or a non-positive kernel or noise parameter.
+    """
+    initial = spec.initial_hypers(data, kernel)
+    if set(given) != set(initial):
         raise ValueError(
-            f"hyperparameters must name exactly {sorted(expected)}, got {sorted(given)}"
+            f"hyperparameters must name exactly {sorted(initial)}, got {sorted(given)}"
         )
-    out = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in given.items()}
-    for k, v in out.items():
-        if not bool(jnp.all(jnp.isfinite(v))):
-            raise ValueError(f"hyperparameter {k} is not finite: {v}")
+    out = {}
+    for k, v in given.items():
+        shape = np.shape(initial[k])
+        try:
+            value = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)
+        except (TypeError, ValueError):
+            raise ValueError(f"hyperparameter {k} must have shape {shape} (or be a scalar), "
+                             f"got {np.asarray(v, dtype=object).shape}") from None
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"hyperparameter {k} is not finite: {value}")
+        if k.startswith(_POSITIVE_HYPERS) and not np.all(value > 0):
+            raise ValueError(f"hyperparameter {k} must be positive, got {value}")
+        out[k] = jnp.asarray(value)
     return out
 
 
@@ -178,14 +203,33 @@ def _one_latent_draw_per_hyper_draw(keys, spec, data, kernel, flat_hypers):
     return lax.map(draw, (flat_hypers, keys))
 
 
+def _check_nuts_options(opts: dict) -> None:
+    """NUTS settings, checked before NumPyro sees them (it would fail deep inside, or, for
+    ``target_accept`` outside (0, 1), run a sampler that cannot adapt)."""
+    for name in ("num_samples", "num_chains", "max_tree_depth"):
+        check_count(name, opts[name])
+    check_count("num_warmup", opts["num_warmup"], minimum=0)
+    target = opts["target_accept"]
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target < 1:
+        raise ValueError(f"target_accept must be a probability in (0, 1), got {target!r}")
+    for name in ("dense_mass", "sample_hyperparameters", "progress_bar"):
+        check_flag(name, opts[name])
+
+
 def _run_nuts(spec, data, kernel, key, opts):
     form = opts["form"]
     if form not in ("collapsed", "latent"):
         raise ValueError(f"nuts form must be 'collapsed' or 'latent', got {form!r}")
+    _check_nuts_options(opts)
     needed = _CONJUGATE if form == "collapsed" else _LATENT
     missing = [f for f in needed if not spec.provides(f)]
     if missing:
-        raise ValueError(f"model {spec.name!r} has no {form} form for NUTS (missing {missing})")
+        other = "latent" if form == "collapsed" else "collapsed"
+        hint = (f"; use form={other!r}" if all(spec.provides(f) for f in
+                                              (_LATENT if other == "latent" else _CONJUGATE))
+                else "")
+        raise ValueError(f"model {spec.name!r} has no {form} form for NUTS (missing "
+                         f"{missing}){hint}")
     k_mcmc, k_latent = jax.random.split(key)
     mcmc_opts = {k: opts[k] for k in ("num_warmup", "num_samples", "num_chains", "target_accept",
                                       "max_tree_depth", "dense_mass", "progress_bar")}
@@ -245,12 +289,26 @@ METHODS: tuple = ()
 """Every method the driver knows (updated by ``register_method``)."""
 
 
-_SCALABLE: set = set()
-"""Methods exempt from ``max_exact_points`` (they never form an N x N matrix)."""
+_SCALABLE: dict = {}
+"""Methods exempt from ``max_exact_points``: name -> True (the method never forms an N x N
+matrix) or a predicate ``(options, num_samples) -> bool`` (whether these options make it
+sparse)."""
+
+
+def _size_limited(spec, method: str, opts: dict, num_samples: int) -> bool:
+    """Whether ``fit`` applies ``max_exact_points``: not for a sparse model (a spec with
+    ``extras["scalable"]``, e.g. the collapsed sparse bounds, whose cost is O(N M^2)), nor
+    for a scalable method, nor for a method that these options make sparse."""
+    if spec.extras.get("scalable", False):
+        return False
+    scalable = _SCALABLE.get(method, False)
+    if callable(scalable):
+        return not scalable(opts, num_samples)
+    return not scalable
 
 
 def register_method(name: str, runner, requirements, defaults: dict, *,
-                    scalable: bool = False) -> None:
+                    scalable=False) -> None:
     """Teach the driver a method.
 
     Args:
@@ -262,13 +320,17 @@ def register_method(name: str, runner, requirements, defaults: dict, *,
             ``"extras.<key>"``) that must all be present; the model supports the method if
             any alternative is met.
         defaults: the method's options and their defaults (unknown options are refused).
-        scalable: the method never forms an N x N matrix, so ``fit``'s
-            ``max_exact_points`` does not apply to it (minibatch SVI).
+        scalable: True if the method never forms an N x N matrix, so ``fit``'s
+            ``max_exact_points`` does not apply to it (minibatch SVI); or a predicate
+            ``(options, num_samples) -> bool`` for a method that is sparse under some
+            options only (CAVI with ``num_inducing`` < N).
     """
     global METHODS
     _RUNNERS[name] = (runner, tuple(tuple(r) for r in requirements), dict(defaults))
     if scalable:
-        _SCALABLE.add(name)
+        _SCALABLE[name] = scalable
+    else:
+        _SCALABLE.pop(name, None)
     METHODS = tuple(_RUNNERS)
 
 
@@ -312,10 +374,13 @@ def fit(
         num_classes: C (default: largest label + 1).
         kernel: a kernel name (``"rbf-ard"``, ``"rbf"``, ``"matern52-ard"``, ``"matern52"``;
             ``ppgpc.kernels.make_kernel``) or object.
-        model_options: passed to the model's ``prepare`` (e.g. ``epsilon``, ``tau``).
+        model_options: passed to the model's ``prepare`` (e.g. ``epsilon``, ``tau``). A
+            model whose ``prepare`` is random (``extras["seeded_prepare"]``: the k-means++
+            start of the inducing inputs) gets ``seed`` unless these options give one.
         seed: integer seed; every random step derives its key from it.
         max_exact_points: refuse exact/MCMC GP inference above this N (None: no limit;
-            scalable methods such as ``"svi"`` ignore it).
+            sparse models such as ``"ilr_gp_sparse"`` and scalable methods such as
+            ``"svi"`` ignore it).
         **method_options: the method's options (an unknown one raises a TypeError naming
             the valid ones). exact/map: ``hyperparameters``, ``num_draws``, ``max_iter``,
             ``tol``, ``optimizer`` (``"lbfgs"`` or ``"adam"``), ``learning_rate`` (Adam),
@@ -352,12 +417,17 @@ def fit(
         )
     runner, _, defaults = _RUNNERS[method]
     opts = _with_options(method, defaults, method_options)
+    seed = check_seed(seed)
+    max_exact_points = check_size_limit(max_exact_points)
     X = check_features(X)
     y, num_classes = check_integer_labels(y, X.shape[0], num_classes)
-    if method not in _SCALABLE:
-        check_exact_size(X.shape[0], max_exact_points, spec.name)
+    if _size_limited(spec, method, opts, X.shape[0]):
+        check_exact_size(X.shape[0], max_exact_points, spec.name,
+                         spec.extras.get("sparse_alternative"))
     kernel = make_kernel(kernel)
     model_options = dict(model_options or {})
+    if spec.extras.get("seeded_prepare", False):  # e.g. the k-means++ inducing inputs
+        model_options.setdefault("seed", seed)
     data = spec.prepare(X, y, num_classes, **model_options)
 
     start = time.perf_counter()

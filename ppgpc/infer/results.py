@@ -35,6 +35,7 @@ import numpy as np
 from jax import lax
 
 from ppgpc.infer.spec import ModelSpec
+from ppgpc.validation import check_features
 
 __all__ = ["FitResult"]
 
@@ -198,7 +199,7 @@ class FitResult:
         predictive draws. Computed block by block over the inputs so that memory stays at
         O(chains x draws x block x C).
         """
-        Xs = jnp.asarray(Xs, dtype=jnp.float64)
+        Xs = jnp.asarray(check_features(Xs, num_features=self.data.X.shape[1]))
         key = jax.random.PRNGKey(self.seed + 1) if key is None else key
         out = []
         num_draws = max(self.num_draws, MIN_PREDICTIVE_DRAWS)
@@ -208,6 +209,13 @@ class FitResult:
             probs = jnp.mean(jnp.exp(self.spec.log_link(f)), axis=(0, 1))
             out.append(np.asarray(probs))
         probs = np.concatenate(out, axis=0) if out else np.zeros((0, self.num_classes))
+        bad = ~np.all(np.isfinite(probs), axis=1)
+        if bad.any():
+            rows = np.flatnonzero(bad)
+            raise FloatingPointError(
+                f"the predictive probabilities of {rows.size} input(s) (first: "
+                f"{rows[:5].tolist()}) are not finite; the posterior itself may be broken "
+                "(check its draws for NaN)")
         return probs / probs.sum(axis=1, keepdims=True)
 
     # --------------------------------------------------------- log-likelihood

@@ -60,6 +60,11 @@ class ModelSpec:
     requirements as ``"extras.<name>"``. ``extras["excluded_methods"]`` (a tuple of method
     names) opts out of methods the filled fields would otherwise allow (the collapsed sparse
     models provide the conjugate functions but must not run NUTS over inducing inputs).
+    ``extras["scalable"]`` exempts every method of the model from the driver's
+    ``max_exact_points`` (the model never forms an N x N matrix), and
+    ``extras["sparse_alternative"]`` names what that limit's error suggests instead.
+    ``extras["seeded_prepare"]`` says that ``prepare`` takes a ``seed`` (for its k-means++
+    inducing inputs), which the driver fills from its own.
     """
 
     name: str
@@ -95,7 +100,8 @@ SPARSE_FIELDS = ("prepare", "initial_hypers", "collapsed_model", "condition", "p
 """The function fields a collapsed sparse variant defines itself (as ``sparse_<field>``)."""
 
 
-def conjugate_spec(name: str, description: str, functions: Mapping[str, Any]) -> ModelSpec:
+def conjugate_spec(name: str, description: str, functions: Mapping[str, Any],
+                   extras: Mapping[str, Any] | None = None) -> ModelSpec:
     """The spec of a conjugate model, which runs ``exact``, ``map`` and ``nuts``.
 
     Args:
@@ -103,8 +109,10 @@ def conjugate_spec(name: str, description: str, functions: Mapping[str, Any]) ->
         description: one line for the model registry.
         functions: the model module's namespace (its ``globals()``), holding one function
             for each field in ``CONJUGATE_FIELDS`` under the field's name.
+        extras: further ``extras``, e.g. ``"sparse_alternative"``: what the driver's
+            too-large-for-exact-inference error suggests instead.
     """
-    return ModelSpec(name=name, description=description,
+    return ModelSpec(name=name, description=description, extras=dict(extras or {}),
                      **{field: functions[field] for field in CONJUGATE_FIELDS})
 
 
@@ -114,7 +122,9 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
 
     The variant keeps ``exact``'s ``num_latent`` and ``log_link``, has no latent form, and
     runs ``exact`` and ``map`` only: ``extras["excluded_methods"]`` refuses NUTS over the
-    inducing inputs.
+    inducing inputs. Its cost is O(N M^2), so ``extras["scalable"]`` exempts it from the
+    driver's ``max_exact_points``; ``extras["seeded_prepare"]``: the driver's seed picks the
+    k-means++ start.
 
     Args:
         exact: the conjugate model's spec (``conjugate_spec``).
@@ -127,7 +137,7 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
             latents), without observation noise (``extras["inducing_predictive"]``, used
             by the ArviZ export for ``u``).
     """
-    extras = {"excluded_methods": ("nuts",)}
+    extras = {"excluded_methods": ("nuts",), "scalable": True, "seeded_prepare": True}
     if "sparse_inducing_predictive" in functions:
         extras["inducing_predictive"] = functions["sparse_inducing_predictive"]
     return ModelSpec(name=name, description=description, num_latent=exact.num_latent,
