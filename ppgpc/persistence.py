@@ -104,7 +104,8 @@ def _write_json(path: Path, payload: dict) -> None:
 
 def _read_json(path: Path) -> dict:
     if not path.parent.exists():
-        raise FileNotFoundError(f"{path.parent} does not exist")
+        raise FileNotFoundError(f"{path.parent} is not a saved ppgpc model: it does not "
+                                "exist")
     if not path.is_file():
         raise FileNotFoundError(f"{path.parent} is not a saved ppgpc model: {path.name} is "
                                 "missing")
