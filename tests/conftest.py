@@ -30,6 +30,27 @@ TEST_SIZE = os.environ.get("PPGPC_TEST_SIZE", "full").lower()
 SMALL = TEST_SIZE == "small"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module.
+
+    Every XLA CPU executable keeps three memory mappings (code, read-only data, data) for
+    as long as some jit cache holds it, and the suite compiles thousands of them (one per
+    function, shape and static argument). In one process that reached Linux's default limit
+    of 65530 mappings per process about 85% of the way through (``python -m pytest``
+    without workers), where LLVM's next mmap failed and the process died of a segmentation
+    fault while compiling. Clearing the caches between modules keeps the count to what one
+    module compiles.
+    """
+    yield
+    import gc
+
+    import jax
+
+    jax.clear_caches()
+    gc.collect()
+
+
 @pytest.fixture
 def rng():
     """A fixed-seed NumPy generator for test data."""
