@@ -38,6 +38,13 @@ def toy():
     return toy_problem(30, 3, seed=2)
 
 
+@pytest.fixture(scope="module")
+def fitted_ilr(toy):
+    """A quick ILR fit on ``toy`` for the tests that only read or save it."""
+    X, y = toy
+    return ILRGPClassifier(epsilon=0.99, inference_options=QUICK).fit(X, y)
+
+
 # ----------------------------------------------------------------------- array checks
 @pytest.mark.parametrize("X, match", [
     (np.ones((3, 2)) + 1j, "complex"),
@@ -314,11 +321,10 @@ def test_probability_map_checks_its_inputs(toy):
         probability_map(uniform, X, y + 1, grid_size=4)
 
 
-def test_a_damaged_save_is_named(tmp_path, toy):
+def test_a_damaged_save_is_named(tmp_path, fitted_ilr):
     import ppgpc
 
-    X, y = toy
-    ILRGPClassifier(epsilon=0.99, inference_options=QUICK).fit(X, y).save(tmp_path / "m")
+    fitted_ilr.save(tmp_path / "m")
     (tmp_path / "m" / "arrays.nc").write_bytes(b"not netCDF")
     with pytest.raises(ValueError, match="arrays.nc: the save is damaged"):
         ppgpc.load(tmp_path / "m")
@@ -327,11 +333,9 @@ def test_a_damaged_save_is_named(tmp_path, toy):
         ppgpc.load(tmp_path / "m")
 
 
-def test_estimator_export_needs_x_with_y(toy):
-    X, y = toy
-    clf = ILRGPClassifier(epsilon=0.99, inference_options=QUICK).fit(X, y)
+def test_estimator_export_needs_x_with_y(toy, fitted_ilr):
     with pytest.raises(ValueError, match="pass X too"):
-        clf.to_inference_data(None, y)
+        fitted_ilr.to_inference_data(None, toy[1])
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -384,11 +388,10 @@ def test_an_export_no_thin_can_fit_says_so(toy):
         result.to_inference_data(max_bytes=100)
 
 
-def test_saving_refuses_files_and_foreign_folders(tmp_path, toy):
+def test_saving_refuses_files_and_foreign_folders(tmp_path, fitted_ilr):
     import ppgpc
 
-    X, y = toy
-    clf = ILRGPClassifier(epsilon=0.99, inference_options=QUICK).fit(X, y)
+    clf = fitted_ilr
     (tmp_path / "a_file").write_text("x")
     with pytest.raises(ValueError, match="it is a file"):
         clf.save(tmp_path / "a_file")
@@ -405,11 +408,10 @@ def test_saving_refuses_files_and_foreign_folders(tmp_path, toy):
         ppgpc.load(tmp_path / "nowhere")
 
 
-def test_export_and_nuts_messages_name_the_fix(toy):
+def test_export_and_nuts_messages_name_the_fix(toy, fitted_ilr):
     X, y = toy
-    clf = ILRGPClassifier(epsilon=0.99, inference_options=QUICK).fit(X, y)
     with pytest.raises(TypeError, match="names the classes by classes_"):
-        clf.to_inference_data(X[:2], class_names=["a", "b", "c"])
+        fitted_ilr.to_inference_data(X[:2], class_names=["a", "b", "c"])
     with pytest.raises(ValueError, match="no collapsed form for NUTS .*; use form='latent'"):
         fit("logistic_softmax", X, y, method="nuts",
             hyperparameters={"kernel_variance": 1.0, "kernel_lengthscale": 1.0})
