@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppgpc.validation import check_count, check_seed
+from ppgpc.validation import check_count, check_probability, check_seed
 
 __all__ = ["PosteriorComparison", "compare_posteriors", "energy_test"]
 
@@ -288,8 +288,7 @@ def compare_posteriors(idata_a, idata_b, var_names=None, *, labels=("a", "b"),
     """
     import pandas as pd
 
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise ValueError(f"alpha must be a level in (0, 1), got {alpha!r}")
+    alpha = check_probability("alpha", alpha, kind="a level")
     max_draws = check_count("max_draws", max_draws, minimum=2)
     if num_permutations is not None:
         num_permutations = check_count("num_permutations", num_permutations)

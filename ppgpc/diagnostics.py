@@ -381,12 +381,12 @@ def probability_map(predict_proba: Callable | dict, X, y=None, *, grid_size: int
     images, note = {}, ""
     for name, fn in models.items():
         probs = np.asarray(fn(grid.points))
-        images[name], note = rgb_image(probs, (grid_size, grid_size))
-        if y is not None and (y.dtype.kind not in "iu" or y.min() < 0
-                              or y.max() >= probs.shape[1]):
+        if y is not None and not images and (y.dtype.kind not in "iu" or y.min() < 0
+                                             or y.max() >= probs.shape[1]):
             raise ValueError(f"y must hold class indices 0..{probs.shape[1] - 1} (for the "
                              "class colours); encode labels first, e.g. with an estimator's "
                              "classes_")
+        images[name], note = rgb_image(probs, (grid_size, grid_size))
     suptitle = note if X.shape[1] == 2 else f"{note}\n{grid.description}"
     points = grid.project(X) if show_points else None
     labels = None if (y is None or not show_points) else y

@@ -16,7 +16,6 @@ Every classifier follows the same conventions:
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
@@ -32,6 +31,7 @@ from ppgpc.validation import (
     check_flag,
     check_labels,
     check_positive,
+    check_probability,
     check_seed,
     check_size_limit,
     encode_labels,
@@ -126,15 +126,6 @@ def _fitted_noise_scale(result):
         return None
     value = np.asarray(scale).mean(axis=(0, 1))
     return float(value) if value.ndim == 0 else value
-
-
-def _check_probability(name: str, value, alternatives: str = "") -> float:
-    """``value`` as a float in the open interval (0, 1), else a ``ValueError`` naming
-    ``name`` (and the ``alternatives`` it also accepts)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:
-        also = f" {alternatives}" if alternatives else ""
-        raise ValueError(f"{name} must be a number in (0, 1){also}, got {value!r}")
-    return float(value)
 
 
 def _is_fitted_attribute(name: str) -> bool:
@@ -526,7 +517,7 @@ class ILRGPClassifier(GPClassifierBase):
     def _check_settings(self) -> None:
         super()._check_settings()
         if self.epsilon != "auto":
-            _check_probability("epsilon", self.epsilon, "or 'auto'")
+            check_probability("epsilon", self.epsilon, "or 'auto'")
         if self.noise_std is not None:
             check_positive("noise_std", self.noise_std)
         check_flag("learn_noise_scale", self.learn_noise_scale)

@@ -19,6 +19,7 @@ __all__ = [
     "check_exact_size",
     "check_positive",
     "check_count",
+    "check_probability",
     "check_seed",
     "check_flag",
     "check_size_limit",
@@ -225,3 +226,14 @@ def check_flag(name: str, value) -> bool:
     if value is True or value is False or isinstance(value, np.bool_):
         return bool(value)
     raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def check_probability(name: str, value, alternatives: str = "", *,
+                      kind: str = "a number") -> float:
+    """``value`` as a float in the open interval (0, 1), else a ``ValueError`` naming
+    ``name``, what it is (``kind``, e.g. "a level") and ``alternatives``, what else the
+    setting accepts (e.g. "or 'auto'")."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:
+        also = f" {alternatives}" if alternatives else ""
+        raise ValueError(f"{name} must be {kind} in (0, 1){also}, got {value!r}")
+    return float(value)

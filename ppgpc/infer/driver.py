@@ -40,6 +40,7 @@ from ppgpc.validation import (
     check_features,
     check_flag,
     check_integer_labels,
+    check_probability,
     check_seed,
     check_size_limit,
 )
@@ -209,9 +210,7 @@ def _check_nuts_options(opts: dict) -> None:
     for name in ("num_samples", "num_chains", "max_tree_depth"):
         check_count(name, opts[name])
     check_count("num_warmup", opts["num_warmup"], minimum=0)
-    target = opts["target_accept"]
-    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target < 1:
-        raise ValueError(f"target_accept must be a probability in (0, 1), got {target!r}")
+    check_probability("target_accept", opts["target_accept"], kind="a probability")
     for name in ("dense_mass", "sample_hyperparameters", "progress_bar"):
         check_flag(name, opts[name])
 
