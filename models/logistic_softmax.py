@@ -33,7 +33,10 @@ Inference (all through ``ppgpc.infer.fit``):
   type-II ML of the kernel hyperparameters (and inducing inputs) on the ELBO; with
   ``batch_size``/``class_batch_size`` the stochastic version of appendix A.3
   (``stochastic_step``: minibatches of points and classes, natural-gradient steps on q(v)
-  with a Robbins-Monro step size);
+  with a Robbins-Monro step size). The full version is held as joint draws of f at the
+  training inputs (``sample_q_f``); a sparse one as draws of the whitened inducing values
+  (``sample_q_v``), which predicts with q's own predictive p(f* | u) q(u)
+  (``inducing_latent``), so nothing N x N is formed and its cost is O(N M^2);
 * ``"nuts"`` (``form="latent"``): NUTS on ``latent_model`` (hyperparameters given or sampled).
 
 Note on (12): the optimal Poisson rate of q(n_ic) is
@@ -83,6 +86,10 @@ __all__ = [
     "hyper_potential",
     "hyper_sampler",
     "cavi",
+    "sample_q_v",
+    "sample_q_f",
+    "inducing_latent",
+    "inducing_values",
     "elbo",
     "SVIState",
     "minibatch",
@@ -866,22 +873,51 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
     return CAVIResult(hypers, Z, state, np.asarray(trace), converged, Z.shape[0] < N)
 
 
-def sample_q_f(key, data: LSMData, kernel, result: CAVIResult, num_samples: int):
-    """(S, N, C) joint draws of f(X) from q: v ~ q(v), u = chol(K_mm) v, f = p(f | u) draw."""
-    proj = _projection(kernel, result.hypers, data.X, result.inducing)
-    k_v, k_f = jax.random.split(key)
+def sample_q_v(key, result: CAVIResult, num_samples: int):
+    """(S, M, C) draws of the whitened inducing values from q(v) = prod_c N(m^c, S^c)."""
     M, C = result.state.m.shape
     chol_S = jnp.linalg.cholesky(result.state.S)                      # (C, M, M)
-    eps = jax.random.normal(k_v, (num_samples, C, M))
+    eps = jax.random.normal(key, (num_samples, C, M))
     v = result.state.m.T[None] + jnp.einsum("cmk,sck->scm", chol_S, eps)   # (S, C, M)
-    f = jnp.einsum("mn,scm->snc", proj.A, v)
-    if result.sparse:  # add the residual of p(f | u)
-        params = _kernel_params(result.hypers)
-        R = gram(kernel, params, data.X) - proj.A.T @ proj.A
-        chol_R = linalg.cholesky(0.5 * (R + R.T)).factor
-        f = f + jnp.einsum("nk,skc->snc", chol_R,
-                           jax.random.normal(k_f, (num_samples, data.X.shape[0], C)))
-    return f
+    return jnp.swapaxes(v, 1, 2)
+
+
+def sample_q_f(key, data: LSMData, kernel, result: CAVIResult, num_samples: int):
+    """(S, N, C) joint draws of f(X) from q for the full version (Z = X): v ~ q(v),
+    f = chol(K) v (the driver's predictive kind ``"latent"``).
+
+    A sparse result is held as draws of v instead (``sample_q_v``, predictive kind
+    ``"inducing"``): drawing f jointly at all N inputs would need the N x N covariance of
+    p(f | u)."""
+    if result.sparse:
+        raise ValueError("sample_q_f draws f of the full version (Z = X); a sparse CAVI "
+                         "result is sampled at its inducing inputs by sample_q_v")
+    proj = _projection(kernel, result.hypers, data.X, result.inducing)
+    v = sample_q_v(jax.random.split(key)[0], result, num_samples)      # (S, M = N, C)
+    return jnp.einsum("mn,smc->snc", proj.A, v)
+
+
+def inducing_latent(data: LSMData, kernel, hypers: dict, v, Xs, eps):
+    """Draws of f(Xs) from a sparse CAVI posterior, one per whitened inducing draw (the
+    driver's predictive kind ``"inducing"``): f = a^T v + sqrt(k** - |a|^2) eps with
+    a = chol(K_mm)^-1 k(Z, x*), the marginal of q(f*) = int p(f* | u) q(u) du.
+
+    Args:
+        hypers: point hyperparameters by site (``kernel_*`` and ``inducing_inputs`` (M, D)).
+        v: (S, M, C) whitened inducing draws; Xs: (n, D); eps: (S, n, C) standard normals.
+
+    Returns:
+        (S, n, C) draws of f(Xs).
+    """
+    proj = _projection(kernel, hypers, Xs, hypers["inducing_inputs"])
+    return jnp.einsum("mn,smc->snc", proj.A, v) + jnp.sqrt(proj.ktilde)[None, :, None] * eps
+
+
+def inducing_values(data: LSMData, kernel, hypers: dict, v):
+    """u = chol(K_mm) v, the latent at the inducing inputs, for whitened draws v (..., M, C)."""
+    chol_mm = linalg.cholesky(gram(kernel, _kernel_params(hypers),
+                                   hypers["inducing_inputs"])).factor
+    return jnp.einsum("ij,...jc->...ic", chol_mm, v)
 
 
 def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
@@ -912,12 +948,16 @@ SPEC = ModelSpec(
         "fit_hypers": fit_hypers,
         "cavi": cavi,
         "sample_q_f": sample_q_f,
+        "sample_q_v": sample_q_v,
+        "inducing_latent": inducing_latent,
+        "inducing_values": inducing_values,
         "augmented_model": augmented_model,
-        # CAVI with M < N inducing inputs fits in O(N M^2), but its FitResult draws f
-        # jointly at the N training inputs and predicts by the GP conditional on them
-        # (N x N), so the limit applies to every method of this model
-        "sparse_alternative": "subsample the data (this model has no sparse predictive "
-                              "yet), or use a sparse classifier: SoftmaxSVGPClassifier or "
-                              'ILRGPClassifier(inference="collapsed")',
+        # the sparse CAVI (M < N inducing inputs) costs O(N M^2) and is held as draws of v
+        # (predictive kind "inducing"), so the driver exempts it from max_exact_points;
+        # Gibbs, NUTS and the full CAVI form N x N matrices
+        "sparse_alternative": "use the sparse CAVI with M < N inducing inputs: "
+                              'LogisticSoftmaxGPClassifier(inference="svi") (M = 200 by '
+                              'default), or inference="cavi" with inference_options='
+                              '{"num_inducing": M}; driver: method="cavi", num_inducing=M',
     },
 )

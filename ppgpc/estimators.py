@@ -684,14 +684,17 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             ELBO, or given in ``inference_options["hyperparameters"]``, or sampled inside
             every sweep with ``{"hyperparameters": "sample"}`` (HMC-within-Gibbs;
             predictions then average over the hyperparameter draws too);
-            ``"cavi"``: mean-field coordinate-ascent VI with hyperparameter learning
-            (``{"num_inducing": M}`` for the sparse version);
-            ``"svi"``: the stochastic CAVI of appendix A.3 (driver method ``"cavi"`` with
-            ``batch_size``, default min(N, 128), and ``class_batch_size``, default all
-            classes; 1000 iterations unless ``max_iter`` is given), which makes each
-            iteration cheap for large N or C; the fitted posterior is still held as joint
-            draws of f at the N training inputs and predicts through the GP conditional on
-            them (N x N), so ``max_exact_points`` applies to every inference here;
+            ``"cavi"``: mean-field coordinate-ascent VI with hyperparameter learning, full
+            (Z = X) by default, sparse with ``{"num_inducing": M}``, M < N;
+            ``"svi"``: the sparse stochastic CAVI of appendix A.3 (driver method ``"cavi"``
+            with ``num_inducing``, default ``SVI_NUM_INDUCING`` = 200 (the full version
+            when N <= 200), ``batch_size``, default min(N, 128), and
+            ``class_batch_size``, default all classes; 1000 iterations unless
+            ``max_iter`` is given), which makes each iteration cheap for large N or C.
+            A sparse fit is held as draws of q(v) at the inducing inputs and predicts
+            through q's own predictive p(f* | u), so its cost is O(N M^2) and
+            ``max_exact_points`` does not apply to it; it applies to Gibbs, NUTS and the
+            full CAVI, which form N x N matrices;
             ``"nuts"``: NUTS on the non-augmented latent model, hyperparameters as for
             Gibbs, or sampled with ``{"sample_hyperparameters": True}``.
             Every option predicts by averaging the likelihood over posterior (or
@@ -715,6 +718,9 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
     _methods = ("gibbs", "cavi", "svi", "nuts")
     SVI_BATCH_SIZE = 128
     """Default minibatch size of ``inference="svi"``."""
+    SVI_NUM_INDUCING = 200
+    """Default number of inducing inputs of ``inference="svi"`` (the ILR paper's M for
+    letter, magic, htru2 and eeg)."""
 
     def __init__(self, *, kernel="rbf-ard", inference: str = "gibbs", standardize: bool | str = True,
                  seed: int = 0, max_exact_points: int | None = MAX_EXACT_POINTS,
@@ -726,10 +732,21 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             raise self._unknown_inference(self._methods)
         return "cavi" if self.inference == "svi" else self.inference
 
+    def _exact_size_limit(self) -> int | None:
+        """None for the sparse CAVI (``"svi"`` unless ``num_inducing`` is None, or
+        ``"cavi"`` with ``num_inducing``); the driver checks M < N itself."""
+        num_inducing = self._given_options().get(
+            "num_inducing", self.SVI_NUM_INDUCING if self.inference == "svi" else None)
+        if self._method() == "cavi" and num_inducing is not None:
+            return None
+        return super()._exact_size_limit()
+
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
         method = method or self._method()
         given = self._given_options()
         if self.inference == "svi" and method == "cavi":
+            if "num_inducing" not in given:
+                options["num_inducing"] = self.SVI_NUM_INDUCING
             if "batch_size" not in given:
                 options["batch_size"] = min(len(y), self.SVI_BATCH_SIZE)
             if "max_iter" not in given:

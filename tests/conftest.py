@@ -52,6 +52,16 @@ def _release_compiled_programs():
 
 
 @pytest.fixture
+def uci_data_dir():
+    """The folder of the larger UCI CSVs (``PPGPC_DATA_DIR``, which ``.ci/run`` sets); the
+    test is skipped, with this reason shown, where it is not set."""
+    folder = os.environ.get("PPGPC_DATA_DIR")
+    if not folder:
+        pytest.skip("PPGPC_DATA_DIR not set: point it to a folder with the larger UCI CSVs")
+    return folder
+
+
+@pytest.fixture
 def rng():
     """A fixed-seed NumPy generator for test data."""
     return np.random.default_rng(20261121)

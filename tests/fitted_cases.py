@@ -69,6 +69,12 @@ collapsed NUTS is ILR-GP's (per-draw hyperparameters, conjugate predictive per d
 of CPU, and the test budget is small."""
 
 
+SPARSE_VARIANTS = (("logistic_softmax", "cavi", 8),)
+"""(model, method, num_inducing) cases that the method option ``num_inducing`` < N makes
+sparse: the fit is then held as inducing draws (predictive kind ``"inducing"``), another
+export and saving path than the same method's full fit in ``cases()``."""
+
+
 def cases() -> list[tuple[str, str]]:
     """The (model, method) pairs to exercise: the core models' methods (less ``SAME_PATH``),
     then each method no core model has, once, on the first registered model with it."""
@@ -82,11 +88,15 @@ def cases() -> list[tuple[str, str]]:
 
 
 @functools.lru_cache(maxsize=None)
-def fitted(model: str, method: str, seed: int = 0, lengthscale_factor: float = 1.0):
+def fitted(model: str, method: str, seed: int = 0, lengthscale_factor: float = 1.0,
+           num_inducing: int | None = None):
     """The cached ``FitResult`` of one case (``lengthscale_factor`` scales the given
-    lengthscales: a deliberately wrong posterior for the comparison tests)."""
+    lengthscales: a deliberately wrong posterior for the comparison tests;
+    ``num_inducing``: the method option, for ``SPARSE_VARIANTS``)."""
     X, y = toy()
     options = dict(METHOD_OPTIONS[method])
+    if num_inducing is not None:
+        options["num_inducing"] = num_inducing
     if method in _TAKES_HYPERPARAMETERS:
         hypers = initial_hyperparameters(model)
         hypers["kernel_lengthscale"] = hypers["kernel_lengthscale"] * lengthscale_factor

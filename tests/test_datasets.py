@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import os
 import re
 from collections import Counter
 from importlib import resources
@@ -152,14 +151,6 @@ def test_checksum_mismatch_is_rejected(tmp_path):
     _write_small_htru2(tmp_path, 10)
     with pytest.raises(DatasetFormatError, match="sha256"):
         load("htru2", data_dir=tmp_path, check_sha256=True)
-
-
-@pytest.fixture
-def uci_data_dir():
-    folder = os.environ.get("PPGPC_DATA_DIR")
-    if not folder:
-        pytest.skip("PPGPC_DATA_DIR not set: point it to a folder with the larger UCI CSVs")
-    return folder
 
 
 @pytest.mark.uci

@@ -6,18 +6,21 @@ import arviz as az
 import numpy as np
 import pytest
 
-from fitted_cases import CORE_MODELS, SAME_PATH, C, N, NUM_PRED, cases, fitted, toy
+from fitted_cases import (CORE_MODELS, SAME_PATH, SPARSE_VARIANTS, C, N, NUM_PRED, cases,
+                          fitted, toy)
 from ppgpc.infer import fit, supported_methods
 from ppgpc.infer.driver import METHODS
 from ppgpc.infer.arviz_export import hyperparameter_dims
 
 CASES = cases()
+EXPORTED = [(m, k, None) for m, k in CASES] + list(SPARSE_VARIANTS)
 
 
-@pytest.fixture(scope="module", params=CASES, ids=[f"{m}-{k}" for m, k in CASES])
+@pytest.fixture(scope="module", params=EXPORTED,
+                ids=[f"{m}-{k}" + ("-sparse" if M else "") for m, k, M in EXPORTED])
 def exported(request):
-    model, method = request.param
-    result = fitted(model, method)
+    model, method, num_inducing = request.param
+    result = fitted(model, method, num_inducing=num_inducing)
     X, y = toy()
     idata = result.to_inference_data(X[:NUM_PRED], y_pred=y[:NUM_PRED],
                                      class_names=["a", "b", "c"])
@@ -132,25 +135,25 @@ def _svi_case():
     return next((m, k) for m, k in CASES if k == "svi")
 
 
-@pytest.mark.parametrize("case", [("ilr_gp", "nuts"), "svi"])
+@pytest.mark.parametrize("case", [("ilr_gp", "nuts"), "svi", SPARSE_VARIANTS[0]])
 def test_thinned_export_keeps_every_kth_draw(case):
     """``thin=k`` exports draws 0, k, 2k, ... of each chain: the thinned posterior is the
     full export's at those draws, and traces stay whole. (An inducing fit's f and u, at
     the training and inducing inputs, are fresh draws from p(f | v) for each kept v, so
     only their shapes are the full export's.)"""
-    model, method = _svi_case() if case == "svi" else case
-    result = fitted(model, method)
+    model, method, *num_inducing = _svi_case() if case == "svi" else case
+    result = fitted(model, method, num_inducing=num_inducing[0] if num_inducing else None)
     full = result.to_inference_data()
     thinned = result.to_inference_data(thin=7)
     kept = np.arange(0, result.num_draws, 7)
     assert thinned.posterior.sizes["draw"] == len(kept)
     for name in thinned.posterior.data_vars:
-        if method == "svi" and name in ("f", "u"):
+        if result.predictive_kind == "inducing" and name in ("f", "u"):
             assert thinned.posterior[name].shape[1] == len(kept)
             continue
         np.testing.assert_array_equal(thinned.posterior[name].values,
                                       full.posterior[name].values[:, kept], err_msg=name)
-    if method == "svi":  # the ELBO trace is not per draw
+    if method in ("svi", "cavi"):  # the ELBO trace is not per draw
         assert thinned.sample_stats["elbo"].shape == full.sample_stats["elbo"].shape
     else:
         np.testing.assert_array_equal(thinned.sample_stats["diverging"].values,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ppgpc
-from fitted_cases import NUM_PRED, fitted, initial_hyperparameters, toy
+from fitted_cases import NUM_PRED, SPARSE_VARIANTS, fitted, initial_hyperparameters, toy
 from ppgpc import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.infer import FitResult
 from ppgpc.kernels import RBF, Matern52
@@ -27,15 +27,16 @@ def classifier():
     return clf, (10.0 * X + 3.0)[:NUM_PRED], labels[:NUM_PRED]
 
 
-@pytest.mark.parametrize("model, method", [
-    ("ilr_gp", "exact"),                # point conjugate predictive
-    ("dirichlet_gp_sparse", "map"),     # nested prepared data with static options, inducing
-    ("ilr_gp", "nuts"),                 # per-draw hyperparameters, NUTS sample stats
-    ("logistic_softmax", "gibbs"),      # latent predictive, Gibbs sample stats
-    ("logistic_softmax", "cavi"),       # ELBO trace
+@pytest.mark.parametrize("model, method, num_inducing", [
+    ("ilr_gp", "exact", None),                # point conjugate predictive
+    ("dirichlet_gp_sparse", "map", None),     # nested prepared data with static options, inducing
+    ("ilr_gp", "nuts", None),                 # per-draw hyperparameters, NUTS sample stats
+    ("logistic_softmax", "gibbs", None),      # latent predictive, Gibbs sample stats
+    ("logistic_softmax", "cavi", None),       # ELBO trace
+    SPARSE_VARIANTS[0],                       # sparse CAVI: inducing draws, no stored latent
 ])
-def test_fit_result_round_trip_is_bit_for_bit(tmp_path, model, method):
-    result = fitted(model, method)
+def test_fit_result_round_trip_is_bit_for_bit(tmp_path, model, method, num_inducing):
+    result = fitted(model, method, num_inducing=num_inducing)
     X = toy()[0][:NUM_PRED]
     path = result.save(tmp_path / "fit")
     assert sorted(p.name for p in path.iterdir()) == ["arrays.nc", "settings.json"]
@@ -50,6 +51,7 @@ def test_fit_result_round_trip_is_bit_for_bit(tmp_path, model, method):
         assert loaded.sample_stats[name].dtype == np.asarray(value).dtype
         np.testing.assert_array_equal(loaded.sample_stats[name], value)
     np.testing.assert_array_equal(loaded.latent, result.latent)
+    np.testing.assert_array_equal(loaded.inducing, result.inducing)
     assert loaded.settings == result.settings
     np.testing.assert_array_equal(loaded.predict_proba(X), result.predict_proba(X))
     np.testing.assert_array_equal(loaded.log_likelihood(), result.log_likelihood())

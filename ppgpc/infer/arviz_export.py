@@ -6,9 +6,10 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
   sites (``kernel_variance``, ``kernel_lengthscale`` [feature] for ARD kernels or [latent]
   for per-latent kernels, ``mean`` [latent], ``inducing_inputs`` [inducing, feature]); and,
   when the fit has inducing inputs, ``u`` [inducing, latent], the latent at them (and for
-  an SVGP fit the whitened inducing draws ``v`` [inducing, latent]; with one set of
-  inducing inputs per latent, ``inducing_inputs`` is [latent, inducing, feature] and ``u``
-  holds each latent's values at its own inputs, for an SVGP fit before the mixing matrix).
+  a fit held as inducing draws, SVGP or sparse CAVI, the whitened draws ``v`` [inducing,
+  latent]; with one set of inducing inputs per latent, ``inducing_inputs`` is [latent,
+  inducing, feature] and ``u`` holds each latent's values at its own inputs, for an SVGP
+  fit before the mixing matrix).
   Point estimates (type-II ML, MAP, CAVI) are repeated over the draws, so every variable has
   the same (chain, draw) shape and ``az.summary``/``az.plot_posterior`` treat conjugate,
   variational and MCMC posteriors alike (their R-hat is NaN: a constant has no variance).
@@ -120,7 +121,7 @@ def _posterior_group(result, chains: int, draws: int, key):
     ard = bool(getattr(result.kernel, "ard", False))
     posterior = {"f": np.asarray(training_latent(result))}
     dims = {"f": ["obs", "latent"]}
-    if getattr(result, "inducing", None) is not None:  # whitened inducing draws (SVGP)
+    if getattr(result, "inducing", None) is not None:  # whitened inducing draws
         posterior["v"] = np.asarray(result.inducing)
         dims["v"] = ["inducing", "latent"]
     for name, value in result.hypers.items():

@@ -1,11 +1,20 @@
 """Driver method ``"cavi"``: a model's coordinate-ascent variational inference.
 
 A model provides ``extras["cavi"](data, kernel, hypers, **options)`` returning a result with
-fields ``hypers``, ``elbo`` (trace) and ``converged``, and ``extras["sample_q_f"](key, data,
-kernel, result, S) -> (S, N, L)`` joint draws of the latent at the training inputs from the
-variational posterior. The ``FitResult`` holds those draws as one chain (predictive kind
-``"latent"``: new inputs get the GP prior conditional given each draw), and the ELBO trace
-as ``sample_stats["elbo"]`` of shape (1, iterations) plus ``info["elbo"]`` (the final value).
+fields ``hypers``, ``inducing`` (the inducing inputs Z), ``sparse``, ``elbo`` (trace) and
+``converged``, and two ways to sample its variational posterior:
+
+* the full version (Z = X): ``extras["sample_q_f"](key, data, kernel, result, S) -> (S, N,
+  L)`` joint draws of the latent at the training inputs, held as one chain of predictive
+  kind ``"latent"`` (new inputs get the GP prior conditional given each draw);
+* the sparse version (M < N): ``extras["sample_q_v"](key, result, S) -> (S, M, L)`` draws
+  of the whitened inducing values, held as one chain of predictive kind ``"inducing"`` with
+  Z in ``hypers["inducing_inputs"]`` (new inputs, and the training inputs when exported, get
+  q's own predictive p(f* | u) through ``extras["inducing_latent"]``). Nothing N x N is
+  formed, so the driver exempts the sparse version from ``max_exact_points``.
+
+The ELBO trace is kept as ``sample_stats["elbo"]`` of shape (1, iterations) plus
+``info["elbo"]`` (the final value).
 
 Options ``batch_size`` and ``class_batch_size`` (``None``: all points / all classes; giving
 either selects the stochastic version, with step size rho_t = (t + step_size_delay) ^
@@ -19,6 +28,7 @@ import jax
 import numpy as np
 
 from ppgpc.infer.driver import _as_draws, _check_hyperparameters, register_method
+from ppgpc.validation import check_count
 
 __all__ = ["run_cavi", "CAVI_OPTIONS"]
 
@@ -61,19 +71,33 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
         include_prior=bool(opts["include_prior"]),
         max_iter=int(opts["max_iter"]), tol=float(opts["tol"]),
         learning_rate=float(opts["learning_rate"]), seed=_integer_seed(key), **stochastic)
-    latent = spec.extras["sample_q_f"](key, data, kernel, res, int(opts["num_draws"]))
-    if not bool(np.all(np.isfinite(np.asarray(latent)))):
-        raise FloatingPointError("CAVI produced non-finite latent draws")
+    num_draws = int(opts["num_draws"])
+    if res.sparse:
+        draws = spec.extras["sample_q_v"](key, res, num_draws)
+        fields = dict(hypers=_as_draws({**res.hypers, "inducing_inputs": res.inducing}),
+                      latent=None, inducing=draws[None], predictive_kind="inducing")
+    else:
+        draws = spec.extras["sample_q_f"](key, data, kernel, res, num_draws)
+        fields = dict(hypers=_as_draws(res.hypers), latent=draws[None],
+                      predictive_kind="latent")
+    if not bool(np.all(np.isfinite(np.asarray(draws)))):
+        raise FloatingPointError("CAVI produced non-finite variational draws")
     kind = "MAP" if opts["include_prior"] else "ML"
     learnt = given is None or bool(opts["learn_hyperparameters"])
     info = {"hyperparameters": f"CAVI ELBO (type-II {kind})" if learnt else "given",
             "elbo": float(res.elbo[-1]),
             "cavi_iterations": int(len(res.elbo)), "cavi_converged": bool(res.converged),
             "cavi_stochastic": bool(stochastic)}
-    return dict(hypers=_as_draws(res.hypers), latent=latent[None], predictive_kind="latent",
-                point_hypers=True, info=info,
+    return dict(fields, point_hypers=True, info=info,
                 sample_stats={"elbo": np.asarray(res.elbo)[None]})
 
 
-register_method("cavi", run_cavi, (("extras.cavi", "extras.sample_q_f",
-                                    "latent_conditional"),), CAVI_OPTIONS)
+def _is_sparse(opts: dict, num_samples: int) -> bool:
+    """CAVI with fewer inducing inputs than points is the sparse version (no N x N matrix)."""
+    M = opts["num_inducing"]
+    return M is not None and check_count("num_inducing", M) < num_samples
+
+
+register_method("cavi", run_cavi, (("extras.cavi", "extras.sample_q_f", "extras.sample_q_v",
+                                    "extras.inducing_latent", "latent_conditional"),),
+                CAVI_OPTIONS, scalable=_is_sparse)

@@ -7,13 +7,15 @@ Whatever the method, a fitted classifier is held as
 * ``latent``: draws of the latent f at the training inputs, (chain, draw, N, L), or None
   for kind ``"inducing"``;
 * ``inducing``: for kind ``"inducing"`` only, draws of the whitened inducing values v
-  (chain, draw, M, L) of a sparse variational fit (SVGP, MATH.md section 4);
+  (chain, draw, M, L) of a sparse variational fit (SVGP, MATH.md section 4, or the
+  logistic-softmax GP's sparse CAVI, section 3);
 * ``predictive_kind``: how a draw turns into latent values at new inputs:
   ``"conjugate"`` (condition the GP on the Gaussian targets with that draw's hyperparameters
   and sample the predictive marginal), ``"latent"`` (the GP prior conditional given that
-  draw's f at the training inputs) or ``"inducing"`` (the SVGP conditional p(f* | v) given
-  that draw of v, then the model's mixing, through ``spec.extras["inducing_latent"]``, with
-  the point hyperparameters, inducing inputs and mixing matrix in ``hypers``). The latent
+  draw's f at the training inputs) or ``"inducing"`` (the sparse conditional p(f* | v)
+  given that draw of v, then the model's mixing if it has one, through
+  ``spec.extras["inducing_latent"]``, with the point hyperparameters, inducing inputs and
+  any mixing matrix in ``hypers``). The latent
   at the training inputs of an ``"inducing"`` fit is computed on demand, block by block
   (``training_latent``), so that N x draws x L floats are never stored.
 
