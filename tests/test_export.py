@@ -135,14 +135,14 @@ def _svi_case():
     return next((m, k) for m, k in CASES if k == "svi")
 
 
-@pytest.mark.parametrize("case", [("ilr_gp", "nuts"), "svi", SPARSE_VARIANTS[0]])
+@pytest.mark.parametrize("case", [("ilr_gp", "nuts", None), "svi", SPARSE_VARIANTS[0]])
 def test_thinned_export_keeps_every_kth_draw(case):
     """``thin=k`` exports draws 0, k, 2k, ... of each chain: the thinned posterior is the
     full export's at those draws, and traces stay whole. (An inducing fit's f and u, at
     the training and inducing inputs, are fresh draws from p(f | v) for each kept v, so
     only their shapes are the full export's.)"""
-    model, method, *num_inducing = _svi_case() if case == "svi" else case
-    result = fitted(model, method, num_inducing=num_inducing[0] if num_inducing else None)
+    model, method, num_inducing = (*_svi_case(), None) if case == "svi" else case
+    result = fitted(model, method, num_inducing=num_inducing)
     full = result.to_inference_data()
     thinned = result.to_inference_data(thin=7)
     kept = np.arange(0, result.num_draws, 7)
