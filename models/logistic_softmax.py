@@ -89,7 +89,6 @@ __all__ = [
     "sample_q_v",
     "sample_q_f",
     "inducing_latent",
-    "inducing_values",
     "elbo",
     "SVIState",
     "minibatch",
@@ -913,13 +912,6 @@ def inducing_latent(data: LSMData, kernel, hypers: dict, v, Xs, eps):
     return jnp.einsum("mn,smc->snc", proj.A, v) + jnp.sqrt(proj.ktilde)[None, :, None] * eps
 
 
-def inducing_values(data: LSMData, kernel, hypers: dict, v):
-    """u = chol(K_mm) v, the latent at the inducing inputs, for whitened draws v (..., M, C)."""
-    chol_mm = linalg.cholesky(gram(kernel, _kernel_params(hypers),
-                                   hypers["inducing_inputs"])).factor
-    return jnp.einsum("ij,...jc->...ic", chol_mm, v)
-
-
 def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
     """Kernel hyperparameters on the full CAVI ELBO, and facts for ``info``.
 
@@ -950,7 +942,6 @@ SPEC = ModelSpec(
         "sample_q_f": sample_q_f,
         "sample_q_v": sample_q_v,
         "inducing_latent": inducing_latent,
-        "inducing_values": inducing_values,
         "augmented_model": augmented_model,
         # the sparse CAVI (M < N inducing inputs) costs O(N M^2) and is held as draws of v
         # (predictive kind "inducing"), so the driver exempts it from max_exact_points;

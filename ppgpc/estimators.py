@@ -732,12 +732,15 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             raise self._unknown_inference(self._methods)
         return "cavi" if self.inference == "svi" else self.inference
 
+    def _num_inducing(self) -> int | None:
+        """The CAVI's M: ``inference_options["num_inducing"]``, else ``SVI_NUM_INDUCING``
+        for ``"svi"``; None is the full version (Z = X)."""
+        default = self.SVI_NUM_INDUCING if self.inference == "svi" else None
+        return self._given_options().get("num_inducing", default)
+
     def _exact_size_limit(self) -> int | None:
-        """None for the sparse CAVI (``"svi"`` unless ``num_inducing`` is None, or
-        ``"cavi"`` with ``num_inducing``); the driver checks M < N itself."""
-        num_inducing = self._given_options().get(
-            "num_inducing", self.SVI_NUM_INDUCING if self.inference == "svi" else None)
-        if self._method() == "cavi" and num_inducing is not None:
+        """None for the sparse CAVI (an M is set; the driver checks M < N itself)."""
+        if self._method() == "cavi" and self._num_inducing() is not None:
             return None
         return super()._exact_size_limit()
 
@@ -745,8 +748,7 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
         method = method or self._method()
         given = self._given_options()
         if self.inference == "svi" and method == "cavi":
-            if "num_inducing" not in given:
-                options["num_inducing"] = self.SVI_NUM_INDUCING
+            options["num_inducing"] = self._num_inducing()
             if "batch_size" not in given:
                 options["batch_size"] = min(len(y), self.SVI_BATCH_SIZE)
             if "max_iter" not in given:
