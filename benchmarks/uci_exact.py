@@ -1,9 +1,9 @@
 """The ILR paper's exact-setting UCI benchmark (Table 3) on wine, glass and thyroid.
 
 For each dataset and seed: 50 stratified test points; the classifier picks its smoothing
-parameter by validation NLL on the rest (``--validation cv``, the estimators' default:
-stratified 5-fold cross-validation; ``--validation holdout``: one stratified 10% split, as
-the paper does), refits on all of the rest, then is scored on the test points. Prints
+parameter by validation NLL on the rest (``--validation loo``, the estimators' default:
+closed-form leave-one-out; ``cv``: stratified 5-fold cross-validation with refits;
+``--validation holdout``: one stratified 10% split, as the paper does), refits on all of the rest, then is scored on the test points. Prints
 mean and standard deviation of accuracy, NLL and top-label ECE (10 bins) beside the paper's
 row, and whether each cell is within one paper standard deviation or better.
 
@@ -37,11 +37,12 @@ def main(argv=None) -> int:
     parser.add_argument("--tau", type=float, default=None, help="ILR Proposition 1 tolerance")
     parser.add_argument("--inference", default=None,
                         help="override the protocol's inference for every model "
-                             "(default: ppgpc.experiments.EXACT_PROTOCOL, type-II MAP for "
-                             "Exact-ILR and GPD, each estimator's default otherwise)")
-    parser.add_argument("--validation", choices=["cv", "holdout"], default=None,
+                             "(default: each estimator's default, type-II MAP for Exact-ILR "
+                             "and GPD)")
+    parser.add_argument("--validation", choices=["loo", "cv", "holdout"], default=None,
                         help="how the smoothing parameter is chosen (default: the "
-                             "estimators' 5-fold cv; holdout: the paper's 10%% split)")
+                             "estimators' closed-form leave-one-out; cv: stratified 5-fold "
+                             "cross-validation with refits; holdout: the paper's 10%% split)")
     args = parser.parse_args(argv)
 
     options = {k: v for k, v in (("kernel", args.kernel), ("tau", args.tau),

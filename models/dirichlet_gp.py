@@ -82,6 +82,7 @@ __all__ = [
     "condition",
     "predict",
     "sample_train",
+    "loo_predictive",
     "latent_conditional",
     "log_link",
     "SPEC",
@@ -360,6 +361,16 @@ def sample_train(key, data: GPDData, kernel, hypers: dict, posterior, num_sample
         jax.random.split(key, C), params, posterior, resid,
         noise_var(data, hypers).T)  # (C, S, N, 1)
     return jnp.moveaxis(draws[..., 0], 0, -1) + hypers["mean"]
+
+
+def loo_predictive(data: GPDData, kernel, hypers: dict, posterior: gp.ExactPosterior):
+    """Closed-form leave-one-out predictive of f at each training input, class by class
+    (hyperparameters fixed; ``ppgpc.gp.loo_predictive``), the class means added back and
+    the pseudo-observation noise too when ``predict_from="noisy"``: mean (N, C), variance
+    (N, C)."""
+    resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]  # (C, N, 1)
+    mean, var = jax.vmap(gp.loo_predictive)(posterior, resid, noise_var(data, hypers).T)
+    return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 
 def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):

@@ -70,6 +70,7 @@ __all__ = [
     "condition",
     "predict",
     "sample_train",
+    "loo_predictive",
     "latent_conditional",
     "log_link",
     "SPEC",
@@ -263,6 +264,13 @@ def sample_train(key, data: ILRData, kernel, hypers: dict, posterior, num_sample
         key, kernel, _kernel_params(hypers), posterior, data.targets, noise_var(data, hypers),
         num_samples
     )
+
+
+def loo_predictive(data: ILRData, kernel, hypers: dict, posterior: gp.ExactPosterior):
+    """Closed-form leave-one-out predictive of f at each training input (hyperparameters
+    fixed; ``ppgpc.gp.loo_predictive``): mean (N, C-1) and variance (N, C-1)."""
+    mean, var = gp.loo_predictive(posterior, data.targets, noise_var(data, hypers))
+    return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
 def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):

@@ -628,6 +628,44 @@ def _outer_iteration(Y, X, kernel, log_hypers, Z, state, opt_state, learning_rat
     return log_hypers, Z, state, opt_state, value
 
 
+CAVI_WINDOW = 50
+"""Full CAVI: outer iterations per device call (``_cavi_window``); the host checks nothing
+inside a window, and the ELBO trace comes back once per window."""
+
+
+@functools.partial(jax.jit, static_argnames=("kernel", "learn_hypers", "learn_inducing",
+                                             "include_prior", "num_steps"))
+def _cavi_window(Y, X, kernel, carry, learning_rate, limit, tol, *, learn_hypers,
+                 learn_inducing, include_prior, num_steps):
+    """Up to ``limit`` (<= ``CAVI_WINDOW``) outer iterations (``_outer_iteration``) in one
+    ``lax.while_loop``, stopping early once the ELBO's relative change falls below ``tol``.
+
+    Args:
+        carry: (log hypers, Z, state, Adam state, last ELBO or NaN before the first).
+
+    Returns:
+        (carry, ELBO per iteration (CAVI_WINDOW,), iterations done, converged).
+    """
+    def cond(loop):
+        _, _, i, converged = loop
+        return (i < limit) & ~converged
+
+    def body(loop):
+        (log_hypers, Z, state, opt_state, last), values, i, _ = loop
+        log_hypers, Z, state, opt_state, value = _outer_iteration.__wrapped__(
+            Y, X, kernel, log_hypers, Z, state, opt_state, learning_rate,
+            learn_hypers=learn_hypers, learn_inducing=learn_inducing,
+            include_prior=include_prior, num_steps=num_steps)
+        converged = jnp.abs(value - last) < tol * jnp.abs(value)  # False while last is NaN
+        return ((log_hypers, Z, state, opt_state, value), values.at[i].set(value), i + 1,
+                converged)
+
+    values = jnp.full((CAVI_WINDOW,), jnp.nan)
+    carry, values, done, converged = lax.while_loop(
+        cond, body, (carry, values, jnp.asarray(0), jnp.asarray(False)))
+    return carry, values, done, converged
+
+
 def _adam_steps(objective, params, opt_state, learning_rate, num_steps, *, learn_hypers,
                 learn_inducing):
     """``num_steps`` Adam steps minimising ``objective((log hypers, Z))``; the gradient of a
@@ -758,6 +796,30 @@ def _stochastic_iteration(key, Y, X, kernel, log_hypers, Z, state, opt_state, rh
     return log_hypers, Z, state, opt_state
 
 
+@functools.partial(jax.jit, static_argnames=("kernel", "num_iters", "batch_size",
+                                             "class_batch_size", "learn_hypers",
+                                             "learn_inducing", "include_prior", "num_steps"))
+def _stochastic_window(key, start, Y, X, kernel, log_hypers, Z, state, opt_state,
+                       learning_rate, step_size_delay, step_size_power, *, num_iters,
+                       batch_size, class_batch_size, learn_hypers, learn_inducing,
+                       include_prior, num_steps):
+    """Iterations t = start, ..., start + num_iters - 1 of ``_stochastic_iteration`` in one
+    ``lax.scan``: minibatch key fold_in(key, t), step size rho_t = (t + delay)^-power."""
+    def body(carry, t):
+        log_hypers, Z, state, opt_state = carry
+        rho = (t + step_size_delay) ** -step_size_power
+        out = _stochastic_iteration.__wrapped__(
+            jax.random.fold_in(key, t), Y, X, kernel, log_hypers, Z, state, opt_state, rho,
+            learning_rate, batch_size=batch_size, class_batch_size=class_batch_size,
+            learn_hypers=learn_hypers, learn_inducing=learn_inducing,
+            include_prior=include_prior, num_steps=num_steps)
+        return out, None
+
+    carry, _ = lax.scan(body, (log_hypers, Z, state, opt_state),
+                        start + jnp.arange(num_iters))
+    return carry
+
+
 @functools.partial(jax.jit, static_argnames=("kernel",))
 def _svi_full_elbo(Y, X, kernel, log_hypers, Z, state: SVIState):
     """The full-data ELBO at the current q(v) and hyperparameters, with every point's local
@@ -845,29 +907,32 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
     if stochastic:
         sstate = _svi_init_state(N, C, Z.shape[0])
         key = jax.random.PRNGKey(seed)
-        for t in range(max_iter):
-            rho = float((t + step_size_delay) ** -step_size_power)
-            log_hypers, Z, sstate, opt_state = _stochastic_iteration(
-                jax.random.fold_in(key, t), Y, X, kernel, log_hypers, Z, sstate, opt_state,
-                rho, learning_rate, batch_size=batch_size, class_batch_size=class_batch_size,
+        done, every = 0, int(elbo_every)
+        while done < max_iter:
+            steps = min(every, max_iter - done)  # the last window may be shorter
+            log_hypers, Z, sstate, opt_state = _stochastic_window(
+                key, jnp.asarray(done), Y, X, kernel, log_hypers, Z, sstate, opt_state,
+                learning_rate, step_size_delay, step_size_power, num_iters=steps,
+                batch_size=batch_size, class_batch_size=class_batch_size,
                 learn_hypers=bool(learn_hypers), learn_inducing=bool(learn_inducing),
                 include_prior=bool(include_prior), num_steps=int(hyper_steps))
-            if (t + 1) % int(elbo_every) == 0 or t + 1 == max_iter:
-                value, state = _svi_full_elbo(Y, X, kernel, log_hypers, Z, sstate)
-                trace.append(float(value))
-                if _elbo_converged(trace, tol):
-                    converged = True
-                    break
-    else:
-        for _ in range(max_iter):
-            log_hypers, Z, state, opt_state, value = _outer_iteration(
-                Y, X, kernel, log_hypers, Z, state, opt_state, learning_rate,
-                learn_hypers=bool(learn_hypers), learn_inducing=bool(learn_inducing),
-                include_prior=bool(include_prior), num_steps=int(hyper_steps))
+            done += steps
+            value, state = _svi_full_elbo(Y, X, kernel, log_hypers, Z, sstate)
             trace.append(float(value))
             if _elbo_converged(trace, tol):
                 converged = True
                 break
+    else:
+        carry = (log_hypers, Z, state, opt_state, jnp.asarray(jnp.nan))
+        while len(trace) < max_iter and not converged:
+            limit = min(CAVI_WINDOW, max_iter - len(trace))
+            carry, values, done, converged = _cavi_window(
+                Y, X, kernel, carry, learning_rate, jnp.asarray(limit), jnp.asarray(tol),
+                learn_hypers=bool(learn_hypers), learn_inducing=bool(learn_inducing),
+                include_prior=bool(include_prior), num_steps=int(hyper_steps))
+            trace.extend(np.asarray(values)[:int(done)].tolist())
+            converged = bool(converged)
+        log_hypers, Z, state, opt_state, _ = carry
     hypers = {k: jnp.exp(v) for k, v in log_hypers.items()}
     return CAVIResult(hypers, Z, state, np.asarray(trace), converged, Z.shape[0] < N)
 

@@ -14,9 +14,20 @@
    ``OPENBLAS_NUM_THREADS=1`` unless the variable is already set. SciPy's OpenBLAS is
    loaded at the first LAPACK call, so this takes effect as long as no JAX linear algebra
    ran before ppgpc was imported; set the variable yourself to choose another value.
+
+3. A persistent compilation cache. XLA compiles each jitted function once per shape, and a
+   first fit compiles a few hundred small programs. ppgpc points JAX's persistent cache at
+   ``$XDG_CACHE_HOME/ppgpc/jax`` (``~/.cache/ppgpc/jax`` when XDG_CACHE_HOME is unset), so a
+   second ``ppgpc`` process reads the compiled programs back instead of compiling them
+   again; programs that compiled in under ``CACHE_MIN_COMPILE_SECONDS`` are not stored
+   (reading them back would cost about as much). This applies only where the user has not
+   chosen a cache: a ``JAX_COMPILATION_CACHE_DIR`` variable, or a cache folder configured in
+   JAX before ppgpc was imported, is left as it is. ``PPGPC_COMPILATION_CACHE=0`` turns it
+   off; ``PPGPC_COMPILATION_CACHE=/some/folder`` puts it there instead.
 """
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -24,4 +35,39 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-__all__: list[str] = []
+__all__: list[str] = ["CACHE_ENV", "CACHE_MIN_COMPILE_SECONDS", "compilation_cache_dir"]
+
+CACHE_ENV = "PPGPC_COMPILATION_CACHE"
+"""Environment variable: ``0`` (or ``off``, ``false``, ``no``) turns ppgpc's persistent
+compilation cache off; a path chooses its folder."""
+
+CACHE_MIN_COMPILE_SECONDS = 0.05
+"""Compiled programs that took less than this are not written to the persistent cache."""
+
+
+def compilation_cache_dir(environ=os.environ) -> Path | None:
+    """The folder ppgpc gives JAX's persistent compilation cache, or None when it leaves
+    the cache alone (turned off by ``PPGPC_COMPILATION_CACHE``, or the user chose one
+    through ``JAX_COMPILATION_CACHE_DIR``)."""
+    setting = environ.get(CACHE_ENV, "").strip()
+    if setting.lower() in ("0", "off", "false", "no"):
+        return None
+    if environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    if setting:
+        return Path(setting).expanduser()
+    base = environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "ppgpc" / "jax"
+
+
+def _enable_compilation_cache() -> None:
+    if jax.config.jax_compilation_cache_dir:  # chosen by the user before importing ppgpc
+        return
+    folder = compilation_cache_dir()
+    if folder is None:
+        return
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECONDS)
+
+
+_enable_compilation_cache()

@@ -15,7 +15,8 @@ from pathlib import Path
 __all__ = ["main"]
 
 _MODEL_ALIASES = {"ilr": "Exact-ILR", "exact-ilr": "Exact-ILR", "ilr_gp": "Exact-ILR",
-                  "gpd": "GPD", "dirichlet_gp": "GPD", "lsm": "LSM", "logistic_softmax": "LSM"}
+                  "gpd": "GPD", "dirichlet_gp": "GPD", "lsm": "LSM", "logistic_softmax": "LSM",
+                  "svgpc": "SVGPC", "svgp": "SVGPC", "softmax_svgp": "SVGPC"}
 
 
 def _resolve_models(names, known) -> list[str]:
@@ -75,7 +76,7 @@ def _print_table(rows) -> None:
 
 
 def _compare(args) -> int:
-    from ppgpc.experiments import EXACT_CLASSIFIERS, run_split
+    from ppgpc.experiments import EXACT_CLASSIFIERS, PROGRESS_OPTIONS, run_split
     from ppgpc.plotting import reliability_grid, save_figure
 
     rows = []
@@ -84,7 +85,8 @@ def _compare(args) -> int:
     for model in models:
         print(f"fitting {model} on {args.dataset} (seed {args.seed}) ...", flush=True)
         rows.append(run_split(args.dataset, model, args.seed, data_dir=args.data_dir,
-                              max_train=args.max_train))
+                              max_train=args.max_train, **PROGRESS_OPTIONS.get(model, {})))
+        print(f"  {model}: fitted in {rows[-1].fit_seconds:.1f} s", flush=True)
     print()
     print(f"{args.dataset}: {rows[0].y_test.shape[0]} test points; ECE is top-label for C > 2 "
           "and binary p(y=1) for C = 2, 10 equal-width bins")

@@ -16,13 +16,16 @@ Every classifier follows the same conventions:
 
 from __future__ import annotations
 
+import math
 import warnings
 
+import jax
 import numpy as np
 
 from ppgpc import metrics
 from ppgpc.datasets import Standardizer, stratified_folds, train_validation_split
 from ppgpc.infer import fit as run_inference
+from ppgpc.infer.loo import loo_latent, loo_nll
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
     check_count,
@@ -135,6 +138,9 @@ def _is_fitted_attribute(name: str) -> bool:
 
 _INFERENCE_TO_METHOD = {"exact": "exact", "map": "map", "nuts": "nuts", "collapsed": "exact"}
 
+_LOO_KEY_TAG = 0x100
+"""``fold_in`` tag of the leave-one-out scores' key (``GPClassifierBase._loo_key``)."""
+
 SPARSE_NUM_DRAWS = 256
 """Default predictive draws for ``inference="collapsed"`` (the latent draws at the training
 inputs are (draws, N, L) floats, which 1000 draws make gigabytes on the large UCI sets)."""
@@ -233,14 +239,15 @@ class GPClassifierBase:
         Uses the subclass's ``validation`` ("cv" or "holdout"), ``cv_folds`` and
         ``validation_fraction`` settings.
         """
-        if self.validation == "cv":
+        if self.validation in ("cv", "loo"):  # "loo" here: a collapsed fit (_uses_loo)
             return stratified_folds(y, num_folds=self.cv_folds, seed=self.seed)
         if self.validation == "holdout":
             n = len(y)
             split = train_validation_split(np.arange(n)[:, None], y, seed=self.seed,
                                            val_fraction=self.validation_fraction)
             return [(split.X_train[:, 0].astype(int), split.X_val[:, 0].astype(int))]
-        raise ValueError(f"validation must be 'cv' or 'holdout', got {self.validation!r}")
+        raise ValueError(f"validation must be 'loo', 'cv' or 'holdout', got "
+                         f"{self.validation!r}")
 
     def _held_out_nll(self, X, y, num_classes, grid, splits) -> dict:
         """Pooled held-out NLL of a conjugate fit for each value of a smoothing grid.
@@ -256,7 +263,7 @@ class GPClassifierBase:
         Returns:
             {value: sum of validation NLLs / number of validation points}.
         """
-        method = "map" if self.inference in ("map", "nuts") else "exact"
+        method = self._grid_method()
         scores = {}
         for value in grid:
             losses = []
@@ -284,10 +291,43 @@ class GPClassifierBase:
         grid = tuple(grid)
         if not grid:
             raise ValueError(f"{grid_name} is empty")
-        splits = ([(np.arange(len(y)), np.arange(len(y)))] if on_training_data
-                  else self._validation_splits(y))
-        scores = self._held_out_nll(X, y, num_classes, grid, splits)
+        if not on_training_data and self._uses_loo():
+            scores = self._loo_grid_scores(X, y, num_classes, grid)
+        else:
+            splits = ([(np.arange(len(y)), np.arange(len(y)))] if on_training_data
+                      else self._validation_splits(y))
+            scores = self._held_out_nll(X, y, num_classes, grid, splits)
         return min(scores, key=scores.get), scores
+
+    def _uses_loo(self) -> bool:
+        """Whether the smoothing level is chosen by closed-form leave-one-out: with
+        ``validation="loo"`` and an exact posterior (``inference`` ``"exact"``, ``"map"`` or
+        ``"nuts"``); the collapsed sparse posterior has no closed form and is
+        cross-validated (stratified ``cv_folds`` folds) instead."""
+        return self.validation == "loo" and self.inference in ("exact", "map", "nuts")
+
+    def _grid_method(self) -> str:
+        """The driver method of the smoothing search's fits: type-II MAP when ``inference``
+        is ``"map"`` or ``"nuts"`` (whose hyperparameter posterior includes the priors; MAP
+        is its cheap stand-in), type-II ML otherwise."""
+        return "map" if self.inference in ("map", "nuts") else "exact"
+
+    def _loo_key(self):
+        """The key of the leave-one-out scores' shared normal draws, from the seed."""
+        return jax.random.fold_in(jax.random.PRNGKey(check_seed(self.seed)), _LOO_KEY_TAG)
+
+    def _loo_grid_scores(self, X, y, num_classes, grid) -> dict:
+        """{value: leave-one-out NLL} of a smoothing grid: one fit on all the data per
+        value (the same shapes, so one compilation), scored by the closed-form leave-one-out
+        predictive with its hyperparameters held fixed (``ppgpc.infer.loo``)."""
+        scores = {}
+        for value in grid:
+            result = self._fit_driver(X, y, num_classes, self._options_for(value),
+                                      method=self._grid_method(), num_draws=1)
+            mean, var = loo_latent(result)
+            nll = loo_nll(self._loo_key(), result.spec.log_link, mean, var, y)
+            scores[float(value)] = float(nll[0])
+        return scores
 
     # ------------------------------------------------------------ public API
     def fit(self, X, y):
@@ -426,12 +466,17 @@ class ILRGPClassifier(GPClassifierBase):
 
     Args:
         epsilon: label-smoothing level in (0, 1), or ``"auto"`` to choose it from
-            ``epsilon_grid`` by validation NLL, then refit on all the data. The paper
-            validates on one 10% split; with the 15-20 validation points of a small UCI set
-            that choice is noisy (on glass it cost 0.06 test NLL against the best fixed
-            epsilon), so the default is stratified ``cv_folds``-fold cross-validation
-            (``validation="cv"``); ``validation="holdout"`` uses one stratified
-            ``validation_fraction`` split as the paper does.
+            ``epsilon_grid`` (default ``ppgpc.models.ilr_gp.EPSILON_GRID``) by held-out NLL,
+            then refit on all the data. The ILR targets and the Proposition 1 noise both
+            scale with a(epsilon) = log(1 + C epsilon / (1 - epsilon)), so epsilon acts as an
+            inverse temperature of the fitted latent (``ppgpc.infer.loo``). With
+            ``validation="loo"`` (the default) ONE fit on all the data scores the whole grid
+            by its closed-form leave-one-out predictive, rescaled per level (exact under
+            type-II ML; under MAP the kernel-variance prior makes it the rescaled fit's
+            score); ``inference="collapsed"`` has no closed form and cross-validates
+            instead. ``validation="cv"`` refits on stratified ``cv_folds`` folds for every
+            grid value; ``"holdout"`` uses one stratified ``validation_fraction`` split as
+            the paper does (noisy with the 15-20 validation points of a small UCI set).
         tau: Proposition 1 tolerance that sets the noise level sigma.
         noise_std: set sigma directly instead (overrides tau).
         learn_noise_scale: fit a factor s on the noise variance, s sigma^2, with the kernel
@@ -445,8 +490,11 @@ class ILRGPClassifier(GPClassifierBase):
             ``inference="map"`` holds the scale off zero only on small data sets.
         kernel: ``"rbf-ard"`` (default), ``"rbf"``, ``"matern52-ard"``, ``"matern52"`` or a
             kernel object (``ppgpc.kernels``).
-        inference: ``"exact"`` (type-II ML hyperparameters and the closed-form posterior),
-            ``"map"`` (type-II MAP), ``"nuts"`` (NUTS; options in ``inference_options``,
+        inference: ``"map"`` (the default: type-II MAP kernel hyperparameters, the kernel
+            priors of ``ppgpc.kernels`` included, and the closed-form posterior; on these
+            small data sets maximum likelihood lets ARD lengthscales run away, see
+            ``docs/defaults.md``), ``"exact"`` (type-II ML), ``"nuts"`` (NUTS; options in
+            ``inference_options``,
             e.g. ``{"form": "latent", "num_samples": 1000}``) or ``"collapsed"``
             (Collapsed-ILR: Titsias's sparse bound, inducing inputs learned with the
             hyperparameters, no size limit) or ``"uncollapsed"`` (Uncollapsed-ILR: the
@@ -496,8 +544,8 @@ class ILRGPClassifier(GPClassifierBase):
 
     def __init__(self, *, epsilon="auto", tau: float | None = None,
                  noise_std: float | None = None, learn_noise_scale: bool = False,
-                 epsilon_grid=None, validation: str = "cv", cv_folds: int = 5,
-                 validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "exact",
+                 epsilon_grid=None, validation: str = "loo", cv_folds: int = 5,
+                 validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "map",
                  num_inducing: int = 200, shared_inducing: bool = True,
                  standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,
@@ -546,6 +594,28 @@ class ILRGPClassifier(GPClassifierBase):
             options["learn_noise_scale"] = True
         return options
 
+    def _loo_grid_scores(self, X, y, num_classes, grid) -> dict:
+        """{epsilon: leave-one-out NLL} from ONE fit. The ILR targets of level epsilon are
+        a(epsilon) = log(1 + C epsilon / (1 - epsilon)) times fixed unit targets and the
+        Proposition 1 noise scales with them, so a type-II ML fit at one level is the fit at
+        any other with the latent scaled by a(epsilon) / a(reference)
+        (``ppgpc.infer.loo``); the grid is scored by rescaling one leave-one-out
+        predictive. A fixed ``noise_std`` breaks that scaling: then every level is fitted."""
+        from ppgpc.models.ilr_gp import DEFAULT_EPSILON, log_link
+
+        if self.noise_std is not None:
+            return super()._loo_grid_scores(X, y, num_classes, grid)
+        result = self._fit_driver(X, y, num_classes, self._options_for(DEFAULT_EPSILON),
+                                  method=self._grid_method(), num_draws=1)
+        mean, var = loo_latent(result)
+
+        def level(epsilon):
+            return math.log1p(num_classes * epsilon / (1.0 - epsilon))
+
+        scales = [level(float(e)) / level(DEFAULT_EPSILON) for e in grid]
+        nll = loo_nll(self._loo_key(), log_link, mean, var, y, scales)
+        return {float(e): float(v) for e, v in zip(grid, nll)}
+
     def _select_model_options(self, X, y, num_classes) -> dict:
         from ppgpc.models.ilr_gp import EPSILON_GRID, prepare
 
@@ -583,8 +653,10 @@ class DirichletGPClassifier(GPClassifierBase):
     Args:
         alpha_eps: concentration of the classes a point does not belong to (> 0); ``"auto"``
             chooses it from ``alpha_eps_grid`` by held-out NLL (``validation`` as for
-            ``ILRGPClassifier``: stratified ``cv_folds``-fold cross-validation or one
-            ``validation_fraction`` holdout), ``"train"`` by training NLL as Milios et al.
+            ``ILRGPClassifier``: by default one fit on all the data per grid value, scored
+            by its closed-form leave-one-out predictive; ``"cv"``: stratified
+            ``cv_folds``-fold cross-validation with refits; ``"holdout"``: one
+            ``validation_fraction`` split), ``"train"`` by training NLL as Milios et al.
             do; either way the model is then refitted on all the data.
         alpha_eps_grid: candidate values (default ``(1e-4, 1e-3, 1e-2, 1e-1)``, the values
             the ILR paper's Table 3 selected from).
@@ -598,8 +670,8 @@ class DirichletGPClassifier(GPClassifierBase):
             latent plus likelihood noise; the ILR paper's Table 1 contrast).
         kernel, standardize, seed, max_exact_points, inference_options: as for
             ``ILRGPClassifier``.
-        inference: ``"exact"`` (type-II ML and the conjugate posterior, one Cholesky per
-            class), ``"map"``, ``"nuts"`` or ``"collapsed"`` (sparse GPD: Titsias's bound
+        inference: ``"map"`` (the default: type-II MAP and the conjugate posterior, one
+            Cholesky per class), ``"exact"`` (type-II ML), ``"nuts"`` or ``"collapsed"`` (sparse GPD: Titsias's bound
             with per-class noise, ``num_inducing`` inducing inputs learned).
         num_inducing: inducing points M for ``inference="collapsed"`` (k-means++ start).
         shared_inducing: one set of M inducing inputs for all classes (default) or M per
@@ -626,8 +698,8 @@ class DirichletGPClassifier(GPClassifierBase):
 
     def __init__(self, *, alpha_eps="auto", alpha_eps_grid=None, shared_kernel: bool = True,
                  learn_noise_scale: bool = False, predict_from: str = "latent",
-                 validation: str = "cv", cv_folds: int = 5,
-                 validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "exact",
+                 validation: str = "loo", cv_folds: int = 5,
+                 validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "map",
                  num_inducing: int = 200, shared_inducing: bool = True,
                  standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS,

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from ppgpc.infer.results import TRACE_STATS
+from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS
 
 __all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims"]
 
@@ -231,7 +231,7 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
     """
     result = result.thin(thin)
     _check_export_size(result, max_bytes)
-    key = jax.random.PRNGKey(result.seed + 2) if key is None else key
+    key = result._key(EXPORT_TAG) if key is None else key
     k_pp, k_pred, k_pred_y, k_u = jax.random.split(key, 4)
     data = result.data
     chains, draws = result.num_chains, result.num_draws

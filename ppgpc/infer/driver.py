@@ -137,10 +137,11 @@ def _point_hypers(spec, data, kernel, given, include_prior, opts):
         optimizer=opts["optimizer"], learning_rate=opts["learning_rate"],
         progress_bar=opts["progress_bar"],
     )
-    if not opt.converged and opts["optimizer"] == "lbfgs":
+    if not opt.converged and opts["optimizer"] == "lbfgs":  # a small relative change converged
         warnings.warn(
-            f"hyperparameter optimisation stopped after {opt.num_iterations} iterations with "
-            f"gradient norm {opt.grad_norm:.2e} > tol={opts['tol']}; the estimate may be off",
+            f"hyperparameter optimisation stopped ({opt.stop_reason}) after "
+            f"{opt.num_iterations} iterations with gradient norm {opt.grad_norm:.2e} > "
+            f"tol={opts['tol']}; the estimate may be off",
             RuntimeWarning, stacklevel=4,
         )
     info = {
@@ -148,8 +149,10 @@ def _point_hypers(spec, data, kernel, given, include_prior, opts):
         "log_marginal_likelihood" if not include_prior else "log_posterior": opt.objective,
         "optimizer": opts["optimizer"],
         "optimizer_iterations": opt.num_iterations,
+        "optimizer_evaluations": opt.num_evaluations,
         "optimizer_grad_norm": opt.grad_norm,
         "optimizer_converged": opt.converged,
+        "optimizer_stop_reason": opt.stop_reason,
     }
     return opt.params, info
 

@@ -21,6 +21,23 @@ Whatever the method, a fitted classifier is held as
 
 Class probabilities are always averages over posterior draws of the likelihood,
 p(y* = c | data) ~= (1/S) sum_s p(y* = c | f*_s), never a plug-in at a posterior mean.
+
+Prediction, for every kind:
+
+* Shape-stable: rows go through blocks of ``PREDICT_BLOCK`` rows, each padded with copies
+  of its first row to a power of two from ``MIN_BUCKET`` (16, 32, ..., 512) and the padding
+  dropped after, so a new number of rows compiles nothing once its bucket has been compiled.
+* Batch-independent probabilities: ``predict_proba`` and ``predict_proba_draws`` draw
+  f*_s = mean_s + sqrt(var_s) eps_s with one standard normal eps_s (chain, draw, 1, L)
+  shared by every row. Each row's predictive probability is a marginal expectation, which
+  correlation across rows does not change, and a row's result is then the same (to
+  rounding) alone, in any batch and in any order.
+* Independent latent draws: ``predict_latent`` and ``training_latent`` (what the export
+  reads as posterior draws of f) draw each row's eps independently.
+* Keys: one root ``PRNGKey(seed)``, one stream per use by ``fold_in(root, tag)``
+  (``_PROBA_TAG``, ``_LATENT_TAG``, ``_TRAINING_TAG``), folded again with the block index
+  for the per-row draws; so a loaded result predicts bit for bit what the saved one did.
+
 Everything needed to rebuild predictions is stored as arrays plus names, so a result can
 be saved to netCDF/JSON and loaded without pickle.
 """
@@ -41,47 +58,99 @@ from ppgpc.validation import check_features
 
 __all__ = ["FitResult"]
 
-_PREDICT_CHUNK = 512
-MIN_PREDICTIVE_DRAWS = 1000
+PREDICT_BLOCK = 512
+"""Inputs per block of a prediction: larger inputs go through blocks of this many rows."""
 
-TRACE_STATS = ("elbo", "loss")
-"""Sample statistics that are optimisation traces, shaped (chain, iteration), not per draw."""
+MIN_BUCKET = 16
+"""The smallest padded block. A block of n rows is padded to the next power of two from
+``MIN_BUCKET`` to ``PREDICT_BLOCK`` (16, 32, ..., 512), so the jitted draw functions are
+compiled for at most six input sizes per fitted model, never once per number of rows."""
+
+MIN_PREDICTIVE_DRAWS = 1000
 """``predict_proba`` of a point-hyperparameter conjugate fit averages over at least this
 many predictive draws, however few training-latent draws the fit stored."""
 
+TRACE_STATS = ("elbo", "loss")
+"""Sample statistics that are optimisation traces, shaped (chain, iteration), not per draw."""
 
-@functools.partial(jax.jit, static_argnames=("spec", "num_chains", "num_draws"))
-def _point_conjugate_draws(key, spec, kernel, data, hypers, Xs, num_chains, num_draws):
-    """Predictive marginal draws with fixed hyperparameters: one conditioning for all."""
+# Tags folded into ``PRNGKey(seed)``: one stream per use, each fixed by the fit's seed.
+_PROBA_TAG = 1  # the standard normals shared by every row of predict_proba(_draws)
+_LATENT_TAG = 2  # per-row draws of predict_latent (then folded with the block index)
+_TRAINING_TAG = 3  # per-row draws of the training latent of an "inducing" fit (likewise)
+EXPORT_TAG = 4  # the ArviZ export's draws (ppgpc.infer.arviz_export)
+
+
+def _bucket(n: int) -> int:
+    """The padded size of a block of 1 <= n <= ``PREDICT_BLOCK`` rows."""
+    return max(MIN_BUCKET, 1 << (n - 1).bit_length())
+
+
+def _blocks(X: np.ndarray):
+    """(start, stop, padded block) over the rows of X (n, D): blocks of ``PREDICT_BLOCK``
+    rows, each padded to its bucket with copies of its first row (dropped after)."""
+    for start in range(0, X.shape[0], PREDICT_BLOCK):
+        block = X[start:start + PREDICT_BLOCK]
+        pad = _bucket(block.shape[0]) - block.shape[0]
+        yield start, start + block.shape[0], np.concatenate(
+            [block, np.broadcast_to(block[:1], (pad,) + block.shape[1:])])
+
+
+def _standard_normals(key, shape, shared: bool):
+    """(..., n, L) standard normals; with ``shared``, one (..., 1, L) draw broadcast over
+    the n rows, so that a row's draws do not depend on the other rows."""
+    if not shared:
+        return jax.random.normal(key, shape)
+    return jnp.broadcast_to(jax.random.normal(key, shape[:-2] + (1, shape[-1])), shape)
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "num_chains", "num_draws", "shared"))
+def _point_conjugate_draws(key, spec, kernel, data, hypers, Xs, num_chains, num_draws,
+                           shared):
+    """Predictive marginal draws with fixed hyperparameters: one conditioning for all,
+    f*_s = mean + sqrt(var) eps_s, (chain, draw, n, L)."""
     posterior = spec.condition(data, kernel, hypers)
     mean, var = spec.predict(data, kernel, hypers, posterior, Xs)
-    eps = jax.random.normal(key, (num_chains, num_draws) + mean.shape)
+    eps = _standard_normals(key, (num_chains, num_draws) + mean.shape, shared)
     return mean + jnp.sqrt(var) * eps
 
 
-@functools.partial(jax.jit, static_argnames=("spec", "kind"))
-def _per_draw_predictive(key, spec, kernel, data, flat_hypers, flat_f, Xs, kind):
+@functools.partial(jax.jit, static_argnames=("spec", "kind", "shared"))
+def _per_draw_predictive(key, spec, kernel, data, flat_hypers, flat_f, Xs, kind, shared):
     """One predictive draw per posterior draw, (S, n, L): condition per hyperparameter draw
     (``kind="conjugate"``) or take the GP conditional given that draw's f (``"latent"``)."""
-    keys = jax.random.split(key, flat_f.shape[0])
+    L = flat_f.shape[-1]
+    eps = _standard_normals(key, (flat_f.shape[0], Xs.shape[0], L), shared)
 
     def one(args):
-        hypers, f, k = args
+        hypers, f, e = args
         if kind == "conjugate":
             posterior = spec.condition(data, kernel, hypers)
             mean, var = spec.predict(data, kernel, hypers, posterior, Xs)
         else:
             mean, var = spec.latent_conditional(data, kernel, hypers, f, Xs)
-        return mean + jnp.sqrt(var) * jax.random.normal(k, mean.shape)
+        return mean + jnp.sqrt(var) * e
 
-    return lax.map(one, (flat_hypers, flat_f, keys))
+    return lax.map(one, (flat_hypers, flat_f, eps))
 
 
-@functools.partial(jax.jit, static_argnames=("spec",))
-def _inducing_predictive(key, spec, kernel, data, hypers, v, Xs):
-    """(S, n, L) draws of the latent at Xs, one per whitened inducing draw v (S, M, L)."""
-    eps = jax.random.normal(key, v.shape[:1] + (Xs.shape[0], v.shape[-1]))
+@functools.partial(jax.jit, static_argnames=("spec", "shared"))
+def _inducing_predictive(key, spec, kernel, data, hypers, v, Xs, shared):
+    """(S, n, L) draws of the latent at Xs, one per whitened inducing draw v (S, M, L).
+    ``inducing_latent`` uses eps elementwise, so a broadcast shared eps is exact."""
+    eps = _standard_normals(key, v.shape[:1] + (Xs.shape[0], v.shape[-1]), shared)
     return spec.extras["inducing_latent"](data, kernel, hypers, v, Xs, eps)
+
+
+@functools.partial(jax.jit, static_argnames=("log_link",))
+def _probabilities(log_link, f):
+    """p(y* = c | f*_s), (chain, draw, n, C)."""
+    return jnp.exp(log_link(f))
+
+
+@functools.partial(jax.jit, static_argnames=("log_link",))
+def _mean_probabilities(log_link, f):
+    """(1/S) sum_s p(y* = c | f*_s), (n, C)."""
+    return jnp.mean(jnp.exp(log_link(f)), axis=(0, 1))
 
 
 @dataclasses.dataclass
@@ -148,69 +217,110 @@ class FitResult:
         }
 
     # ------------------------------------------------------------ predictions
-    def _latent_draws_block(self, key: jax.Array, Xs: jax.Array, num_draws: int | None = None):
-        """(chain, draw, n, L) latent draws at one block of inputs.
+    def _key(self, tag: int) -> jax.Array:
+        """The default key of one use (``_PROBA_TAG``, ...): fold_in(PRNGKey(seed), tag)."""
+        return jax.random.fold_in(jax.random.PRNGKey(self.seed), tag)
+
+    def _latent_draws_block(self, key: jax.Array, Xs, num_draws: int | None = None, *,
+                            shared: bool = False):
+        """(chain, draw, n, L) latent draws at one (padded) block of inputs.
 
         ``num_draws`` only applies to point-hyperparameter conjugate fits, whose predictive
         is a closed-form Gaussian that can be sampled any number of times; otherwise there
-        is one predictive draw per posterior draw.
+        is one predictive draw per posterior draw. With ``shared``, every row uses the same
+        standard normals (drawn from ``key`` alone, whatever the block), so a row's draws
+        do not depend on the other rows; otherwise rows get independent draws.
         """
         if self.predictive_kind == "inducing":
             v = self.inducing.reshape((-1,) + self.inducing.shape[2:])
             draws = _inducing_predictive(key, self.spec, self.kernel, self.data,
-                                         self._hyper_draw(0, 0), v, Xs)
+                                         self._hyper_draw(0, 0), v, Xs, shared)
             return draws.reshape((self.num_chains, self.num_draws) + draws.shape[1:])
         if self.predictive_kind == "conjugate" and self.point_hypers:
             return _point_conjugate_draws(
                 key, self.spec, self.kernel, self.data, self._hyper_draw(0, 0), Xs,
-                self.num_chains, self.num_draws if num_draws is None else num_draws,
+                self.num_chains, self.num_draws if num_draws is None else num_draws, shared,
             )
         flat_f = self.latent.reshape((-1,) + self.latent.shape[2:])
         draws = _per_draw_predictive(
             key, self.spec, self.kernel, self.data, self._flat_hypers(), flat_f, Xs,
-            self.predictive_kind,
+            self.predictive_kind, shared,
         )
         return draws.reshape((self.num_chains, self.num_draws) + draws.shape[1:])
+
+    def _map_blocks(self, Xs: np.ndarray, block_fn, empty_shape: tuple) -> np.ndarray:
+        """``block_fn(i, padded block)`` over the padded blocks of Xs, the padding rows
+        dropped and the blocks joined on axis -2 (rows), on the host so that no new
+        number of rows compiles anything (callers return it with ``jax.device_put``, which
+        compiles nothing, where ``jnp.asarray`` compiles a copy per shape)."""
+        out = [np.asarray(block_fn(i, block))[..., :stop - start, :]
+               for i, (start, stop, block) in enumerate(_blocks(Xs))]
+        return np.concatenate(out, axis=-2) if out else np.zeros(empty_shape)
 
     def predict_latent(self, Xs, key: jax.Array | None = None) -> jax.Array:
         """Posterior draws of the latent at new inputs.
 
+        Each row's draws are independent of the other rows' (given the posterior draw), as
+        for ``training_latent``: they are the per-draw marginal predictive, which the
+        export reads as posterior draws of f*. (``predict_proba`` instead shares its
+        standard normals across rows.) Inputs are padded to a fixed set of block sizes
+        (``MIN_BUCKET``), so a new number of rows compiles nothing; a row's draws depend on
+        its position, not on the values of the other rows.
+
         Args:
             Xs: (n, D) inputs, in the same (already transformed) space as the training X.
-            key: PRNG key (defaults to one derived from ``seed``).
+            key: PRNG key (default: ``fold_in(PRNGKey(seed), _LATENT_TAG)``), folded with
+                the block index.
 
         Returns:
             (chain, draw, n, L) draws.
         """
-        Xs = jnp.asarray(Xs, dtype=jnp.float64)
-        key = jax.random.PRNGKey(self.seed + 1) if key is None else key
-        blocks = [
-            self._latent_draws_block(jax.random.fold_in(key, i), Xs[start:start + _PREDICT_CHUNK])
-            for i, start in enumerate(range(0, Xs.shape[0], _PREDICT_CHUNK))
-        ]
-        return jnp.concatenate(blocks, axis=2)
+        Xs = np.asarray(Xs, dtype=np.float64)
+        key = self._key(_LATENT_TAG) if key is None else key
+        L = self.spec.num_latent(self.num_classes)
+        return jax.device_put(self._map_blocks(
+            Xs, lambda i, block: self._latent_draws_block(jax.random.fold_in(key, i), block),
+            (self.num_chains, self.num_draws, 0, L)))
 
     def predict_proba_draws(self, Xs, key: jax.Array | None = None) -> jax.Array:
-        """(chain, draw, n, C) class probabilities p(y* = c | f*_s), one per posterior draw."""
-        return jnp.exp(self.spec.log_link(self.predict_latent(Xs, key)))
+        """(chain, draw, n, C) class probabilities p(y* = c | f*_s), one per posterior draw.
+
+        Every row uses the same standard normals (shape (chain, draw, 1, L), from ``key``,
+        default ``fold_in(PRNGKey(seed), _PROBA_TAG)``), so a row's values do not depend on
+        the other rows of the call or their order; the mean over draws is each row's
+        predictive probability, a marginal expectation that correlation across rows does
+        not change. Read rows jointly through ``predict_latent`` instead.
+        """
+        Xs = np.asarray(Xs, dtype=np.float64)
+        key = self._key(_PROBA_TAG) if key is None else key
+        return jax.device_put(self._map_blocks(
+            Xs, lambda i, block: _probabilities(
+                self.spec.log_link, self._latent_draws_block(key, block, shared=True)),
+            (self.num_chains, self.num_draws, 0, self.num_classes)))
 
     def predict_proba(self, Xs, key: jax.Array | None = None) -> np.ndarray:
         """(n, C) predictive class probabilities, the average of ``predict_proba_draws``.
 
         Point-hyperparameter conjugate fits average over at least ``MIN_PREDICTIVE_DRAWS``
-        predictive draws. Computed block by block over the inputs so that memory stays at
-        O(chains x draws x block x C).
+        predictive draws. The standard normals are shared by all rows (as in
+        ``predict_proba_draws``), so a row's probabilities are the same whether it is
+        predicted alone, in a batch or in another order; inputs go through padded blocks
+        (``PREDICT_BLOCK``, ``MIN_BUCKET``), so memory stays at O(chains x draws x block x
+        C) and a new number of rows compiles nothing.
+
+        Args:
+            Xs: (n, D) inputs, in the same (already transformed) space as the training X.
+            key: PRNG key of the shared draws (default
+                ``fold_in(PRNGKey(seed), _PROBA_TAG)``).
         """
-        Xs = jnp.asarray(check_features(Xs, num_features=self.data.X.shape[1]))
-        key = jax.random.PRNGKey(self.seed + 1) if key is None else key
-        out = []
+        Xs = check_features(Xs, num_features=self.data.X.shape[1])
+        key = self._key(_PROBA_TAG) if key is None else key
         num_draws = max(self.num_draws, MIN_PREDICTIVE_DRAWS)
-        for i, start in enumerate(range(0, Xs.shape[0], _PREDICT_CHUNK)):
-            f = self._latent_draws_block(jax.random.fold_in(key, i), Xs[start:start + _PREDICT_CHUNK],
-                                         num_draws)
-            probs = jnp.mean(jnp.exp(self.spec.log_link(f)), axis=(0, 1))
-            out.append(np.asarray(probs))
-        probs = np.concatenate(out, axis=0) if out else np.zeros((0, self.num_classes))
+        probs = self._map_blocks(
+            Xs, lambda i, block: _mean_probabilities(
+                self.spec.log_link,
+                self._latent_draws_block(key, block, num_draws, shared=True)),
+            (0, self.num_classes))
         bad = ~np.all(np.isfinite(probs), axis=1)
         if bad.any():
             rows = np.flatnonzero(bad)
@@ -231,12 +341,11 @@ class FitResult:
         if self.latent is not None:
             logp = self.spec.log_link(self.latent)  # (chain, draw, N, C)
             return jnp.take_along_axis(logp, y[None, None, :, None], axis=-1)[..., 0]
-        key = jax.random.PRNGKey(self.seed + 3)
         out = []
-        for i, start in enumerate(range(0, y.shape[0], _PREDICT_CHUNK)):
-            f = self.training_latent(key, start, start + _PREDICT_CHUNK, block=i)
+        for i, start in enumerate(range(0, y.shape[0], PREDICT_BLOCK)):
+            f = self.training_latent(None, start, start + PREDICT_BLOCK, block=i)
             logp = self.spec.log_link(f)
-            yb = y[start:start + _PREDICT_CHUNK]
+            yb = y[start:start + PREDICT_BLOCK]
             out.append(jnp.take_along_axis(logp, yb[None, None, :, None], axis=-1)[..., 0])
         return jnp.concatenate(out, axis=2)
 
@@ -245,14 +354,22 @@ class FitResult:
         """(chain, draw, n, L) latent draws at the training inputs ``X[start:stop]``.
 
         The stored ``latent`` when there is one; for an ``"inducing"`` fit, one draw of
-        p(f | v) per stored draw of v (the same key and block give the same draws, so the
-        log-likelihood and the exported posterior agree).
+        p(f | v) per stored draw of v, independent across rows (posterior draws, not the
+        shared draws of ``predict_proba``), from ``fold_in(key, block)`` (default key
+        ``fold_in(PRNGKey(seed), _TRAINING_TAG)``): the same key and block give the same
+        draws, so the log-likelihood and the exported posterior agree. More than
+        ``PREDICT_BLOCK`` rows go through blocks ``block``, ``block + 1``, ..., so
+        ``training_latent()`` equals the blockwise draws of the log-likelihood; rows are
+        padded to their bucket (``MIN_BUCKET``) like predictions.
         """
         if self.latent is not None:
             return self.latent[:, :, start:stop]
-        key = jax.random.PRNGKey(self.seed + 3) if key is None else key
-        return self._latent_draws_block(jax.random.fold_in(key, block),
-                                        jnp.asarray(self.data.X[start:stop]))
+        key = self._key(_TRAINING_TAG) if key is None else key
+        X = np.asarray(self.data.X, dtype=np.float64)[start:stop]
+        return jax.device_put(self._map_blocks(
+            X, lambda i, padded: self._latent_draws_block(jax.random.fold_in(key, block + i),
+                                                          padded),
+            (self.num_chains, self.num_draws, 0, self.spec.num_latent(self.num_classes))))
 
     def thin(self, step: int) -> "FitResult":
         """A copy that keeps every ``step``-th draw of every chain (draws 0, step, 2 step, ...).

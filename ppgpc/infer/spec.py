@@ -47,6 +47,10 @@ class ModelSpec:
         predict: ``(data, kernel, hypers, posterior, Xs) -> (mean (n, L), var (n, L))``.
         sample_train: ``(key, data, kernel, hypers, posterior, S) -> (S, N, L)`` joint draws of
             the latent at the training inputs.
+        loo_predictive: ``(data, kernel, hypers, posterior) -> (mean (N, L), var (N, L))``:
+            the closed-form leave-one-out predictive of the latent at each training input
+            with the hyperparameters held fixed (``ppgpc.gp.loo_predictive``), which the
+            estimators use to choose a smoothing level without refitting.
 
     Latent-form MCMC (``nuts`` with ``form="latent"``):
         latent_model: NumPyro model ``(data, kernel, fixed_hypers=None)`` sampling the latent
@@ -76,6 +80,7 @@ class ModelSpec:
     condition: Optional[Callable[..., Any]] = None
     predict: Optional[Callable[..., Any]] = None
     sample_train: Optional[Callable[..., Any]] = None
+    loo_predictive: Optional[Callable[..., Any]] = None
     latent_model: Optional[Callable[..., None]] = None
     latent_conditional: Optional[Callable[..., Any]] = None
     extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -92,7 +97,8 @@ class ModelSpec:
 
 
 CONJUGATE_FIELDS = ("prepare", "num_latent", "log_link", "initial_hypers", "collapsed_model",
-                    "condition", "predict", "sample_train", "latent_model", "latent_conditional")
+                    "condition", "predict", "sample_train", "loo_predictive", "latent_model",
+                    "latent_conditional")
 """The function fields of a conjugate model's spec: every method, ``nuts`` in both forms."""
 
 SPARSE_FIELDS = ("prepare", "initial_hypers", "collapsed_model", "condition", "predict",

@@ -1,0 +1,43 @@
+"""Counting XLA compilations in a test (``with count_compilations() as compiled: ...``).
+
+JAX records every backend compilation (a jitted function, or an eager op, on its first call
+with a new shape, dtype or static argument) as a ``jax.monitoring`` duration event
+``/jax/core/compile/backend_compile_duration`` carrying the function's name; a listener on
+it sees each one, whatever the logging configuration. Cache hits record nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import jax
+
+__all__ = ["BACKEND_COMPILE_EVENT", "count_compilations"]
+
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+@contextlib.contextmanager
+def count_compilations() -> Iterator[list[str]]:
+    """The names of the functions XLA compiled inside the ``with`` block, in order.
+
+    Example:
+        >>> f = jax.jit(lambda x: x + 1)
+        >>> x, y = jax.numpy.ones(3), jax.numpy.zeros(3)
+        >>> with count_compilations() as compiled:
+        ...     _ = f(x), f(y)
+        >>> compiled
+        ['jit(<lambda>)']
+    """
+    compiled: list[str] = []
+
+    def listener(event: str, duration: float, **kwargs) -> None:
+        if event == BACKEND_COMPILE_EVENT:
+            compiled.append(str(kwargs.get("fun_name", "?")))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield compiled
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)

@@ -1,0 +1,42 @@
+"""ppgpc's process-wide settings (``ppgpc._config``): the persistent compilation cache."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ppgpc._config import compilation_cache_dir
+
+
+@pytest.mark.parametrize("environ, want", [
+    ({"HOME": "/h"}, Path("/h/.cache/ppgpc/jax")),
+    ({"XDG_CACHE_HOME": "/x"}, Path("/x/ppgpc/jax")),
+    ({"PPGPC_COMPILATION_CACHE": "/elsewhere"}, Path("/elsewhere")),
+    ({"PPGPC_COMPILATION_CACHE": "0", "XDG_CACHE_HOME": "/x"}, None),
+    ({"PPGPC_COMPILATION_CACHE": "off"}, None),
+    ({"JAX_COMPILATION_CACHE_DIR": "/users/own"}, None),
+])
+def test_cache_folder_follows_the_environment(environ, want, monkeypatch):
+    monkeypatch.setenv("HOME", environ.get("HOME", "/h"))
+    assert compilation_cache_dir(environ) == want
+
+
+def _cache_dir_in_fresh_process(tmp_path, **env):
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("JAX_COMPILATION_CACHE_DIR", "PPGPC_COMPILATION_CACHE")}
+    environ.update(env, XDG_CACHE_HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", "import ppgpc, jax; "
+                          "print(jax.config.jax_compilation_cache_dir)"],
+                         env=environ, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_import_turns_the_cache_on_and_the_variable_turns_it_off(tmp_path):
+    assert _cache_dir_in_fresh_process(tmp_path) == str(tmp_path / "ppgpc" / "jax")
+    assert _cache_dir_in_fresh_process(tmp_path, PPGPC_COMPILATION_CACHE="0") == "None"
+    assert _cache_dir_in_fresh_process(
+        tmp_path, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "mine")) == str(tmp_path / "mine")
