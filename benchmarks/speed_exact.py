@@ -1,24 +1,37 @@
-"""Cost of exact ILR-GP (and GPD) hyperparameter fitting against N and C.
+"""Cost of exact ILR-GP hyperparameter fitting against GPD and GPyTorch, over N and C.
 
 One optimiser step of type-II ML is one value-and-gradient of the collapsed log marginal
-likelihood (MATH.md section 1). Its cost is O(N^3) for the single Cholesky of K + sigma^2 I
-(forward and backward) plus O(N^2 (C-1)) for the solves, so C barely matters for ILR-GP.
-The script times, after compilation,
+likelihood. ILR-GP's C-1 latents share one noise level, so a step costs one Cholesky of
+K + sigma^2 I (O(N^3), forward and backward) plus O(N^2 (C-1)) for the solves (MATH.md
+section 1); GPD's noise differs per class, so it needs C Choleskys (MATH.md section 2), and
+so does GPyTorch's Dirichlet GP (``gpytorch_peer.py``, a kernel per class; conjugate
+gradients above 800 points, its default, unless ``--gpytorch-cholesky``).
 
-* ``step``: one jitted value-and-gradient of the collapsed objective,
-* ``chol``: one jitted Cholesky of an N x N matrix plus its gradient (the factorisation's
-  own share of a step, isolated),
-* ``fit``: a fixed number of steps (``--steps``), i.e. what a fit with that many optimiser
-  iterations costs,
+Data: the circle mixture (``ppgpc.datasets.synthetic.mixture_problem``, sigma 0.3, D = 2)
+with N training and 1000 test points. For each (N, C), one row of:
 
-and prints the Cholesky fraction chol / step. Inputs are a 2-D mixture with classes on a
-circle. With ``--models ilr gpd`` it also times GPD (MATH.md section 2), whose noise differs
-per class and so needs C Choleskys per step instead of one, and prints the GPD / ILR ratio
-of seconds per step.
+* ``s/step``: seconds of one jitted value-and-gradient of the negative collapsed log
+  marginal likelihood over the unconstrained hyperparameters, after compilation (best of
+  three), for ILR (``epsilon=0.99``) and GPD (``alpha_eps=0.01``); for GPyTorch the median
+  seconds of one of its Adam steps (value, gradient, update); ratios to ILR;
+* ``chol%``: the share of an ILR step that one jitted Cholesky of an N x N matrix plus its
+  gradient takes (the factorisation's own cost, isolated);
+* ``adam fit``: ``--steps`` Adam steps (learning rate 0.1) for both, the whole fit:
+  ILR through ``ppgpc.infer.fit("ilr_gp", ..., optimizer="adam")`` (hyperparameters, then
+  the conjugate posterior and its draws), first call in the process (``1st``, compilation
+  included; ``xla``: the seconds XLA spent compiling or loading programs from the persistent
+  cache in it) and again (``warm``); GPyTorch's fit (``gpytorch_peer.fit_predict``, after a
+  small warm-up fit in the process); the ratio GPyTorch / ILR warm; the test NLL of each;
+* ``lbfgs fit``: ILR's default fit (L-BFGS to convergence, ``method="exact"``): seconds
+  (first call), iterations and test NLL.
 
-    python benchmarks/speed_exact.py
-    python benchmarks/speed_exact.py --sizes 500 1000 --classes 3 10 --steps 10
-    python benchmarks/speed_exact.py --models ilr gpd --sizes 500 1000 --classes 10
+First calls read ppgpc's persistent compilation cache (``ppgpc._config``; the header names
+the folder), so they depend on earlier runs; ``PPGPC_COMPILATION_CACHE=0`` turns it off and
+makes ``1st`` and ``xla`` a real compilation every time.
+
+    PPGPC_COMPILATION_CACHE=0 python benchmarks/speed_exact.py
+    python benchmarks/speed_exact.py --sizes 1000 --classes 5 --models ilr gpytorch
+    python benchmarks/speed_exact.py --sizes 200 --classes 3 --steps 20
 """
 
 from __future__ import annotations
@@ -26,25 +39,44 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpyro.distributions.transforms import biject_to
+from numpyro.handlers import seed, trace
 
 import ppgpc  # noqa: F401  (float64, BLAS threads)
-from ppgpc import linalg
+from ppgpc import linalg, metrics
+from ppgpc.datasets.synthetic import mixture_problem
 from ppgpc.experiments import print_table_header
-from ppgpc.infer.optimize import _value_and_grad
-from ppgpc.kernels import RBF
-from ppgpc.models import dirichlet_gp, ilr_gp
+from ppgpc.infer import fit
+from ppgpc.infer.optimize import log_density_terms
+from ppgpc.kernels import make_kernel
+from ppgpc.models import get_spec
+
+MODELS = ("ilr", "gpd", "gpytorch")
+SIGMA = 0.3
+N_TEST = 1000
+_SPECS = {"ilr": ("ilr_gp", {"epsilon": 0.99}), "gpd": ("dirichlet_gp", {"alpha_eps": 0.01})}
+_BUILD_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
-def _mixture(n: int, num_classes: int, seed: int = 0):
-    gen = np.random.default_rng(seed)
-    y = np.arange(n) % num_classes
-    angle = 2 * np.pi * y / num_classes
-    X = 2 * np.stack([np.cos(angle), np.sin(angle)], 1) + 0.7 * gen.normal(size=(n, 2))
-    return X, y
+class _XlaSeconds:
+    """Running sum of the seconds JAX spends building executables (compiling, or reading
+    them from the persistent cache): the ``backend_compile_duration`` events."""
+
+    def __init__(self):
+        self.total = 0.0
+        jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+
+    def _on_duration(self, event: str, duration: float, **kwargs) -> None:
+        if event == _BUILD_EVENT:
+            self.total += duration
+
+
+XLA_SECONDS = _XlaSeconds()
 
 
 def _best_of(fn, *args, repeats: int = 3) -> float:
@@ -57,54 +89,153 @@ def _best_of(fn, *args, repeats: int = 3) -> float:
     return min(times)
 
 
-def measure(n: int, num_classes: int, steps: int, model: str = "ilr") -> dict:
-    X, y = _mixture(n, num_classes)
-    kernel = RBF(ard=True)
-    module = {"ilr": ilr_gp, "gpd": dirichlet_gp}[model]
-    options = {"epsilon": 0.999} if model == "ilr" else {"alpha_eps": 0.01}
-    data = module.prepare(X, y, num_classes, **options)
-    init = module.initial_hypers(data, kernel)
-    # kernel sites are positive (log scale); the GPD mean is unconstrained
-    u = {k: jnp.log(v) if k.startswith("kernel_") else v for k, v in init.items()}
+def collapsed_step(model: str, X, y, num_classes: int):
+    """(value_and_grad, u0, args): the jitted value and gradient of the negative collapsed
+    log marginal likelihood (no priors) over the unconstrained hyperparameters, its start
+    (the model's initial hyperparameters) and its other argument, ``(data, kernel)``."""
+    spec_name, options = _SPECS[model]
+    spec = get_spec(spec_name)
+    kernel = make_kernel("rbf-ard")
+    data = spec.prepare(X, y, num_classes, **options)
     args = (data, kernel)
+    supports = {}
 
-    def step(u):
-        return _value_and_grad(u, args, module.collapsed_model, False)
+    def record_supports(args):  # an abstract trace: nothing N x N is computed
+        tr = trace(seed(spec.collapsed_model, 0)).get_trace(*args)
+        supports.update({name: site["fn"].support for name, site in tr.items()
+                         if site["type"] == "sample" and not site["is_observed"]})
 
+    jax.eval_shape(record_supports, args)
+    transforms = {name: biject_to(support) for name, support in supports.items()}
+
+    def negative_log_ml(u, args):
+        params = {name: transforms[name](value) for name, value in u.items()}
+        return -log_density_terms(spec.collapsed_model, args, params, False)
+
+    init = spec.initial_hypers(data, kernel)
+    u0 = {name: transforms[name].inv(jnp.asarray(value, dtype=jnp.float64))
+          for name, value in init.items()}
+    return jax.jit(jax.value_and_grad(negative_log_ml)), u0, args
+
+
+def step_seconds(model: str, problem) -> float:
+    step, u0, args = collapsed_step(model, problem.X_train, problem.y_train,
+                                    problem.num_classes)
+    return _best_of(step, u0, args)
+
+
+def cholesky_seconds(n: int) -> float:
     A = jnp.asarray(np.cov(np.random.default_rng(1).normal(size=(n, n + 5)))) + jnp.eye(n)
-    chol_and_grad = jax.jit(jax.value_and_grad(lambda A: linalg.logdet(linalg.cholesky(A).factor)))
+    chol_and_grad = jax.jit(jax.value_and_grad(
+        lambda A: linalg.logdet(linalg.cholesky(A).factor)))
+    return _best_of(chol_and_grad, A)
 
-    t_step = _best_of(step, u)
-    t_chol = _best_of(chol_and_grad, A)
+
+def ilr_fit(problem, **options) -> dict:
+    """Seconds, XLA seconds, iterations and test NLL of ``fit("ilr_gp", ...)``."""
+    xla = XLA_SECONDS.total
     start = time.perf_counter()
-    for _ in range(steps):
-        jax.block_until_ready(step(u))
-    t_fit = time.perf_counter() - start
-    return {"step": t_step, "chol": t_chol, "fit": t_fit}
+    result = fit("ilr_gp", problem.X_train, problem.y_train, method="exact",
+                 num_classes=problem.num_classes, model_options={"epsilon": 0.99}, **options)
+    seconds, xla = time.perf_counter() - start, XLA_SECONDS.total - xla
+    probs = result.predict_proba(problem.X_test)
+    return {"s": seconds, "xla": xla,
+            "iters": result.info.get("optimizer_iterations"),
+            "nll": metrics.nll(probs, problem.y_test)}
+
+
+def measure(n: int, num_classes: int, steps: int, models, gpytorch_options: dict) -> dict:
+    problem = mixture_problem(n, N_TEST, num_classes, SIGMA, seed=0)
+    row = {}
+    if "ilr" in models:
+        row["ilr_step"] = step_seconds("ilr", problem)
+        row["chol"] = cholesky_seconds(n)
+    if "gpd" in models:
+        row["gpd_step"] = step_seconds("gpd", problem)
+    if "gpytorch" in models:
+        from gpytorch_peer import fit_predict
+
+        probs, fit_s, per_step = fit_predict(problem.X_train, problem.y_train, problem.X_test,
+                                             steps=steps, **gpytorch_options)
+        row.update(gpyt_step=per_step, gpyt_fit=fit_s,
+                   gpyt_nll=metrics.nll(probs, problem.y_test))
+    if "ilr" in models:
+        adam = {"optimizer": "adam", "max_iter": steps, "learning_rate": 0.1}
+        first = ilr_fit(problem, **adam)
+        row.update(adam_first=first["s"], adam_xla=first["xla"], adam_nll=first["nll"],
+                   adam_warm=ilr_fit(problem, **adam)["s"])
+        lbfgs = ilr_fit(problem)
+        row.update(lbfgs=lbfgs["s"], lbfgs_iters=lbfgs["iters"], lbfgs_nll=lbfgs["nll"])
+    return row
+
+
+def _f(row: dict, key: str, width: int, fmt: str) -> str:
+    value = row.get(key)
+    if value is None:
+        return f"{'-':>{width}s}"
+    return f"{int(value) if fmt == 'd' else value:>{width}{fmt}}"
+
+
+def _ratio(row: dict, top: str, bottom: str, width: int = 6) -> str:
+    if row.get(top) is None or not row.get(bottom):
+        return f"{'-':>{width}s}"
+    return f"{row[top] / row[bottom]:>{width}.1f}"
+
+
+def _format_row(n: int, c: int, r: dict) -> str:
+    chol = (f"{100 * min(r['chol'] / r['ilr_step'], 1.0):5.0f}%" if "chol" in r
+            else f"{'-':>6s}")
+    return " ".join([
+        f"{n:6d} {c:3d} |", _f(r, "ilr_step", 8, ".4f"), chol,
+        _f(r, "gpd_step", 8, ".4f"), _ratio(r, "gpd_step", "ilr_step"),
+        _f(r, "gpyt_step", 8, ".4f"), _ratio(r, "gpyt_step", "ilr_step"), "|",
+        _f(r, "adam_first", 7, ".2f"), _f(r, "adam_xla", 5, ".1f"),
+        _f(r, "adam_warm", 7, ".2f"), _f(r, "adam_nll", 6, ".3f"),
+        _f(r, "gpyt_fit", 7, ".2f"), _f(r, "gpyt_nll", 6, ".3f"),
+        _ratio(r, "gpyt_fit", "adam_warm"), "|",
+        _f(r, "lbfgs", 7, ".2f"), _f(r, "lbfgs_iters", 5, "d"), _f(r, "lbfgs_nll", 6, ".3f"),
+    ])
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000])
-    parser.add_argument("--classes", type=int, nargs="+", default=[3, 10])
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--models", nargs="+", default=["ilr"], choices=["ilr", "gpd"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 4000])
+    parser.add_argument("--classes", type=int, nargs="+", default=[5, 10])
+    parser.add_argument("--steps", type=int, default=100, help="Adam steps of both fits")
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--gpytorch-cholesky", action="store_true",
+                        help="GPyTorch by Cholesky at every N (default: CG above 800 points)")
     args = parser.parse_args(argv)
-    print(f"exact {' and '.join(m.upper() for m in args.models)}, RBF-ARD, D = 2; "
-          f"{jax.devices()[0].platform}; {args.steps} steps per fit")
-    header = (f"{'model':>5s} {'N':>6s} {'C':>4s} {'s/step':>9s} {'chol s':>9s} {'chol %':>7s} "
-              f"{'fit s':>9s} {'x ILR':>6s}")
-    print_table_header(header)
+    models = set(args.models)
+    # GPyTorch's note on each jitter it adds to a Cholesky would bury the table
+    warnings.filterwarnings("ignore", message="A not p.d., added jitter")
+    gpytorch_options = {"standardize": False}  # the mixture is on a unit scale already
+    if args.gpytorch_cholesky:
+        gpytorch_options["max_cholesky_size"] = max(args.sizes) + 1
+    if "gpytorch" in models:
+        from gpytorch_peer import AVAILABLE, UNAVAILABLE_NOTE, fit_predict
+
+        if AVAILABLE:  # torch's one-off start-up cost stays out of the first row
+            warm = mixture_problem(50, 10, 3, SIGMA, seed=1)
+            fit_predict(warm.X_train, warm.y_train, warm.X_test, steps=2, **gpytorch_options)
+        else:
+            print(UNAVAILABLE_NOTE)
+            models.discard("gpytorch")
+
+    print(f"type-II ML, RBF-ARD, circle mixture (sigma {SIGMA}, D = 2, {N_TEST} test points); "
+          f"{jax.devices()[0].platform}; Adam fits: {args.steps} steps, learning rate 0.1; "
+          f"GPyTorch: {'Cholesky' if args.gpytorch_cholesky else 'its defaults (CG above 800)'}; "
+          f"compilation cache: {jax.config.jax_compilation_cache_dir or 'off'}")
+    print(f"{'':10s} | {'seconds per step (xN: N / ILR)':^47s} | "
+          f"{'Adam fits: seconds, test NLL':^56s} | {'ILR L-BFGS':^20s}")
+    print_table_header(
+        f"{'N':>6s} {'C':>3s} | {'ILR':>8s} {'chol%':>6s} {'GPD':>8s} {'xGPD':>6s} "
+        f"{'GPyT':>8s} {'xGPyT':>6s} | {'ILR 1st':>7s} {'xla':>5s} {'warm':>7s} {'NLL':>6s} "
+        f"{'GPyT':>7s} {'NLL':>6s} {'xGPyT':>6s} | {'s':>7s} {'iters':>5s} {'NLL':>6s}")
     for n in args.sizes:
         for c in args.classes:
-            base = None
-            for model in args.models:
-                r = measure(n, c, args.steps, model)
-                base = r["step"] if model == "ilr" else base
-                ratio = f"{r['step'] / base:6.1f}" if base else f"{'':6s}"
-                print(f"{model:>5s} {n:6d} {c:4d} {r['step']:9.4f} {r['chol']:9.4f} "
-                      f"{100 * min(r['chol'] / r['step'], 1.0):6.0f}% {r['fit']:9.2f} {ratio}",
-                      flush=True)
+            row = measure(n, c, args.steps, models, gpytorch_options)
+            print(_format_row(n, c, row), flush=True)
     return 0
 
 

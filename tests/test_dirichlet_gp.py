@@ -249,7 +249,8 @@ def test_learned_class_noise_scales_enter_the_density_bound_and_estimator(tmp_pa
     # Type-II ML drives class 1's scale to about 1e-11 on these well-separated blobs: fit
     # says so and names the class (ppgpc.estimators._warn_of_collapsed_noise).
     with pytest.warns(UserWarning, match=r"noise scale fell to .* for class\(es\) \[1\]:"):
-        clf = DirichletGPClassifier(alpha_eps=0.01, learn_noise_scale=True).fit(Xf, yf)
+        clf = DirichletGPClassifier(alpha_eps=0.01, learn_noise_scale=True,
+                                    inference="exact").fit(Xf, yf)
     assert clf.noise_scale_.shape == (3,) and np.all(clf.noise_scale_ > 0)
     assert clf.noise_scale_[1] < 1e-6 < min(clf.noise_scale_[0], clf.noise_scale_[2])
     loaded = DirichletGPClassifier.load(clf.save(tmp_path / "gpd"))
