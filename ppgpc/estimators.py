@@ -477,7 +477,13 @@ class ILRGPClassifier(GPClassifierBase):
             instead. ``validation="cv"`` refits on stratified ``cv_folds`` folds for every
             grid value; ``"holdout"`` uses one stratified ``validation_fraction`` split as
             the paper does (noisy with the 15-20 validation points of a small UCI set).
-        tau: Proposition 1 tolerance that sets the noise level sigma.
+        tau: Proposition 1 tolerance that sets the noise level sigma relative to the
+            targets, or ``"auto"`` (the default) to choose it from
+            ``ppgpc.models.ilr_gp.TAU_GRID`` jointly with epsilon by leave-one-out NLL (one
+            fit per tau; where no leave-one-out runs, ``validation="cv"`` or
+            ``"holdout"`` or ``inference="collapsed"``, ``"auto"`` means ``DEFAULT_TAU``,
+            as does ``None``). On ten heavily overlapping classes a larger tolerance
+            (more noise) is what helps (``docs/defaults.md``).
         noise_std: set sigma directly instead (overrides tau).
         learn_noise_scale: fit a factor s on the noise variance, s sigma^2, with the kernel
             hyperparameters (prior LogNormal(0, 1) under MAP and NUTS); one per ILR
@@ -522,7 +528,9 @@ class ILRGPClassifier(GPClassifierBase):
 
     Attributes (after fit):
         classes_, n_features_in_, epsilon_, epsilon_scores_ (validation NLL per epsilon when
-        ``epsilon="auto"``), noise_std_ (sigma before any learned scale), noise_scale_ (the
+        ``epsilon="auto"``, at the chosen tau), tau_ (the tolerance used; None with
+        ``noise_std``), tau_scores_ (leave-one-out NLL per tau at the chosen epsilon when
+        tau was searched), noise_std_ (sigma before any learned scale), noise_scale_ (the
         fitted s, its posterior mean under NUTS; None unless ``learn_noise_scale``),
         result_ (the driver's ``FitResult``).
 
@@ -542,7 +550,7 @@ class ILRGPClassifier(GPClassifierBase):
         """Collapsed-ILR's per-entry noise scale is one per ILR coordinate, (C-1,)."""
         return np.arange(len(self.classes_) - 1), "ILR coordinate(s)"
 
-    def __init__(self, *, epsilon="auto", tau: float | None = None,
+    def __init__(self, *, epsilon="auto", tau="auto",
                  noise_std: float | None = None, learn_noise_scale: bool = False,
                  epsilon_grid=None, validation: str = "loo", cv_folds: int = 5,
                  validation_fraction: float = 0.1, kernel="rbf-ard", inference: str = "map",
@@ -566,6 +574,8 @@ class ILRGPClassifier(GPClassifierBase):
         super()._check_settings()
         if self.epsilon != "auto":
             check_probability("epsilon", self.epsilon, "or 'auto'")
+        if self.tau not in ("auto", None):
+            check_probability("tau", self.tau, "or 'auto'")
         if self.noise_std is not None:
             check_positive("noise_std", self.noise_std)
         check_flag("learn_noise_scale", self.learn_noise_scale)
@@ -584,40 +594,53 @@ class ILRGPClassifier(GPClassifierBase):
                                 model_options=model_options, max_exact_points=None,
                                 options=opts)
 
-    def _options_for(self, epsilon: float) -> dict:
+    def _fixed_tau(self) -> float:
+        """The tolerance of a fit that does not search it: the given ``tau``, or
+        ``DEFAULT_TAU`` for ``None`` and for ``"auto"`` where no leave-one-out search runs."""
         from ppgpc.models.ilr_gp import DEFAULT_TAU
 
-        options = {"epsilon": float(epsilon), "tau": DEFAULT_TAU if self.tau is None else self.tau}
+        return DEFAULT_TAU if self.tau in (None, "auto") else float(self.tau)
+
+    def _options_for(self, epsilon: float, tau: float | None = None) -> dict:
+        options = {"epsilon": float(epsilon),
+                   "tau": self._fixed_tau() if tau is None else float(tau)}
         if self.noise_std is not None:
             options["noise_std"] = float(self.noise_std)
         if self.learn_noise_scale:
             options["learn_noise_scale"] = True
         return options
 
-    def _loo_grid_scores(self, X, y, num_classes, grid) -> dict:
-        """{epsilon: leave-one-out NLL} from ONE fit. The ILR targets of level epsilon are
-        a(epsilon) = log(1 + C epsilon / (1 - epsilon)) times fixed unit targets and the
-        Proposition 1 noise scales with them, so a type-II ML fit at one level is the fit at
-        any other with the latent scaled by a(epsilon) / a(reference)
-        (``ppgpc.infer.loo``); the grid is scored by rescaling one leave-one-out
-        predictive. A fixed ``noise_std`` breaks that scaling: then every level is fitted."""
+    def _loo_joint_scores(self, X, y, num_classes, epsilons, taus) -> dict:
+        """{(epsilon, tau): leave-one-out NLL}, from ONE fit per tau. The ILR targets of
+        level epsilon are a(epsilon) = log(1 + C epsilon / (1 - epsilon)) times fixed unit
+        targets and the Proposition 1 noise scales with them, so a type-II ML fit at one
+        level is the fit at any other with the latent scaled by a(epsilon) / a(reference)
+        (``ppgpc.infer.loo``): each tau's fit scores the whole epsilon grid by rescaling its
+        leave-one-out predictive. tau sets the noise relative to the targets, so each tau
+        needs its own fit. A fixed ``noise_std`` breaks the scaling: then every epsilon is
+        fitted (and tau does not apply)."""
         from ppgpc.models.ilr_gp import DEFAULT_EPSILON, log_link
 
         if self.noise_std is not None:
-            return super()._loo_grid_scores(X, y, num_classes, grid)
-        result = self._fit_driver(X, y, num_classes, self._options_for(DEFAULT_EPSILON),
-                                  method=self._grid_method(), num_draws=1)
-        mean, var = loo_latent(result)
+            scores = self._loo_grid_scores(X, y, num_classes, epsilons)
+            return {(e, float("nan")): v for e, v in scores.items()}
 
         def level(epsilon):
             return math.log1p(num_classes * epsilon / (1.0 - epsilon))
 
-        scales = [level(float(e)) / level(DEFAULT_EPSILON) for e in grid]
-        nll = loo_nll(self._loo_key(), log_link, mean, var, y, scales)
-        return {float(e): float(v) for e, v in zip(grid, nll)}
+        scales = [level(float(e)) / level(DEFAULT_EPSILON) for e in epsilons]
+        scores = {}
+        for tau in taus:
+            result = self._fit_driver(X, y, num_classes,
+                                      self._options_for(DEFAULT_EPSILON, tau),
+                                      method=self._grid_method(), num_draws=1)
+            mean, var = loo_latent(result)
+            nll = loo_nll(self._loo_key(), log_link, mean, var, y, scales)
+            scores.update({(float(e), float(tau)): float(v) for e, v in zip(epsilons, nll)})
+        return scores
 
     def _select_model_options(self, X, y, num_classes) -> dict:
-        from ppgpc.models.ilr_gp import EPSILON_GRID, prepare
+        from ppgpc.models.ilr_gp import EPSILON_GRID, TAU_GRID, prepare
 
         if not self.shared_inducing and self.inference not in ("collapsed", "uncollapsed"):
             raise ValueError("shared_inducing=False gives each ILR coordinate its own "
@@ -629,16 +652,32 @@ class ILRGPClassifier(GPClassifierBase):
                                  "inference='exact', 'map', 'nuts' and 'collapsed'; "
                                  "inference='uncollapsed' has a categorical likelihood")
             self.epsilon_ = self.epsilon_scores_ = self.noise_std_ = None
+            self.tau_ = self.tau_scores_ = None
             return {}
-        if self.epsilon != "auto":
-            self.epsilon_ = float(self.epsilon)
-            self.epsilon_scores_ = None
+        search_tau = self.tau == "auto" and self.noise_std is None and self._uses_loo()
+        epsilons = ((EPSILON_GRID if self.epsilon_grid is None else tuple(self.epsilon_grid))
+                    if self.epsilon == "auto" else (float(self.epsilon),))
+        if not epsilons:
+            raise ValueError("epsilon_grid is empty")
+        self.epsilon_scores_ = self.tau_scores_ = None
+        if self._uses_loo() and (self.epsilon == "auto" or search_tau):
+            taus = TAU_GRID if search_tau else (self._fixed_tau(),)
+            scores = self._loo_joint_scores(X, y, num_classes, epsilons, taus)
+            epsilon, tau = min(scores, key=scores.get)
+            if self.epsilon == "auto":
+                self.epsilon_scores_ = {e: v for (e, t), v in scores.items()
+                                        if t == tau or np.isnan(tau)}
+            if search_tau:
+                self.tau_scores_ = {t: v for (e, t), v in scores.items() if e == epsilon}
+        elif self.epsilon == "auto":  # cross-validation or holdout, with refits
+            epsilon, self.epsilon_scores_ = self._search_grid(X, y, num_classes, epsilons,
+                                                              "epsilon_grid")
+            tau = self._fixed_tau()
         else:
-            grid = EPSILON_GRID if self.epsilon_grid is None else self.epsilon_grid
-            best, scores = self._search_grid(X, y, num_classes, grid, "epsilon_grid")
-            self.epsilon_scores_ = scores
-            self.epsilon_ = best
-        options = self._options_for(self.epsilon_)
+            epsilon, tau = epsilons[0], self._fixed_tau()
+        self.epsilon_ = float(epsilon)
+        self.tau_ = None if self.noise_std is not None else float(tau)
+        options = self._options_for(self.epsilon_, self.tau_)
         self.noise_std_ = float(np.sqrt(prepare(X[:1], y[:1], num_classes, **options).noise_var))
         return options
 

@@ -134,3 +134,26 @@ def test_loo_nll_matches_its_monte_carlo_definition(problem):
     # the mean by the mean of the sds (the triangle inequality for standard deviations)
     se = np.mean(p.std(axis=0) / p.mean(axis=0)) / np.sqrt(4096)
     assert abs(got - ref) < 4.5 * se + 1e-12
+
+
+def test_ilr_defaults_search_epsilon_and_tau_by_leave_one_out(problem):
+    """The default ILRGPClassifier scores every (epsilon, tau) of the grids from one fit per
+    tau; under type-II ML the score it records for its choice is the leave-one-out NLL of a
+    direct fit at that (epsilon, tau) (the temperature identity), and it is the least."""
+    from ppgpc import ILRGPClassifier
+    from ppgpc.models.ilr_gp import EPSILON_GRID, TAU_GRID
+
+    X, y = problem
+    clf = ILRGPClassifier(inference="exact", standardize=False).fit(X, y)
+    assert set(clf.epsilon_scores_) == set(EPSILON_GRID)
+    assert set(clf.tau_scores_) == set(TAU_GRID)
+    best = clf.epsilon_scores_[clf.epsilon_]
+    assert best == min(clf.epsilon_scores_.values()) == min(clf.tau_scores_.values())
+    direct = fit("ilr_gp", X, y, method="exact", num_draws=1,
+                 model_options={"epsilon": clf.epsilon_, "tau": clf.tau_})
+    mean, var = loo_latent(direct)
+    spec = get_spec("ilr_gp")
+    again = float(loo_nll(clf._loo_key(), spec.log_link, mean, var, y)[0])
+    assert again == pytest.approx(best, rel=1e-4)
+    fixed = ILRGPClassifier(inference="exact", tau=0.05, epsilon=0.99).fit(X, y)
+    assert fixed.tau_ == 0.05 and fixed.tau_scores_ is None and fixed.epsilon_scores_ is None
