@@ -8,10 +8,13 @@
 
 2. One OpenBLAS thread for LAPACK. On CPU, JAX runs Cholesky factorisations and triangular
    solves through SciPy's bundled OpenBLAS, whose thread pool competes with XLA's own
-   threads. Measured on a 2-core machine: the gradient of a 60 x 60 Cholesky-based
-   log-likelihood takes 64 ms with OpenBLAS's default threading and 1 ms with one thread
-   (a triangular solve with 60 right-hand sides: 8 ms versus 0.3 ms). ppgpc therefore sets
-   ``OPENBLAS_NUM_THREADS=1`` unless the variable is already set. SciPy's OpenBLAS is
+   threads. Measured on a 2-core machine with an earlier jaxlib: the gradient of a 60 x 60
+   Cholesky-based log-likelihood took 64 ms with OpenBLAS's default threading and 1 ms with
+   one thread. Measured again with jaxlib 0.10.2 (one ILR-GP value and gradient, C = 5):
+   no difference at N = 60 and 200, 0.114 s with one thread against 0.124 s with two at
+   N = 1000, 0.747 s against 0.622 s at N = 2000. ppgpc sets ``OPENBLAS_NUM_THREADS=1``
+   unless the variable is already set; for exact fits on a few thousand points, two
+   threads can be a little faster. SciPy's OpenBLAS is
    loaded at the first LAPACK call, so this takes effect as long as no JAX linear algebra
    ran before ppgpc was imported; set the variable yourself to choose another value.
 
