@@ -16,7 +16,6 @@ Every classifier follows the same conventions:
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import jax
@@ -320,14 +319,18 @@ class GPClassifierBase:
         """{value: leave-one-out NLL} of a smoothing grid: one fit on all the data per
         value (the same shapes, so one compilation), scored by the closed-form leave-one-out
         predictive with its hyperparameters held fixed (``ppgpc.infer.loo``)."""
-        scores = {}
-        for value in grid:
-            result = self._fit_driver(X, y, num_classes, self._options_for(value),
-                                      method=self._grid_method(), num_draws=1)
-            mean, var = loo_latent(result)
-            nll = loo_nll(self._loo_key(), result.spec.log_link, mean, var, y)
-            scores[float(value)] = float(nll[0])
-        return scores
+        return {float(value): float(self._loo_nll_of_fit(X, y, num_classes,
+                                                         self._options_for(value))[0])
+                for value in grid}
+
+    def _loo_nll_of_fit(self, X, y, num_classes, model_options, scales=(1.0,)):
+        """(G,) leave-one-out NLL of one fit on all the data with ``model_options`` (the
+        smoothing search's method), its latent scaled by each of ``scales``
+        (``ppgpc.infer.loo.loo_nll``)."""
+        result = self._fit_driver(X, y, num_classes, model_options,
+                                  method=self._grid_method(), num_draws=1)
+        mean, var = loo_latent(result)
+        return loo_nll(self._loo_key(), result.spec.log_link, mean, var, y, scales)
 
     # ------------------------------------------------------------ public API
     def fit(self, X, y):
@@ -619,23 +622,19 @@ class ILRGPClassifier(GPClassifierBase):
         leave-one-out predictive. tau sets the noise relative to the targets, so each tau
         needs its own fit. A fixed ``noise_std`` breaks the scaling: then every epsilon is
         fitted (and tau does not apply)."""
-        from ppgpc.models.ilr_gp import DEFAULT_EPSILON, log_link
+        from ppgpc.models.ilr_gp import DEFAULT_EPSILON
+        from ppgpc.simplex import target_separation
 
         if self.noise_std is not None:
             scores = self._loo_grid_scores(X, y, num_classes, epsilons)
-            return {(e, float("nan")): v for e, v in scores.items()}
-
-        def level(epsilon):
-            return math.log1p(num_classes * epsilon / (1.0 - epsilon))
-
-        scales = [level(float(e)) / level(DEFAULT_EPSILON) for e in epsilons]
+            return {(e, taus[0]): v for e, v in scores.items()}
+        # a(epsilon') / a(epsilon): the ratio of the targets' separations
+        reference = target_separation(num_classes, DEFAULT_EPSILON)
+        scales = [target_separation(num_classes, float(e)) / reference for e in epsilons]
         scores = {}
         for tau in taus:
-            result = self._fit_driver(X, y, num_classes,
-                                      self._options_for(DEFAULT_EPSILON, tau),
-                                      method=self._grid_method(), num_draws=1)
-            mean, var = loo_latent(result)
-            nll = loo_nll(self._loo_key(), log_link, mean, var, y, scales)
+            nll = self._loo_nll_of_fit(X, y, num_classes,
+                                       self._options_for(DEFAULT_EPSILON, tau), scales)
             scores.update({(float(e), float(tau)): float(v) for e, v in zip(epsilons, nll)})
         return scores
 
@@ -665,8 +664,7 @@ class ILRGPClassifier(GPClassifierBase):
             scores = self._loo_joint_scores(X, y, num_classes, epsilons, taus)
             epsilon, tau = min(scores, key=scores.get)
             if self.epsilon == "auto":
-                self.epsilon_scores_ = {e: v for (e, t), v in scores.items()
-                                        if t == tau or np.isnan(tau)}
+                self.epsilon_scores_ = {e: v for (e, t), v in scores.items() if t == tau}
             if search_tau:
                 self.tau_scores_ = {t: v for (e, t), v in scores.items() if e == epsilon}
         elif self.epsilon == "auto":  # cross-validation or holdout, with refits
@@ -710,8 +708,9 @@ class DirichletGPClassifier(GPClassifierBase):
         kernel, standardize, seed, max_exact_points, inference_options: as for
             ``ILRGPClassifier``.
         inference: ``"map"`` (the default: type-II MAP and the conjugate posterior, one
-            Cholesky per class), ``"exact"`` (type-II ML), ``"nuts"`` or ``"collapsed"`` (sparse GPD: Titsias's bound
-            with per-class noise, ``num_inducing`` inducing inputs learned).
+            Cholesky per class), ``"exact"`` (type-II ML), ``"nuts"`` or ``"collapsed"``
+            (sparse GPD: Titsias's bound with per-class noise, ``num_inducing`` inducing
+            inputs learned).
         num_inducing: inducing points M for ``inference="collapsed"`` (k-means++ start).
         shared_inducing: one set of M inducing inputs for all classes (default) or M per
             class (``inference="collapsed"`` only): C single-class Titsias bounds, one

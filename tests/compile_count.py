@@ -3,7 +3,9 @@
 JAX records every backend compilation (a jitted function, or an eager op, on its first call
 with a new shape, dtype or static argument) as a ``jax.monitoring`` duration event
 ``/jax/core/compile/backend_compile_duration`` carrying the function's name; a listener on
-it sees each one, whatever the logging configuration. Cache hits record nothing.
+it sees each one, whatever the logging configuration. A call that finds its program in
+memory records nothing; a program read back from the persistent compilation cache is
+recorded too (JAX still builds the executable from it).
 """
 
 from __future__ import annotations

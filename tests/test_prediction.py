@@ -8,15 +8,14 @@ Carlo error bound.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import logging
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from compile_count import count_compilations
 from conftest import toy_problem
 from ppgpc.infer import fit
 from ppgpc.infer.results import MIN_PREDICTIVE_DRAWS, PREDICT_BLOCK
@@ -42,27 +41,6 @@ def fitted(name: str):
 def new_inputs(n: int, seed: int = 7) -> np.ndarray:
     """(n, 2) test inputs spread over the toy problem's range."""
     return np.random.default_rng(seed).uniform(-3.0, 3.0, size=(n, 2))
-
-
-@contextlib.contextmanager
-def count_compilations():
-    """Record the XLA programs compiled inside the block (their "Compiling ..." log lines,
-    emitted by ``jax.log_compiles``); yields the list of messages."""
-    messages = []
-
-    class Recorder(logging.Handler):
-        def emit(self, record):
-            if record.getMessage().startswith("Compiling"):
-                messages.append(record.getMessage()[:160])
-
-    logger = logging.getLogger("jax")
-    handler = Recorder()
-    logger.addHandler(handler)
-    try:
-        with jax.log_compiles():  # logs each compilation at WARNING
-            yield messages
-    finally:
-        logger.removeHandler(handler)
 
 
 def test_the_compile_counter_sees_a_new_shape():

@@ -159,7 +159,9 @@ def _grad_norm(grad):
     return jnp.max(jnp.abs(grad), initial=0.0)
 
 
-class _LbfgsState(NamedTuple):
+class _State(NamedTuple):
+    """The loop state of both optimisers (Adam counts one evaluation per step)."""
+
     x: jax.Array
     value: jax.Array
     grad: jax.Array
@@ -169,17 +171,27 @@ class _LbfgsState(NamedTuple):
     stop: jax.Array
 
 
-def _lbfgs_init(value_and_grad, x0, max_iter, tol) -> _LbfgsState:
+def _stop_code(value, grad, tol, otherwise) -> jax.Array:
+    """``_NON_FINITE`` for a non-finite f, else ``_GRADIENT`` at the tolerance, else
+    ``otherwise``: the tests every evaluation of f faces first."""
+    return _count(jnp.where(~jnp.isfinite(value), _NON_FINITE,
+                            jnp.where(_grad_norm(grad) <= tol, _GRADIENT, otherwise)))
+
+
+def _to_minimum(state: _State) -> Minimum:
+    return Minimum(state.x, state.value, state.grad, state.num_iterations,
+                   state.num_evaluations, _grad_norm(state.grad),
+                   (state.stop == _GRADIENT) | (state.stop == _OBJECTIVE), state.stop)
+
+
+def _lbfgs_init(value_and_grad, x0, max_iter, tol) -> _State:
     """Evaluate f at x0; stop at once if it is not finite or already at the tolerance."""
     value, grad = value_and_grad(x0)
-    stop = jnp.where(~jnp.isfinite(value), _NON_FINITE,
-                     jnp.where(_grad_norm(grad) <= tol, _GRADIENT,
-                               jnp.where(max_iter <= 0, _MAX_ITER, _RUNNING)))
-    return _LbfgsState(x0, value, grad, optax.lbfgs().init(x0), _count(0), _count(1),
-                       _count(stop))
+    stop = _stop_code(value, grad, tol, jnp.where(max_iter <= 0, _MAX_ITER, _RUNNING))
+    return _State(x0, value, grad, optax.lbfgs().init(x0), _count(0), _count(1), stop)
 
 
-def _lbfgs_step(safe_fun, state: _LbfgsState, max_iter, tol, ftol) -> _LbfgsState:
+def _lbfgs_step(safe_fun, state: _State, max_iter, tol, ftol) -> _State:
     """One L-BFGS iteration and the stopping tests of the module docstring."""
     # 1. Direction and zoom line search; the line search leaves f and g at the new point in
     #    its state (what optax.value_and_grad_from_state reads; read here directly, since
@@ -204,52 +216,33 @@ def _lbfgs_step(safe_fun, state: _LbfgsState, max_iter, tol, ftol) -> _LbfgsStat
                                          jnp.where(iterations >= max_iter, _MAX_ITER,
                                                    _RUNNING))))
     keep = lambda new, old: jnp.where(accepted, new, old)  # noqa: E731
-    return _LbfgsState(keep(x, state.x), keep(value, state.value), keep(grad, state.grad),
-                       opt_state, iterations, state.num_evaluations + _count(steps),
-                       _count(stop))
+    return _State(keep(x, state.x), keep(value, state.value), keep(grad, state.grad),
+                  opt_state, iterations, state.num_evaluations + _count(steps), _count(stop))
 
 
-class _AdamState(NamedTuple):
-    x: jax.Array
-    value: jax.Array
-    grad: jax.Array
-    opt_state: optax.OptState
-    num_iterations: jax.Array
-    stop: jax.Array
-
-
-def _adam_init(value_and_grad, x0, tol, learning_rate) -> _AdamState:
+def _adam_init(value_and_grad, x0, tol, learning_rate) -> _State:
     value, grad = value_and_grad(x0)
-    stop = jnp.where(~jnp.isfinite(value), _NON_FINITE,
-                     jnp.where(_grad_norm(grad) <= tol, _GRADIENT, _RUNNING))
-    return _AdamState(x0, value, grad, optax.adam(learning_rate).init(x0), _count(0),
-                      _count(stop))
+    return _State(x0, value, grad, optax.adam(learning_rate).init(x0), _count(0), _count(1),
+                  _stop_code(value, grad, tol, _RUNNING))
 
 
-def _adam_step(value_and_grad, state: _AdamState, tol, learning_rate) -> _AdamState:
+def _adam_step(value_and_grad, state: _State, tol, learning_rate) -> _State:
     """One Adam step, then f and g at the new point and the two early stops."""
     updates, opt_state = optax.adam(learning_rate).update(state.grad, state.opt_state)
     x = optax.apply_updates(state.x, updates)
     value, grad = value_and_grad(x)
-    stop = jnp.where(~jnp.isfinite(value), _NON_FINITE,
-                     jnp.where(_grad_norm(grad) <= tol, _GRADIENT, _RUNNING))
-    return _AdamState(x, value, grad, opt_state, state.num_iterations + 1, _count(stop))
+    return _State(x, value, grad, opt_state, state.num_iterations + 1,
+                  state.num_evaluations + 1, _stop_code(value, grad, tol, _RUNNING))
 
 
-def _adam_run(value_and_grad, state: _AdamState, limit, max_iter, tol,
-              learning_rate) -> _AdamState:
+def _adam_run(value_and_grad, state: _State, limit, max_iter, tol,
+              learning_rate) -> _State:
     """Adam steps until a stop or ``limit`` steps in all; ``max_iter`` marks the last."""
     state = lax.while_loop(
         lambda s: (s.stop == _RUNNING) & (s.num_iterations < limit),
         lambda s: _adam_step(value_and_grad, s, tol, learning_rate), state)
     capped = (state.stop == _RUNNING) & (state.num_iterations >= max_iter)
     return state._replace(stop=_count(jnp.where(capped, _MAX_ITER, state.stop)))
-
-
-def _adam_minimum(state: _AdamState) -> Minimum:
-    return Minimum(state.x, state.value, state.grad, state.num_iterations,
-                   state.num_iterations + 1, _grad_norm(state.grad),
-                   state.stop == _GRADIENT, state.stop)
 
 
 def minimize(fun: Callable[[jax.Array], jax.Array], x0: jax.Array, *, max_iter=500,
@@ -285,14 +278,12 @@ def minimize(fun: Callable[[jax.Array], jax.Array], x0: jax.Array, *, max_iter=5
     safe, value_and_grad = _finite_or_inf(fun)
     if optimizer == "adam":
         state = _adam_init(value_and_grad, x0, tol, learning_rate)
-        return _adam_minimum(_adam_run(value_and_grad, state, max_iter, max_iter, tol,
-                                       learning_rate))
+        return _to_minimum(_adam_run(value_and_grad, state, max_iter, max_iter, tol,
+                                     learning_rate))
     state = lax.while_loop(lambda s: s.stop == _RUNNING,
                            lambda s: _lbfgs_step(safe, s, max_iter, tol, ftol),
                            _lbfgs_init(value_and_grad, x0, max_iter, tol))
-    return Minimum(state.x, state.value, state.grad, state.num_iterations,
-                   state.num_evaluations, _grad_norm(state.grad),
-                   (state.stop == _GRADIENT) | (state.stop == _OBJECTIVE), state.stop)
+    return _to_minimum(state)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -407,7 +398,7 @@ def _adam_sites_window(state, init_values, args, limit, max_iter, tol, learning_
     """Adam steps up to ``limit``; (state, constrained params, Minimum so far)."""
     fun, _, to_params = _site_objective(model, init_values, args, include_prior)
     state = _adam_run(_finite_or_inf(fun)[1], state, limit, max_iter, tol, learning_rate)
-    return state, to_params(state.x), _adam_minimum(state)
+    return state, to_params(state.x), _to_minimum(state)
 
 
 def _adam_with_progress(init_values, args, max_iter, tol, learning_rate, model,
@@ -442,7 +433,6 @@ def optimize_sites(
     optimizer: str = "lbfgs",
     learning_rate: float = 0.1,
     progress_bar: bool = False,
-    ftol: float = SCIPY_FTOL,
 ) -> OptimizationResult:
     """Maximise the (prior-less or posterior) log density over every latent site of ``model``.
 
@@ -468,7 +458,6 @@ def optimize_sites(
         progress_bar: Adam only: show the steps with the running objective (tqdm, stderr),
             updated every ``ADAM_WINDOW`` steps. L-BFGS runs as one device call and shows
             no bar.
-        ftol: L-BFGS's relative objective decrease tolerance (SciPy's default).
 
     Raises:
         ValueError: ``init_values`` misses or adds sites, an unknown ``optimizer`` or a
@@ -498,7 +487,7 @@ def optimize_sites(
         )
     init = {name: jnp.asarray(init_values[name], dtype=jnp.result_type(float))
             for name in sites}
-    scalars = dict(max_iter=int(max_iter), tol=float(tol), ftol=float(ftol),
+    scalars = dict(max_iter=int(max_iter), tol=float(tol), ftol=SCIPY_FTOL,
                    learning_rate=float(learning_rate))
     if optimizer == "adam" and progress_bar:
         params, best = _adam_with_progress(init, args, scalars["max_iter"], scalars["tol"],
