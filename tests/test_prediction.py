@@ -89,11 +89,11 @@ def test_rows_beyond_one_block_are_predicted_the_same_alone():
 @pytest.mark.parametrize("name", FITS)
 def test_a_new_number_of_rows_compiles_nothing(name):
     result = fitted(name)
-    Xs = new_inputs(13, seed=9)
-    result.predict_proba(Xs[:10])
-    result.predict_proba_draws(Xs[:10])
-    result.predict_latent(Xs[:10])
-    for n in (11, 12, 13):
+    Xs = new_inputs(41, seed=9)
+    result.predict_proba(Xs[:36])
+    result.predict_proba_draws(Xs[:36])
+    result.predict_latent(Xs[:36])
+    for n in (10, 11, 12, 41):
         with count_compilations() as compiled:
             result.predict_proba(Xs[:n])
             result.predict_proba_draws(Xs[:n])

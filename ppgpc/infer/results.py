@@ -25,8 +25,9 @@ p(y* = c | data) ~= (1/S) sum_s p(y* = c | f*_s), never a plug-in at a posterior
 Prediction, for every kind:
 
 * Shape-stable: rows go through blocks of ``PREDICT_BLOCK`` rows, each padded with copies
-  of its first row to a power of two from ``MIN_BUCKET`` (16, 32, ..., 512) and the padding
-  dropped after, so a new number of rows compiles nothing once its bucket has been compiled.
+  of its first row to one of two sizes, ``MIN_BUCKET`` (64) or ``PREDICT_BLOCK`` (512), and
+  the padding dropped after, so a new number of rows compiles nothing once its size has
+  been compiled: any sequence of calls compiles at most two programs per function.
 * Batch-independent probabilities: ``predict_proba`` and ``predict_proba_draws`` draw
   f*_s = mean_s + sqrt(var_s) eps_s with one standard normal eps_s (chain, draw, 1, L)
   shared by every row. Each row's predictive probability is a marginal expectation, which
@@ -61,10 +62,11 @@ __all__ = ["FitResult"]
 PREDICT_BLOCK = 512
 """Inputs per block of a prediction: larger inputs go through blocks of this many rows."""
 
-MIN_BUCKET = 16
-"""The smallest padded block. A block of n rows is padded to the next power of two from
-``MIN_BUCKET`` to ``PREDICT_BLOCK`` (16, 32, ..., 512), so the jitted draw functions are
-compiled for at most six input sizes per fitted model, never once per number of rows."""
+MIN_BUCKET = 64
+"""The small padded block. A block of n <= ``MIN_BUCKET`` rows is padded to ``MIN_BUCKET``
+rows, a larger one to ``PREDICT_BLOCK``, so the jitted draw functions are compiled for at
+most two input sizes per fitted model, never once per number of rows. Padding a few rows to
+64 costs a (64 x N) cross-covariance, negligible beside the compilation it saves."""
 
 MIN_PREDICTIVE_DRAWS = 1000
 """``predict_proba`` of a point-hyperparameter conjugate fit averages over at least this
@@ -82,7 +84,7 @@ EXPORT_TAG = 4  # the ArviZ export's draws (ppgpc.infer.arviz_export)
 
 def _bucket(n: int) -> int:
     """The padded size of a block of 1 <= n <= ``PREDICT_BLOCK`` rows."""
-    return max(MIN_BUCKET, 1 << (n - 1).bit_length())
+    return MIN_BUCKET if n <= MIN_BUCKET else PREDICT_BLOCK
 
 
 def _blocks(X: np.ndarray):
