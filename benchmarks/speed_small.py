@@ -21,7 +21,8 @@ They are counted with ``jax.monitoring`` listeners. JAX records the event
 in-memory cache, including those read back from the persistent cache, which also record
 ``/jax/compilation_cache/cache_hits``; compilations = the first count minus the second. The
 ``cache fit`` cell adds ``+k``, the k programs read from the cache (programs that compiled
-in under ``ppgpc._config.CACHE_MIN_COMPILE_SECONDS`` are not stored, so they compile again).
+in under ``ppgpc._config.CACHE_MIN_COMPILE_SECONDS``, if set above 0, are not stored, so
+they compile again).
 
 A ``GPyTorch`` row (GPyTorch's exact Dirichlet GP classifier, ``gpytorch_peer.py``, 100
 Adam steps; when torch and gpytorch are installed) gives its cold fit (fresh process), its

@@ -596,8 +596,8 @@ Two experiments of the ILR paper (section 5), at a size that runs in minutes:
    chooses its smoothing level on a 10% validation split of the rest (the paper's protocol,
    `validation="holdout"`), and accuracy, NLL and top-label ECE are measured on the test
    points (`ppgpc.experiments.run_split`). Exact-ILR and GPD use type-II MAP kernel
-   hyperparameters, as the protocol does (`ppgpc.experiments.EXACT_PROTOCOL`: maximum
-   likelihood lets ARD lengthscales run away on sets this small). Reliability diagrams pool
+   hyperparameters, their default (maximum likelihood lets ARD lengthscales run away on
+   sets this small). Reliability diagrams pool
    the test points of all seeds.
 2. **Scaling with the number of classes** (its Fig. 6): a 2-D Gaussian mixture with C
    components on the unit circle and a shared standard deviation, so that neighbouring
