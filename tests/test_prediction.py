@@ -1,8 +1,8 @@
 """Prediction of a ``FitResult``: shape-stable (a new number of rows compiles nothing once
 its padded block size has been compiled) and batch-independent (a row's probabilities are
 the same alone, in a batch and in any order, because every row uses the same standard
-normals), for each predictive kind: point conjugate (ILR-GP, GPD), latent (NUTS) and
-inducing (SVGP). The shared draws are checked against a high-draw reference within a Monte
+normals), for each predictive kind: point conjugate (ILR-GP, GPD), latent (NUTS with
+sampled hyperparameters; Gibbs with a point estimate) and inducing (SVGP). The shared draws are checked against a high-draw reference within a Monte
 Carlo error bound.
 """
 
@@ -15,12 +15,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import fitted_cases
 from compile_count import count_compilations
 from conftest import toy_problem
 from ppgpc.infer import fit
-from ppgpc.infer.results import MIN_PREDICTIVE_DRAWS, PREDICT_BLOCK
+from ppgpc.infer.results import (MIN_PREDICTIVE_DRAWS, PREDICT_BLOCK, _per_draw_predictive,
+                                 _point_latent_draws)
 
-FITS = ("ilr_exact", "gpd_exact", "ilr_latent", "svgp_inducing")
+FITS = ("ilr_exact", "gpd_exact", "ilr_latent", "lsm_gibbs", "svgp_inducing")
 
 
 @functools.lru_cache(maxsize=None)
@@ -34,6 +36,8 @@ def fitted(name: str):
     if name == "ilr_latent":
         return fit("ilr_gp", X, y, method="nuts", form="latent", num_warmup=50,
                    num_samples=50, num_chains=1, progress_bar=False, seed=3)
+    if name == "lsm_gibbs":  # latent draws, point (given) hyperparameters; shared fit
+        return fitted_cases.fitted("logistic_softmax", "gibbs")
     return fit("softmax_svgp", X, y, method="svi", model_options={"num_inducing": 10},
                max_iter=50, num_draws=64, progress_bar=False, seed=4)
 
@@ -150,3 +154,19 @@ def test_shared_draws_match_an_independent_high_draw_reference():
     assert np.all(sd > 1e-4)  # a non-degenerate check: the predictive is uncertain here
     z = np.abs(probs - reference) / se
     assert z.max() < 4.5, f"max z {z.max():.2f} at {np.unravel_index(z.argmax(), z.shape)}"
+
+
+def test_point_hyperparameter_latent_draws_equal_the_per_draw_conditional():
+    """With one point of hyperparameters, the latent predictive conditions once for every
+    posterior draw; it must equal conditioning draw by draw (same key, same normals)."""
+    result = fitted("lsm_gibbs")
+    assert result.predictive_kind == "latent" and result.point_hypers
+    Xs = jnp.asarray(new_inputs(16, seed=11))
+    flat_f = result.latent.reshape((-1,) + result.latent.shape[2:])
+    key = jax.random.PRNGKey(12)
+    for shared in (True, False):
+        fast = _point_latent_draws(key, result.spec, result.kernel, result.data,
+                                   result._hyper_draw(0, 0), flat_f, Xs, shared)
+        slow = _per_draw_predictive(key, result.spec, result.kernel, result.data,
+                                    result._flat_hypers(), flat_f, Xs, "latent", shared)
+        np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-10)
