@@ -6,9 +6,14 @@ distance to the nearest centre chosen so far, D(x)^2 / sum_x' D(x')^2. Chosen po
 D = 0 and can never be drawn again, so the centres are distinct data points whenever the
 data has at least ``k`` distinct rows. Randomness comes only from the explicit PRNG key
 (``fold_in`` per step), so the seeding is a pure function of (key, X, k).
+
+Each function is jitted with the data as an argument (the sizes static), so new data of the
+same shape reuses the compiled loop instead of compiling it again around new constants.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +28,7 @@ def _sq_dist_to(X: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.sum(d * d, axis=1)
 
 
+@functools.partial(jax.jit, static_argnames=("num_centers",))
 def kmeans_plus_plus_indices(key: jax.Array, X: jax.Array, num_centers: int) -> jax.Array:
     """Row indices (k,) of the k-means++ seeds of X (N, D).
 
@@ -62,12 +68,14 @@ def kmeans_plus_plus_indices(key: jax.Array, X: jax.Array, num_centers: int) -> 
     return idx
 
 
+@functools.partial(jax.jit, static_argnames=("num_centers",))
 def kmeans_plus_plus(key: jax.Array, X: jax.Array, num_centers: int) -> jax.Array:
     """The k-means++ seeds themselves, (k, D) rows of X."""
     X = jnp.asarray(X)
     return X[kmeans_plus_plus_indices(key, X, num_centers)]
 
 
+@functools.partial(jax.jit, static_argnames=("num_iters",))
 def lloyd(X: jax.Array, centers: jax.Array, num_iters: int = 10) -> jax.Array:
     """``num_iters`` Lloyd steps from ``centers`` (k, D): assign each row of X to its nearest
     centre, move each centre to the mean of its rows (an empty cluster keeps its centre)."""
@@ -84,6 +92,7 @@ def lloyd(X: jax.Array, centers: jax.Array, num_iters: int = 10) -> jax.Array:
     return lax.fori_loop(0, num_iters, step, centers)
 
 
+@functools.partial(jax.jit, static_argnames=("num_centers", "num_iters"))
 def kmeans(key: jax.Array, X: jax.Array, num_centers: int, num_iters: int = 10) -> jax.Array:
     """k-means++ seeds refined by ``num_iters`` Lloyd steps: (k, D) centres."""
     return lloyd(X, kmeans_plus_plus(key, X, num_centers), num_iters)

@@ -42,6 +42,7 @@ The result keeps the per-step ELBO estimates as ``sample_stats["elbo"]`` (1, ste
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 
@@ -247,26 +248,55 @@ def _natural_gradient_refusals(state) -> int:
     return int(opt_state.refused) if isinstance(opt_state, NaturalGradientState) else 0
 
 
-def run_svi(spec, data, kernel, key, opts) -> dict:
-    """Runner of driver method ``"svi"`` (see ``register_method`` and the module docstring)."""
-    N = data.X.shape[0]
-    opts = _check_options(opts, N)
-    B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
-    max_iter = -(-opts["max_iter"] // window) * window  # whole windows
-    optimizer = make_optimizer(opts["optimizer"], float(opts["learning_rate"]),
-                               opts["schedule"], max_iter, int(opts["warmup_steps"]))
-    if opts["natural_gradient"] is not None:
+@functools.lru_cache(maxsize=32)
+def _svi_programs(spec, optimizer, learning_rate: float, schedule, max_iter: int,
+                  warmup_steps: int, natural_gradient, num_particles: int, batch_size: int,
+                  window: int):
+    """(svi, init, run_window) for one configuration, built once per process.
+
+    ``init(key, data, kernel)`` and ``run_window(state, data, kernel)`` (``window`` SVI
+    steps in one ``lax.scan``; returns the state and the (window,) ELBO estimates) take the
+    data and the kernel as arguments, not as captured constants, so a new data set of the
+    same shapes reuses the compiled programs (and the persistent cache can serve them).
+    """
+    optimizer = make_optimizer(optimizer, learning_rate, schedule, max_iter, warmup_steps)
+    if natural_gradient is not None:
         sites = spec.extras.get("gaussian_variational_sites")
         if not sites:
             raise ValueError(f"model {spec.name!r} declares no Gaussian variational factor "
                              "(extras['gaussian_variational_sites']); natural_gradient applies "
                              "to the sparse variational GP classifiers only")
         optimizer = natural_gradient_optimizer(
-            sites, natural_gradient_schedule(opts["natural_gradient"], opts["schedule"],
-                                             max_iter, int(opts["warmup_steps"])), optimizer)
-    optim = optax_to_numpyro(optimizer)
-    svi = SVI(spec.extras["svi_model"], spec.extras["svi_guide"], optim,
-              TraceMeanField_ELBO(num_particles=opts["num_particles"]))
+            sites, natural_gradient_schedule(natural_gradient, schedule, max_iter,
+                                             warmup_steps), optimizer)
+    svi = SVI(spec.extras["svi_model"], spec.extras["svi_guide"], optax_to_numpyro(optimizer),
+              TraceMeanField_ELBO(num_particles=num_particles))
+
+    @jax.jit
+    def init(key, data, kernel):
+        return svi.init(key, data, kernel, batch_size)
+
+    @jax.jit
+    def run_window(state, data, kernel):
+        def body(s, _):
+            s, loss = svi.update(s, data, kernel, batch_size)
+            return s, -loss
+
+        return lax.scan(body, state, None, length=window)
+
+    return svi, init, run_window
+
+
+def run_svi(spec, data, kernel, key, opts) -> dict:
+    """Runner of driver method ``"svi"`` (see ``register_method`` and the module docstring)."""
+    N = data.X.shape[0]
+    opts = _check_options(opts, N)
+    B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
+    max_iter = -(-opts["max_iter"] // window) * window  # whole windows
+    svi, init, run_window = _svi_programs(
+        spec, opts["optimizer"], float(opts["learning_rate"]), opts["schedule"], max_iter,
+        int(opts["warmup_steps"]), opts["natural_gradient"], int(opts["num_particles"]), B,
+        window)
     k_init, k_draws = jax.random.split(key)
     # The monitor's key is folded in apart from the split, so runs without a monitor keep
     # their keys. Not fold_in(key, 1): with JAX's partitionable threefry that equals
@@ -275,15 +305,7 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     monitor = None
     if opts["validation_data"] is not None:
         monitor = _check_validation_data(spec, data, opts["validation_data"])
-    state = jax.jit(lambda k: svi.init(k, data, kernel, B))(k_init)  # eager init is slow
-
-    @jax.jit
-    def run_window(state):
-        def body(s, _):
-            s, loss = svi.update(s, data, kernel, B)
-            return s, -loss
-
-        return lax.scan(body, state, None, length=window)
+    state = init(k_init, data, kernel)
 
     bar = _progress(bool(opts["progress_bar"]), max_iter)
     trace, means, calm, converged = [], [], 0, False
@@ -292,7 +314,7 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     try:
         while steps < max_iter:
             start = time.perf_counter()
-            state, elbos = run_window(state)
+            state, elbos = run_window(state, data, kernel)
             elbos = np.asarray(elbos)
             if steps > 0:  # the first window includes compilation
                 timed_seconds += time.perf_counter() - start
