@@ -485,6 +485,15 @@ def test_saving_refuses_files_and_foreign_folders(tmp_path, fitted_ilr):
     (tmp_path / "mine" / "notes.txt").write_text("x")
     with pytest.raises(ValueError, match="holds other files \\(\\['notes.txt'\\]\\)"):
         clf.save(tmp_path / "mine")
+    # another tool's files of the same names are not a ppgpc save: left as they are
+    for name, text in [("settings.json", '{"editor.fontSize": 12}'), ("arrays.nc", "data")]:
+        folder = tmp_path / f"other_{name}"
+        folder.mkdir()
+        (folder / name).write_text(text)
+        with pytest.raises(ValueError, match=f"holds other files \\(\\['{name}'\\]\\) and is "
+                                             "not a ppgpc save"):
+            clf.save(folder)
+        assert (folder / name).read_text() == text and len(list(folder.iterdir())) == 1
     clf.save(tmp_path / "m")
     clf.save(tmp_path / "m")                       # over an earlier save: allowed
     (tmp_path / "m" / "settings.json").write_text("[1, 2]")
