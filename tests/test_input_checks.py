@@ -433,7 +433,7 @@ def test_estimator_export_needs_x_with_y(toy, fitted_ilr):
     (["compare", "--dataset", "wine", "--grid-size", "1"], "--grid-size: must be at least 2"),
 ])
 def test_cli_refuses_bad_numbers_before_fitting(argv, message, capsys):
-    from ppgpc.cli import main
+    from ppgpc_cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
