@@ -1,18 +1,24 @@
-"""The ``ppgpc`` command line.
+"""The commands of the ``ppgpc`` command line (parsed by ``ppgpc_cli``, which imports this
+module only after the arguments and output paths were checked).
 
-    ppgpc compare --dataset wine            # every classifier on the paper's split, a table,
-                                            # a reliability-diagram PNG and an RGB map PNG
-    ppgpc fit --model ilr --dataset glass   # one classifier; optionally save its posterior
-    ppgpc datasets                          # what can be loaded, and from where
+Each command takes the parsed arguments and returns the exit code; a ValueError or OSError
+it raises becomes ``ppgpc_cli``'s one-line error.
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 from pathlib import Path
 
-__all__ = ["main"]
+import numpy as np
+
+from ppgpc.datasets import DATA_DIR_ENV, DATASETS, load, paper_split
+from ppgpc.diagnostics import probability_map
+from ppgpc.experiments import EXACT_CLASSIFIERS, PROGRESS_OPTIONS, run_split
+from ppgpc.plotting import reliability_grid, save_figure
+
+__all__ = ["COMMANDS", "compare", "fit", "datasets"]
 
 _MODEL_ALIASES = {"ilr": "Exact-ILR", "exact-ilr": "Exact-ILR", "ilr_gp": "Exact-ILR",
                   "gpd": "GPD", "dirichlet_gp": "GPD", "lsm": "LSM", "logistic_softmax": "LSM",
@@ -29,43 +35,6 @@ def _resolve_models(names, known) -> list[str]:
     return resolved
 
 
-def _integer(minimum: int):
-    """An argparse type: an integer of at least ``minimum`` (argparse names the flag)."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-    return parse
-
-
-def _epsilon(text: str):
-    """An argparse type: 'auto' or a label-smoothing level in (0, 1)."""
-    if text == "auto":
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or a number in (0, 1), got "
-                                         f"{text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {value}")
-    return value
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", required=True, help="wine, glass, thyroid, letter, magic, "
-                        "htru2 or eeg (the last four need PPGPC_DATA_DIR or --data-dir)")
-    parser.add_argument("--seed", type=_integer(0), default=0,
-                        help="split and model seed (default 0)")
-    parser.add_argument("--data-dir", default=None, help="folder with the larger UCI CSVs")
-    parser.add_argument("--max-train", type=_integer(2), default=None,
-                        help="subsample the training points (quick runs on large sets)")
-
-
 def _print_table(rows) -> None:
     header = f"{'model':12s} {'accuracy':>9s} {'NLL':>8s} {'ECE':>8s} {'Brier':>8s} {'fit s':>8s}"
     print(header)
@@ -75,10 +44,9 @@ def _print_table(rows) -> None:
               f"{r.fit_seconds:8.1f}")
 
 
-def _compare(args) -> int:
-    from ppgpc.experiments import EXACT_CLASSIFIERS, PROGRESS_OPTIONS, run_split
-    from ppgpc.plotting import reliability_grid, save_figure
-
+def compare(args) -> int:
+    """``ppgpc compare``: every classifier (or ``--models``) on one split; a metrics table,
+    a reliability diagram and an RGB probability map in ``--output-dir``."""
     rows = []
     models = list(EXACT_CLASSIFIERS) if args.models is None else _resolve_models(
         args.models, EXACT_CLASSIFIERS)
@@ -102,10 +70,6 @@ def _compare(args) -> int:
 def _training_inputs(args):
     """The training inputs and label indices ``run_split`` fitted on (same split, seed and
     subsample), for the grid of the RGB map."""
-    import numpy as np
-
-    from ppgpc.datasets import DATASETS, load, paper_split
-
     X, y = load(args.dataset, args.data_dir)
     split = paper_split(X, y, seed=args.seed, n_test=DATASETS[args.dataset].paper_n_test)
     X_fit = np.concatenate([split.X_train, split.X_val])
@@ -120,9 +84,6 @@ def _training_inputs(args):
 def _rgb_map(args, rows) -> Path:
     """One RGB probability map per model over the training inputs (for D > 2, the plane of
     their first two principal components, as the figure title says)."""
-    from ppgpc.diagnostics import probability_map
-    from ppgpc.plotting import save_figure
-
     X_fit, y_fit = _training_inputs(args)
     codes = rows[0].estimator._encode_known(y_fit, X_fit.shape[0])
     fig = probability_map({r.model: r.estimator.predict_proba for r in rows}, X_fit, codes,
@@ -130,14 +91,9 @@ def _rgb_map(args, rows) -> Path:
     return save_figure(fig, Path(args.output_dir) / f"rgb_map_{args.dataset}_seed{args.seed}.png")
 
 
-def _fit(args) -> int:
-    from ppgpc.experiments import EXACT_CLASSIFIERS, run_split
-
-    model = _MODEL_ALIASES.get(args.model.lower(), args.model)
-    if model not in EXACT_CLASSIFIERS:
-        print(f"unknown model {args.model!r}; known: {list(EXACT_CLASSIFIERS)} "
-              f"(aliases {sorted(_MODEL_ALIASES)})", file=sys.stderr)
-        return 2
+def fit(args) -> int:
+    """``ppgpc fit``: one classifier on one split; its posterior to ``--save-idata``."""
+    model = _resolve_models([args.model], EXACT_CLASSIFIERS)[0]
     options = {} if args.inference is None else {"inference": args.inference}
     if args.epsilon is not None:
         options["epsilon"] = args.epsilon
@@ -156,11 +112,8 @@ def _fit(args) -> int:
     return 0
 
 
-def _datasets(args) -> int:
-    import os
-
-    from ppgpc.datasets import DATA_DIR_ENV, DATASETS
-
+def datasets(args) -> int:
+    """``ppgpc datasets``: what can be loaded, and from where."""
     where = os.environ.get(DATA_DIR_ENV)
     print(f"{'name':9s} {'rows':>6s} {'features':>8s} {'classes':>7s}  source")
     for name, info in DATASETS.items():
@@ -170,42 +123,11 @@ def _datasets(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    """Entry point of the ``ppgpc`` console script."""
-    parser = argparse.ArgumentParser(prog="ppgpc", description="Calibrated multi-class GP "
-                                     "classifiers: fit, compare and diagnose.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("compare", help="fit every classifier on one split; print a metrics "
-                       "table and write a reliability diagram and an RGB probability map")
-    _common(p)
-    p.add_argument("--output-dir", default="ppgpc-output", help="where PNGs go")
-    p.add_argument("--models", nargs="+", default=None,
-                   help="a subset of the classifiers (default: all; e.g. --models ilr gpd)")
-    p.add_argument("--grid-size", type=_integer(2), default=50,
-                   help="points per side of the RGB probability map (default 50)")
-    p.set_defaults(run=_compare)
-
-    p = sub.add_parser("fit", help="fit one classifier on one split")
-    _common(p)
-    p.add_argument("--model", default="ilr", help="ilr (Exact-ILR)")
-    p.add_argument("--inference", default=None,
-                   help="exact (type-II ML), map or nuts (default: the protocol's, map)")
-    p.add_argument("--epsilon", type=_epsilon, default=None,
-                   help="label smoothing in (0, 1), or 'auto'")
-    p.add_argument("--save-idata", default=None, help="write the posterior to this netCDF file")
-    p.set_defaults(run=_fit)
-
-    p = sub.add_parser("datasets", help="list the datasets")
-    p.set_defaults(run=_datasets)
-
-    args = parser.parse_args(argv)
-    try:
-        return args.run(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"ppgpc: error: {err}", file=sys.stderr)
-        return 2
+COMMANDS = {"compare": compare, "fit": fit, "datasets": datasets}
+"""The command of each ``ppgpc`` subcommand."""
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python -m ppgpc.cli: the console script's entry point
+    import ppgpc_cli
+
+    sys.exit(ppgpc_cli.main())

@@ -24,6 +24,7 @@ import numpy as np
 from ppgpc import metrics
 from ppgpc.datasets import Standardizer, stratified_folds, train_validation_split
 from ppgpc.infer import fit as run_inference
+from ppgpc.infer.driver import check_method_options
 from ppgpc.infer.loo import loo_latent, loo_nll
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
@@ -379,8 +380,10 @@ class GPClassifierBase:
 
     def _check_settings(self) -> None:
         """Check the constructor settings ``fit`` needs before any work (subclasses add
-        theirs): ``max_exact_points``."""
+        theirs): ``max_exact_points`` and ``inference_options`` (before a smoothing search
+        runs fits that would not use them)."""
         check_size_limit(self.max_exact_points)
+        check_method_options(self._method(), self._given_options())
 
     def _exact_size_limit(self) -> int | None:
         """The ``max_exact_points`` the final fit applies (None for a sparse inference)."""

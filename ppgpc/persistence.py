@@ -17,6 +17,14 @@ Loading rebuilds the prepared data with the model's own ``prepare(X, y, C, **mod
 place, so a loaded model holds exactly the saved numbers and predicts bit for bit what the
 saved one did (same seed, same keys, same compiled functions).
 
+Loading trusts nothing in the folder: it accepts only what a save writes (the format and
+its allow-lists are in ``ppgpc._save_format``): ppgpc's estimator and kernel classes, the
+fitted attributes its estimators set (types checked, ``classes_`` and the feature count
+against the saved posterior), exactly the constructor's parameters and FitResult's fields.
+Anything else is a ValueError saying the save is damaged and which entry. Saving refuses a
+folder that holds anything but an earlier ppgpc save (another tool's ``settings.json``
+included).
+
 Example:
     >>> import numpy as np, tempfile
     >>> from ppgpc import ILRGPClassifier, load
@@ -33,12 +41,32 @@ import dataclasses
 import inspect
 import json
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
+
+from ppgpc._save_format import (
+    FITTED_ATTRIBUTES,
+    check_entries,
+    damaged,
+    decode,
+    encode,
+    fitted_from,
+    is_instance,
+    kernel_description,
+    kernel_from,
+    short,
+)
+from ppgpc.estimators import (
+    DirichletGPClassifier,
+    ILRGPClassifier,
+    LogisticSoftmaxGPClassifier,
+    SoftmaxSVGPClassifier,
+)
+from ppgpc.infer.results import FitResult
+from ppgpc.models import get_spec
 
 __all__ = ["save_result", "load_result", "save_estimator", "load_estimator", "load",
            "FORMAT_VERSION"]
@@ -48,58 +76,15 @@ FORMAT_VERSION = 1
 
 _SETTINGS = "settings.json"
 _ARRAYS = "arrays.nc"
+_KINDS = ("fit_result", "estimator")
 _SPECIAL_FIELDS = ("spec", "kernel", "data")
-
-
-# ------------------------------------------------------------------ tagged JSON values
-def _encode(value):
-    """JSON-ready form of a value: arrays, tuples and non-string-keyed dicts are tagged."""
-    if isinstance(value, (np.ndarray, jax.Array)):
-        arr = np.asarray(value)
-        if arr.dtype.kind not in "biufUO":
-            raise TypeError(f"cannot store an array of dtype {arr.dtype} in JSON")
-        return {"__ndarray__": _encode(arr.tolist()), "dtype": arr.dtype.str,
-                "shape": list(arr.shape)}
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, tuple):
-        return {"__tuple__": [_encode(v) for v in value]}
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value):
-            return {k: _encode(v) for k, v in value.items()}
-        return {"__items__": [[_encode(k), _encode(v)] for k, v in value.items()]}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if hasattr(value, "evaluate") and hasattr(value, "param_shapes"):  # make_kernel's test
-        return {"__kernel__": _kernel_description(value)}   # raises for foreign classes
-    raise TypeError(f"cannot store a {type(value).__name__} in JSON: {value!r}")
-
-
-def _decode(value):
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "__ndarray__" in value:
-        dtype = np.dtype(value["dtype"])
-        return np.asarray(_decode(value["__ndarray__"]), dtype=dtype).reshape(value["shape"])
-    if "__tuple__" in value:
-        return tuple(_decode(v) for v in value["__tuple__"])
-    if "__items__" in value:
-        return {_hashable(_decode(k)): _decode(v) for k, v in value["__items__"]}
-    if "__kernel__" in value:
-        return _kernel_from(value["__kernel__"])
-    return {k: _decode(v) for k, v in value.items()}
-
-
-def _hashable(key):
-    return tuple(key) if isinstance(key, list) else key
+_ESTIMATORS = {cls.__name__: cls for cls in (ILRGPClassifier, LogisticSoftmaxGPClassifier,
+                                             DirichletGPClassifier, SoftmaxSVGPClassifier)}
+"""The estimator classes a save may name."""
 
 
 def _write_json(path: Path, payload: dict) -> None:
-    path.write_text(json.dumps(_encode(payload), indent=1, sort_keys=True))
+    path.write_text(json.dumps(encode(payload), indent=1, sort_keys=True))
 
 
 def _read_json(path: Path) -> dict:
@@ -110,9 +95,13 @@ def _read_json(path: Path) -> dict:
         raise FileNotFoundError(f"{path.parent} is not a saved ppgpc model: {path.name} is "
                                 "missing")
     try:
-        payload = _decode(json.loads(path.read_text()))
-    except json.JSONDecodeError as err:
+        raw = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}); the save is damaged") from None
+    try:
+        payload = decode(raw)
+    except ValueError as err:
+        raise ValueError(f"{path}: the save is damaged: {err}") from None
     if not isinstance(payload, dict):
         raise ValueError(f"{path} holds a JSON {type(payload).__name__}, not a ppgpc save's "
                          "settings")
@@ -144,25 +133,6 @@ def _read_group(path: Path, group: str) -> dict:
                          f"not a ppgpc save ({type(err).__name__}: {err})") from None
 
 
-def _kernel_description(kernel) -> dict:
-    from ppgpc import kernels
-
-    cls = type(kernel)
-    if getattr(kernels, cls.__name__, None) is not cls or not dataclasses.is_dataclass(kernel):
-        raise ValueError(f"only the kernels of ppgpc.kernels can be saved; got "
-                         f"{cls.__module__}.{cls.__name__}")
-    return {"class": cls.__name__, "fields": dataclasses.asdict(kernel)}
-
-
-def _kernel_from(description: dict):
-    from ppgpc import kernels
-
-    cls = getattr(kernels, description["class"], None)
-    if cls is None:
-        raise ValueError(f"unknown kernel class {description['class']!r} in ppgpc.kernels")
-    return cls(**description["fields"])
-
-
 def _array_leaves(data) -> list:
     """Positions and values of the array leaves of a prepared-data pytree."""
     leaves = jax.tree_util.tree_leaves(data)
@@ -173,8 +143,6 @@ def _array_leaves(data) -> list:
 # ------------------------------------------------------------------ FitResult
 def _result_payload(result) -> tuple[dict, dict]:
     """(JSON payload, {netCDF group: arrays}) of a FitResult."""
-    from ppgpc.models import get_spec
-
     spec = result.spec
     try:
         registered = get_spec(spec.name)
@@ -184,9 +152,9 @@ def _result_payload(result) -> tuple[dict, dict]:
         raise ValueError(f"model spec {spec.name!r} is not registered in ppgpc.models; only "
                          "registered models can be saved (they are loaded by name)")
     model_options = result.settings.get("model_options", {})
-    if _decode(json.loads(json.dumps(_encode(model_options)))) != model_options:
+    if decode(json.loads(json.dumps(encode(model_options)))) != model_options:
         raise ValueError(f"model_options {model_options!r} do not survive JSON; cannot save")
-    payload = {"model": spec.name, "kernel": _kernel_description(result.kernel),
+    payload = {"model": spec.name, "kernel": kernel_description(result.kernel),
                "num_classes": int(result.data.num_classes)}
     groups = {"data": {"X": np.asarray(result.data.X), "y": np.asarray(result.data.y)}}
     groups["data"].update({f"leaf_{i}": np.asarray(v) for i, v in _array_leaves(result.data)})
@@ -208,16 +176,28 @@ def _result_payload(result) -> tuple[dict, dict]:
     return payload, groups
 
 
+def _holds_a_save(folder: Path) -> bool:
+    """Whether ``folder`` holds a ppgpc save: its settings.json is a JSON object with a
+    format version and one of ppgpc's kinds (another tool's settings.json is not)."""
+    try:
+        payload = json.loads((folder / _SETTINGS).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return (isinstance(payload, dict) and "format_version" in payload
+            and payload.get("kind") in _KINDS)
+
+
 def _prepare_folder(path: Path) -> None:
     """Create the save folder ``path``, or check that an existing one may be overwritten:
-    an empty folder or an earlier ppgpc save, never a file or a folder of other files."""
+    an empty folder or an earlier ppgpc save, never a file or a folder of other files
+    (among them another tool's settings.json or arrays.nc)."""
     if path.exists() and not path.is_dir():
         raise ValueError(f"cannot save to {path}: it is a file; a ppgpc save is a folder")
     if path.is_dir():
-        others = sorted(p.name for p in path.iterdir() if p.name not in (_ARRAYS, _SETTINGS))
-        if others and not (path / _SETTINGS).is_file():
+        names = sorted(p.name for p in path.iterdir())
+        if names and not _holds_a_save(path):
             raise ValueError(f"cannot save to {path}: the folder holds other files "
-                             f"({others[:5]}) and is not a ppgpc save; choose an empty or "
+                             f"({names[:5]}) and is not a ppgpc save; choose an empty or "
                              "new folder")
     path.mkdir(parents=True, exist_ok=True)
 
@@ -245,21 +225,82 @@ def save_result(result, path) -> Path:
     return path
 
 
-def _result_from(path: Path, payload: dict):
-    from ppgpc.infer.results import FitResult
-    from ppgpc.models import get_spec
+_RESULT_ENTRIES = {"model": str, "kernel": dict, "num_classes": int, "scalars": dict,
+                   "dict_fields": list}
+"""What a save writes for a FitResult, by entry of settings.json, and its JSON type."""
 
-    spec = get_spec(payload["model"])
-    kernel = _kernel_from(payload["kernel"])
+_SCALAR_TYPES = {"method": str, "predictive_kind": str, "point_hypers": bool, "seed": int,
+                 "settings": dict, "info": dict, "latent": type(None),
+                 "inducing": type(None)}
+"""The types of FitResult's non-array fields as saved under ``scalars`` (an array field is
+a scalar entry only when it is None)."""
+
+
+def _result_fields(where: Path, entry: str, payload: dict, arrays: Path, groups: list) -> None:
+    """Check that the saved fields (the ``scalars`` and ``dict_fields`` of ``payload``, the
+    ``groups`` of arrays.nc's "fields") name FitResult's fields, each once, with the types
+    of ``_SCALAR_TYPES``, and that every field without a default is there."""
+    fields = {f.name: f for f in dataclasses.fields(FitResult)
+              if f.name not in _SPECIAL_FIELDS}
+    scalars, dict_fields = payload["scalars"], payload["dict_fields"]
+    for name in scalars:
+        if name not in fields:
+            raise damaged(where, f"{entry}.scalars", f"has {name!r}, which is not a field "
+                          "of FitResult")
+        if name in _SCALAR_TYPES and not is_instance(scalars[name], _SCALAR_TYPES[name]):
+            raise damaged(where, f"{entry}.scalars.{name}", f"is {short(scalars[name])}, "
+                          f"not of type {_SCALAR_TYPES[name].__name__}")
+    for place, names in ((where, dict_fields), (arrays, groups)):
+        for name in names:
+            if not isinstance(name, str) or name not in fields or name in scalars:
+                raise damaged(place, f"{entry}.dict_fields" if place == where else "fields",
+                              f"names {short(name)}, which is not an array field of "
+                              "FitResult (or is saved twice)")
+    given = set(scalars) | set(dict_fields) | set(groups)
+    required = [n for n, f in fields.items() if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING and n not in given]
+    if required:
+        raise damaged(where, f"{entry}.scalars.{required[0]}", "is missing")
+    if scalars.get("seed", 0) < 0:
+        raise damaged(where, f"{entry}.scalars.seed", f"is {scalars['seed']}, not >= 0")
+    options = scalars.get("settings", {}).get("model_options", {})
+    if not isinstance(options, dict):
+        raise damaged(where, f"{entry}.scalars.settings.model_options",
+                      f"is {short(options)}, not a dict")
+
+
+def _result_from(path: Path, payload, entry: str = "result"):
+    """The FitResult of a save, every entry of its ``payload`` (``entry`` of settings.json)
+    and of arrays.nc checked against what ``save_result`` writes."""
+    where, arrays = path / _SETTINGS, path / _ARRAYS
+    payload = check_entries(where, entry, payload, _RESULT_ENTRIES)
+    try:
+        spec = get_spec(payload["model"])
+    except ValueError as err:
+        raise damaged(where, f"{entry}.model", f"names no ppgpc model: {err}") from None
+    try:
+        kernel = kernel_from(payload["kernel"])
+    except (TypeError, ValueError) as err:
+        raise damaged(where, f"{entry}.kernel", str(err)) from None
+    if payload["num_classes"] < 2:
+        raise damaged(where, f"{entry}.num_classes", f"is {payload['num_classes']}, not >= 2")
+    fields = _read_group(arrays, "fields")
+    _result_fields(where, entry, payload, arrays, sorted(fields))
     scalars = payload["scalars"]
-    arrays = path / _ARRAYS
     saved = _read_group(arrays, "data")
-    data = spec.prepare(saved["X"], saved["y"], payload["num_classes"],
-                        **scalars["settings"].get("model_options", {}))
+    if not {"X", "y"} <= set(saved):
+        raise damaged(arrays, "data", f"has {sorted(saved)}; a save writes X, y and the "
+                      "prepared data's leaves")
+    try:
+        data = spec.prepare(saved["X"], saved["y"], payload["num_classes"],
+                            **scalars.get("settings", {}).get("model_options", {}))
+    except (TypeError, ValueError) as err:
+        raise damaged(where, f"{entry}.scalars.settings.model_options",
+                      f"does not prepare model {spec.name!r}: {err}") from None
     leaves, treedef = jax.tree_util.tree_flatten(data)
     positions = _array_leaves(data)
-    if sorted(i for i, _ in positions) != sorted(int(k[5:]) for k in saved if
-                                                 k.startswith("leaf_")):
+    if sorted(f"leaf_{i}" for i, _ in positions) != sorted(k for k in saved
+                                                          if k.startswith("leaf_")):
         raise ValueError(f"{path}: the prepared data of {spec.name!r} no longer has the "
                          "saved structure (was the model changed since saving?)")
     for i, leaf in positions:
@@ -273,36 +314,44 @@ def _result_from(path: Path, payload: dict):
     for name in payload["dict_fields"]:
         kwargs[name] = {k: jnp.asarray(v) if name == "hypers" else v
                         for k, v in _read_group(arrays, name).items()}
-    kwargs.update({k: jnp.asarray(v) for k, v in _read_group(arrays, "fields").items()})
-    return FitResult(spec=spec, kernel=kernel, data=data, **kwargs)
+    kwargs.update({k: jnp.asarray(v) for k, v in fields.items()})
+    try:
+        return FitResult(spec=spec, kernel=kernel, data=data, **kwargs)
+    except (TypeError, ValueError) as err:
+        raise damaged(where, entry, f"does not make a FitResult: {err}") from None
 
 
 def load_result(path):
     """Load a ``FitResult`` saved by ``save_result`` (or ``FitResult.save``)."""
     path = Path(path)
     payload = _read_json(path / _SETTINGS)
-    if payload.get("kind") != "fit_result":
+    if _kind(path, payload) != "fit_result":
         raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not a FitResult; "
                          "use ppgpc.load")
-    return _result_from(path, payload["result"])
+    return _result_from_save(path, payload)
 
 
 # ------------------------------------------------------------------ estimators
 def _constructor_params(estimator) -> dict:
-    sig = inspect.signature(type(estimator).__init__)
-    return {name: getattr(estimator, name) for name, p in sig.parameters.items()
-            if name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return {name: getattr(estimator, name) for name in _constructor_param_names(type(estimator))}
 
 
-def _estimator_class(name: str):
-    import ppgpc
+def _params_from(where: Path, cls, params: dict) -> dict:
+    """The constructor parameters of a save: exactly those of ``cls.__init__``."""
+    names = set(_constructor_param_names(cls))
+    unknown, missing = sorted(set(params) - names), sorted(names - set(params))
+    if unknown:
+        raise damaged(where, "params", f"has unknown parameter(s) {unknown}; "
+                      f"{cls.__name__} takes {sorted(names)}")
+    if missing:
+        raise damaged(where, f"params.{missing[0]}", "is missing")
+    return params
 
-    cls = getattr(ppgpc, name, None)
-    from ppgpc.estimators import GPClassifierBase
 
-    if not (isinstance(cls, type) and issubclass(cls, GPClassifierBase)):
-        raise ValueError(f"{name!r} is not a ppgpc estimator class")
-    return cls
+def _constructor_param_names(cls) -> list[str]:
+    sig = inspect.signature(cls.__init__)
+    return [name for name, p in sig.parameters.items()
+            if name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def save_estimator(estimator, path) -> Path:
@@ -314,19 +363,21 @@ def save_estimator(estimator, path) -> Path:
 
     Raises:
         RuntimeError: the estimator is not fitted. ValueError/TypeError: something in it
-            cannot be stored without pickle (e.g. a custom kernel object).
+            cannot be stored without pickle (e.g. a custom kernel object, or a fitted
+            attribute that is not one of ``FITTED_ATTRIBUTES``).
     """
-    import ppgpc
-
     estimator._check_fitted()
     name = type(estimator).__name__
-    if getattr(ppgpc, name, None) is not type(estimator):
-        raise ValueError(f"{name} is not exported by ppgpc; only ppgpc's estimators can be "
-                         "saved")
+    if _ESTIMATORS.get(name) is not type(estimator):
+        raise ValueError(f"{name} is not one of ppgpc's estimators {sorted(_ESTIMATORS)}; "
+                         "only those can be saved")
     fitted = {}
     for attr, value in vars(estimator).items():
         if not attr.endswith("_") or attr.startswith("_") or attr == "result_":
             continue
+        if attr not in FITTED_ATTRIBUTES:
+            raise ValueError(f"cannot save the fitted attribute {attr!r}: a save holds only "
+                             f"those of ppgpc's estimators ({sorted(FITTED_ATTRIBUTES)})")
         if attr == "standardizer_" and value is not None:
             value = {"__standardizer__": value.to_dict()}
         fitted[attr] = value
@@ -335,43 +386,69 @@ def save_estimator(estimator, path) -> Path:
     payload = {"format_version": FORMAT_VERSION, "kind": "estimator", "class": name,
                "params": _constructor_params(estimator), "fitted": fitted,
                "result": result_payload}
-    text = json.dumps(_encode(payload), indent=1, sort_keys=True)  # fail before writing
+    text = json.dumps(encode(payload), indent=1, sort_keys=True)  # fail before writing
     _prepare_folder(path)
     _write_result_arrays(path / _ARRAYS, groups)
     (path / _SETTINGS).write_text(text)
     return path
 
 
-def _estimator_from(path: Path, payload: dict, expected=None):
-    from ppgpc.datasets import Standardizer
+_TOP_LEVEL = {"fit_result": {"format_version": int, "kind": str, "result": dict},
+              "estimator": {"format_version": int, "kind": str, "class": str,
+                            "params": dict, "fitted": dict, "result": dict}}
+"""The top-level entries of settings.json for each kind of save."""
 
-    cls = _estimator_class(payload["class"])
+
+def _estimator_from(path: Path, payload: dict, expected=None):
+    where = path / _SETTINGS
+    payload = check_entries(where, "", payload, _TOP_LEVEL["estimator"])
+    cls = _ESTIMATORS.get(payload["class"])
+    if cls is None:
+        raise damaged(where, "class", f"is {short(payload['class'])}, not one of ppgpc's "
+                      f"estimators {sorted(_ESTIMATORS)}")
     if expected is not None and not issubclass(cls, expected):
         raise TypeError(f"{path} holds a {cls.__name__}, not a {expected.__name__}")
-    estimator = cls(**payload["params"])
-    for attr, value in payload["fitted"].items():
-        if isinstance(value, dict) and "__standardizer__" in value:
-            value = Standardizer.from_dict(value["__standardizer__"])
-        setattr(estimator, attr, value)
-    estimator.result_ = _result_from(path, payload["result"])
+    estimator = cls(**_params_from(where, cls, payload["params"]))
+    result = _result_from(path, payload["result"])
+    vars(estimator).update(fitted_from(where, payload["fitted"], result))
+    estimator.result_ = result
     return estimator
 
 
+def _kind(path: Path, payload: dict) -> str:
+    kind = payload.get("kind")
+    if kind not in _KINDS:
+        raise damaged(path / _SETTINGS, "kind", f"is {short(kind)}, not one of {list(_KINDS)}")
+    return kind
+
+
 def load_estimator(path, expected=None):
-    """Load an estimator saved by ``save_estimator``; ``expected`` checks its class."""
+    """Load an estimator saved by ``save_estimator``; ``expected`` checks its class.
+
+    Raises:
+        FileNotFoundError: no save at ``path``. TypeError: a save of another class than
+            ``expected``. ValueError: a save of a FitResult, or a damaged save: any entry
+            that is not what a save writes (an unknown kernel or estimator class, fitted
+            attribute or parameter, a missing entry, classes that do not match the saved
+            posterior), named in the message.
+    """
     path = Path(path)
     payload = _read_json(path / _SETTINGS)
-    if payload.get("kind") != "estimator":
+    if _kind(path, payload) != "estimator":
         raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not an estimator")
     return _estimator_from(path, payload, expected)
 
 
 def load(path):
-    """Load whatever ppgpc saved at ``path``: an estimator or a ``FitResult``."""
+    """Load whatever ppgpc saved at ``path``: an estimator or a ``FitResult`` (errors as
+    for ``load_estimator``)."""
     path = Path(path)
     payload = _read_json(path / _SETTINGS)
-    if payload.get("kind") == "estimator":
+    if _kind(path, payload) == "estimator":
         return _estimator_from(path, payload)
-    if payload.get("kind") == "fit_result":
-        return _result_from(path, payload["result"])
-    raise ValueError(f"{path}: unknown saved kind {payload.get('kind')!r}")
+    return _result_from_save(path, payload)
+
+
+def _result_from_save(path: Path, payload: dict):
+    payload = check_entries(path / _SETTINGS, "", payload, _TOP_LEVEL["fit_result"])
+    return _result_from(path, payload["result"])

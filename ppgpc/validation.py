@@ -22,6 +22,7 @@ __all__ = [
     "check_probability",
     "check_seed",
     "check_flag",
+    "check_options",
     "check_size_limit",
     "MAX_EXACT_POINTS",
     "MAX_ABS_INPUT",
@@ -82,9 +83,39 @@ def check_features(X, *, name: str = "X", num_features: int | None = None) -> np
     return arr
 
 
+def _is_missing(value) -> bool:
+    """Whether a label is missing: None, or a value not equal to itself (NaN, NaT, and
+    pandas' NA, whose comparison gives NA, which has no truth value)."""
+    if value is None:
+        return True
+    try:
+        return not bool(value == value)
+    except TypeError:  # pandas.NA: "boolean value of NA is ambiguous"
+        return True
+
+
+def _missing_labels(arr: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """(n,) flags of the missing entries of a 1-D label array and what they are (reprs)."""
+    if arr.dtype.kind in "fc":
+        flags = np.isnan(arr)
+    elif arr.dtype.kind in "mM":
+        flags = np.isnat(arr)
+    elif arr.dtype.kind == "O":
+        flags = np.fromiter((_is_missing(v) for v in arr), dtype=bool, count=arr.shape[0])
+    else:
+        flags = np.zeros(arr.shape[0], dtype=bool)
+    return flags, [repr(v) for v in arr[flags].tolist()]
+
+
 def check_labels(y, num_samples: int, *, name: str = "y") -> np.ndarray:
-    """A 1-D label array of length ``num_samples`` with no missing (None, NaN) or infinite
-    values."""
+    """A 1-D label array of length ``num_samples`` with no missing or infinite values.
+
+    Raises:
+        ValueError: not 1-D, a length other than ``num_samples``, missing labels (None,
+            NaN, NaT or pandas' NA, e.g. from a pandas column with gaps: each would
+            otherwise become a class of its own, or make the labels unsortable), or
+            infinite labels.
+    """
     arr = np.asarray(y)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
@@ -94,18 +125,16 @@ def check_labels(y, num_samples: int, *, name: str = "y") -> np.ndarray:
         raise ValueError(
             f"X and {name} disagree on the number of samples: {num_samples} versus {arr.shape[0]}"
         )
-    if arr.dtype.kind in "fc":
-        if np.isnan(arr).any():
-            raise ValueError(f"{name} contains NaN labels ({int(np.isnan(arr).sum())} of them)")
-        if np.isinf(arr).any():
-            raise ValueError(f"{name} contains infinite labels "
-                             f"({int(np.isinf(arr).sum())} of them)")
-    if arr.dtype.kind == "O":
-        if any(v is None for v in arr):
-            raise ValueError(f"{name} contains missing (None) labels")
-        missing = sum(1 for v in arr if isinstance(v, numbers.Number) and v != v)
-        if missing:  # NaN compares unequal to itself; each would become its own class
-            raise ValueError(f"{name} contains NaN labels ({missing} of them)")
+    flags, kinds = _missing_labels(arr)
+    if flags.any():
+        counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
+        raise ValueError(
+            f"{name} has {len(kinds)} missing label(s) ({counts}; first at index "
+            f"{int(np.flatnonzero(flags)[0])}); drop those samples or give them a label"
+        )
+    if arr.dtype.kind in "fc" and np.isinf(arr).any():
+        raise ValueError(f"{name} contains infinite labels "
+                         f"({int(np.isinf(arr).sum())} of them)")
     return arr
 
 
@@ -237,3 +266,35 @@ def check_probability(name: str, value, alternatives: str = "", *,
         also = f" {alternatives}" if alternatives else ""
         raise ValueError(f"{name} must be {kind} in (0, 1){also}, got {value!r}")
     return float(value)
+
+
+def _check_non_negative(name: str, value) -> int:
+    return check_count(name, value, minimum=0)
+
+
+def check_options(options: dict, *, counts=(), non_negative=(), positive=(), flags=(),
+                  optional=()) -> dict:
+    """A copy of ``options`` with the named entries checked and normalised, so a method's
+    settings are refused at the entry point, before any JAX code (a negative ``num_draws``
+    would otherwise end in a reshape error, a zero ``num_chains`` in a vmap error).
+
+    Args:
+        options: settings by name; every name below must be in it.
+        counts: integers >= 1 (``check_count``).
+        non_negative: integers >= 0 (e.g. ``num_warmup``).
+        positive: finite positive numbers (``check_positive``, e.g. a learning rate).
+        flags: True or False (``check_flag``).
+        optional: names among the above for which None is accepted (and kept).
+
+    Raises:
+        ValueError: naming the first entry that is not what it should be.
+    """
+    out = dict(options)
+    checks = ((counts, check_count), (non_negative, _check_non_negative),
+              (positive, check_positive), (flags, check_flag))
+    for names, check in checks:
+        for name in names:
+            if out[name] is None and name in optional:
+                continue
+            out[name] = check(name, out[name])
+    return out

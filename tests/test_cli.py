@@ -1,9 +1,12 @@
-"""The ppgpc command line, run in-process."""
+"""The ppgpc command line, run in-process (and once in a subprocess, for its imports)."""
 
-import numpy as np
+import os
+import subprocess
+import sys
+
 import pytest
 
-from ppgpc.cli import main
+from ppgpc_cli import main
 
 
 def test_compare_prints_a_table_and_writes_a_png(tmp_path, capsys):
@@ -50,3 +53,81 @@ def test_datasets_listing(capsys):
     assert main(["datasets"]) == 0
     out = capsys.readouterr().out
     assert "wine" in out and "letter" in out
+
+
+# ------------------------------------------- outputs checked first, errors in one line
+@pytest.fixture
+def no_fits(monkeypatch):
+    """Any fit now fails the test: the outputs must be refused before one starts."""
+    from ppgpc import cli
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a fit ran before the output path was checked")
+
+    monkeypatch.setattr(cli, "run_split", no_fit)
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1 and err.startswith("ppgpc: error: ")
+    return err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fit", "--dataset", "wine", "--save-idata", "/dev/null/posterior.nc"],
+     "--save-idata /dev/null/posterior.nc: /dev/null is not a folder"),
+    (["fit", "--dataset", "wine", "--save-idata", "{tmp}"],
+     "--save-idata {tmp}: it is a folder; give a file name, e.g. {tmp}/posterior.nc"),
+    (["fit", "--dataset", "wine", "--save-idata", "{tmp}/a_file/deeper/posterior.nc"],
+     "--save-idata {tmp}/a_file/deeper/posterior.nc: {tmp}/a_file is not a folder"),
+    (["compare", "--dataset", "wine", "--output-dir", "{tmp}/a_file"],
+     "--output-dir {tmp}/a_file: it is not a folder"),
+    (["compare", "--dataset", "wine", "--output-dir", "{tmp}/a_file/pngs"],
+     "--output-dir {tmp}/a_file/pngs: {tmp}/a_file is not a folder"),
+])
+def test_outputs_that_cannot_be_written_are_refused_before_fitting(tmp_path, capsys, no_fits,
+                                                                   argv, message):
+    (tmp_path / "a_file").write_text("x")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    assert main(argv) == 2
+    assert message.format(tmp=tmp_path) in _one_line_error(capsys)
+    assert (tmp_path / "a_file").read_text() == "x"
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="root may write into any folder, so none is unwritable for this test")
+def test_an_unwritable_output_folder_is_refused_before_fitting(tmp_path, capsys, no_fits):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    assert main(["compare", "--dataset", "wine", "--output-dir", str(locked / "pngs")]) == 2
+    assert f"the folder {locked} is not writable" in _one_line_error(capsys)
+
+
+def test_an_os_error_is_one_line_and_exit_code_2(capsys, monkeypatch):
+    from ppgpc import cli
+
+    def full_disk(args):
+        raise OSError(28, "No space left on device", "reliability_wine_seed0.png")
+
+    monkeypatch.setitem(cli.COMMANDS, "datasets", full_disk)
+    assert main(["datasets"]) == 2
+    assert "[Errno 28] No space left on device: 'reliability_wine_seed0.png'" in \
+        _one_line_error(capsys)
+
+
+def test_help_does_not_import_jax():
+    """The console script parses its arguments before importing ppgpc (whose __init__
+    imports JAX): `ppgpc --help` answers at once. Run through the installed entry point."""
+    code = ("import sys\n"
+            "from importlib.metadata import entry_points\n"
+            "main = entry_points(group='console_scripts')['ppgpc'].load()\n"
+            "try:\n"
+            "    main(['fit', '--help'])\n"
+            "except SystemExit as stop:\n"
+            "    assert stop.code == 0, stop.code\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'ppgpc',"
+            " 'numpy')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "--save-idata" in out
+    assert out.strip().splitlines()[-1] == "[]"

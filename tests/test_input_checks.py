@@ -22,6 +22,7 @@ from ppgpc.validation import (
     check_flag,
     check_integer_labels,
     check_labels,
+    check_options,
     check_seed,
     encode_labels,
 )
@@ -63,12 +64,29 @@ def test_features_accept_values_up_to_the_limit():
 
 @pytest.mark.parametrize("y, match", [
     (np.array([0.0, 1.0, np.inf]), "infinite labels \\(1 of them\\)"),
-    (np.array([0, 1, np.nan, np.nan], dtype=object), "NaN labels \\(2 of them\\)"),
-    (np.array(["a", 1.5, float("nan")], dtype=object), "NaN labels \\(1 of them\\)"),
+    (np.array([0.0, np.nan, 1.0]), "1 missing label\\(s\\) \\(1 nan; first at index 1\\)"),
+    (np.array([0, 1, np.nan, np.nan], dtype=object),
+     "2 missing label\\(s\\) \\(2 nan; first at index 2\\)"),
+    (np.array(["a", 1.5, float("nan")], dtype=object), "1 missing label\\(s\\) \\(1 nan;"),
+    (np.array(["a", None, "b", None], dtype=object), "2 missing label\\(s\\) \\(2 None;"),
 ])
-def test_labels_refuse_infinite_and_object_nan(y, match):
+def test_labels_refuse_infinite_and_missing_values(y, match):
     with pytest.raises(ValueError, match=match):
         check_labels(y, len(y))
+
+
+def test_pandas_missing_labels_are_named_as_missing(toy):
+    """A pandas column with gaps gives pd.NA (string and nullable integer dtypes) or NaN:
+    each is a missing label, not "a mix of label types" nor a class of its own."""
+    pd = pytest.importorskip("pandas")
+    X, _ = toy
+    for labels, kind in [(pd.Series(["a", pd.NA, "b"] * 10, dtype="string"), "<NA>"),
+                         (pd.Series([1, pd.NA, 2] * 10, dtype="Int64"), "nan"),
+                         (pd.Series(["a", None, "b"] * 10, dtype=object), "None"),
+                         (pd.Categorical(["a", None, "b"] * 10), "nan")]:
+        with pytest.raises(ValueError, match=f"y has 10 missing label\\(s\\) \\(10 {kind}; "
+                                             "first at index 1\\); drop those samples"):
+            ILRGPClassifier().fit(X, labels)
 
 
 def test_mixed_label_types_are_named():
@@ -89,6 +107,18 @@ def test_driver_labels_refuse_classes_without_points_unless_num_classes_is_given
 def test_counts_are_integers(value):
     with pytest.raises(ValueError, match="num_inducing must be an integer >= 1"):
         check_count("num_inducing", value)
+
+
+def test_options_are_checked_by_kind_and_normalised():
+    opts = {"n": np.int64(3), "warmup": 0, "rate": 1, "flag": np.bool_(True), "m": None}
+    out = check_options(opts, counts=("n", "m"), non_negative=("warmup",), positive=("rate",),
+                        flags=("flag",), optional=("m",))
+    assert out == {"n": 3, "warmup": 0, "rate": 1.0, "flag": True, "m": None}
+    assert type(out["n"]) is int and type(out["rate"]) is float
+    with pytest.raises(ValueError, match="m must be an integer >= 1, got None"):
+        check_options(opts, counts=("m",))          # None only where it is optional
+    with pytest.raises(ValueError, match="warmup must be finite and positive, got 0"):
+        check_options(opts, positive=("warmup",))
 
 
 def test_counts_seeds_and_flags_accept_what_they_should():
@@ -138,6 +168,62 @@ def test_driver_nuts_settings_are_checked(toy, options, match):
         fit("ilr_gp", X, y, method="nuts", hyperparameters={"kernel_variance": 1.0,
                                                              "kernel_lengthscale": 1.0},
             **options)
+
+
+@pytest.mark.parametrize("model, options, match", [
+    # each of these failed deep inside JAX or NumPyro, or was accepted and did nothing useful
+    ("ilr_gp", {"num_draws": -1}, "num_draws must be an integer >= 1, got -1"),
+    ("ilr_gp", {"optimizer": "adam", "max_iter": -3}, "max_iter must be an integer >= 1, got -3"),
+    ("ilr_gp", {"method": "map", "learning_rate": float("nan")},
+     "learning_rate must be finite and positive, got nan"),
+    ("logistic_softmax", {"method": "cavi", "max_iter": 0},
+     "max_iter must be an integer >= 1, got 0"),
+    ("logistic_softmax", {"method": "cavi", "num_draws": 0},
+     "num_draws must be an integer >= 1, got 0"),
+    ("logistic_softmax", {"method": "cavi", "learning_rate": -1},
+     "learning_rate must be finite and positive, got -1"),
+    ("logistic_softmax", {"method": "cavi", "num_inducing": 2.5},
+     "num_inducing must be an integer >= 1, got 2.5"),
+    ("logistic_softmax", {"method": "gibbs", "num_chains": 0},
+     "num_chains must be an integer >= 1, got 0"),
+    ("logistic_softmax", {"method": "gibbs", "num_samples": 0},
+     "num_samples must be an integer >= 1, got 0"),
+    ("logistic_softmax", {"method": "gibbs", "num_warmup": -1},
+     "num_warmup must be an integer >= 0, got -1"),
+    ("logistic_softmax", {"method": "gibbs", "hyper_algo": "nuts"},
+     "hyper_algo must be one of \\['HMC', 'NUTS'\\], got 'nuts'"),
+])
+def test_driver_method_settings_are_checked_before_any_work(toy, model, options, match):
+    """A bad setting is refused by name before the data are even prepared."""
+    import dataclasses
+
+    from ppgpc.models import get_spec
+
+    def no_prepare(*args, **kwargs):
+        raise AssertionError("the data were prepared before the settings were checked")
+
+    X, y = toy
+    spec = dataclasses.replace(get_spec(model), prepare=no_prepare)
+    with pytest.raises(ValueError, match=match):
+        fit(spec, X, y, **options)
+
+
+def test_estimator_inference_options_are_checked_before_the_smoothing_search(toy, monkeypatch):
+    """epsilon="auto" runs leave-one-out fits before the final fit; a bad option of the
+    final fit must be refused before them, not minutes later."""
+    def no_search(*args, **kwargs):
+        raise AssertionError("a validation fit ran before the options were checked")
+
+    monkeypatch.setattr(GPClassifierBase, "_loo_nll_of_fit", no_search)
+    monkeypatch.setattr(GPClassifierBase, "_held_out_nll", no_search)
+    X, y = toy
+    with pytest.raises(ValueError, match="num_draws must be an integer >= 1, got -1"):
+        ILRGPClassifier(inference_options={"num_draws": -1}).fit(X, y)
+    with pytest.raises(ValueError, match="learning_rate must be finite and positive, got -1"):
+        LogisticSoftmaxGPClassifier(inference="cavi",
+                                    inference_options={"learning_rate": -1}).fit(X, y)
+    with pytest.raises(ValueError, match="num_chains must be an integer >= 1, got 0"):
+        LogisticSoftmaxGPClassifier(inference_options={"num_chains": 0}).fit(X, y)
 
 
 @pytest.mark.parametrize("hypers, match", [
@@ -347,7 +433,7 @@ def test_estimator_export_needs_x_with_y(toy, fitted_ilr):
     (["compare", "--dataset", "wine", "--grid-size", "1"], "--grid-size: must be at least 2"),
 ])
 def test_cli_refuses_bad_numbers_before_fitting(argv, message, capsys):
-    from ppgpc.cli import main
+    from ppgpc_cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -399,6 +485,15 @@ def test_saving_refuses_files_and_foreign_folders(tmp_path, fitted_ilr):
     (tmp_path / "mine" / "notes.txt").write_text("x")
     with pytest.raises(ValueError, match="holds other files \\(\\['notes.txt'\\]\\)"):
         clf.save(tmp_path / "mine")
+    # another tool's files of the same names are not a ppgpc save: left as they are
+    for name, text in [("settings.json", '{"editor.fontSize": 12}'), ("arrays.nc", "data")]:
+        folder = tmp_path / f"other_{name}"
+        folder.mkdir()
+        (folder / name).write_text(text)
+        with pytest.raises(ValueError, match=f"holds other files \\(\\['{name}'\\]\\) and is "
+                                             "not a ppgpc save"):
+            clf.save(folder)
+        assert (folder / name).read_text() == text and len(list(folder.iterdir())) == 1
     clf.save(tmp_path / "m")
     clf.save(tmp_path / "m")                       # over an earlier save: allowed
     (tmp_path / "m" / "settings.json").write_text("[1, 2]")

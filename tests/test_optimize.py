@@ -69,8 +69,11 @@ def test_bad_optimizer_options_name_the_problem():
     x = jnp.asarray(X_SCALE)
     with pytest.raises(ValueError, match="unknown optimizer 'bfgs'"):
         optimize_sites(scale_model, {"s": 1.0}, args=(x,), optimizer="bfgs")
-    with pytest.raises(ValueError, match="learning_rate must be positive"):
+    with pytest.raises(ValueError, match="learning_rate must be finite and positive, got 0.0"):
         optimize_sites(scale_model, {"s": 1.0}, args=(x,), optimizer="adam", learning_rate=0.0)
+    for optimizer in ("adam", "lbfgs"):   # Adam took no step for max_iter < 1
+        with pytest.raises(ValueError, match="max_iter must be an integer >= 1, got -3"):
+            optimize_sites(scale_model, {"s": 1.0}, args=(x,), optimizer=optimizer, max_iter=-3)
 
 
 def test_adam_type_ii_ml_of_ilr_gp_reaches_the_lbfgs_optimum():

@@ -1,6 +1,8 @@
 """Saving and loading without pickle: bit-for-bit predictions after a round trip."""
 
 import json
+import re
+import shutil
 
 import jax
 import numpy as np
@@ -9,9 +11,10 @@ import pytest
 import ppgpc
 from fitted_cases import NUM_PRED, SPARSE_VARIANTS, fitted, initial_hyperparameters, toy
 from ppgpc import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
+from ppgpc._save_format import encode
 from ppgpc.infer import FitResult
 from ppgpc.kernels import RBF, Matern52
-from ppgpc.persistence import _constructor_params, _encode
+from ppgpc.persistence import _constructor_params
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +65,8 @@ def test_estimator_round_trip_is_bit_for_bit(tmp_path, classifier):
     path = clf.save(tmp_path / "clf")
     for loaded in (ppgpc.load(path), ILRGPClassifier.load(path)):
         assert type(loaded) is ILRGPClassifier
-        assert (json.dumps(_encode(_constructor_params(loaded)), sort_keys=True)
-                == json.dumps(_encode(_constructor_params(clf)), sort_keys=True))
+        assert (json.dumps(encode(_constructor_params(loaded)), sort_keys=True)
+                == json.dumps(encode(_constructor_params(clf)), sort_keys=True))
         np.testing.assert_array_equal(loaded.classes_, clf.classes_)
         assert loaded.classes_.dtype == clf.classes_.dtype
         assert loaded.epsilon_ == clf.epsilon_ and loaded.epsilon_scores_ == clf.epsilon_scores_
@@ -142,3 +145,97 @@ def test_what_cannot_be_saved_is_refused(tmp_path):
     with pytest.raises(ValueError, match="only the kernels of ppgpc.kernels"):
         clf.save(tmp_path / "z")
     assert not (tmp_path / "z").exists()
+
+
+def test_a_fitted_attribute_a_load_would_refuse_is_not_saved(tmp_path):
+    clf = ILRGPClassifier(epsilon=0.99, seed=4, inference_options={
+        "hyperparameters": initial_hyperparameters("ilr_gp"), "num_draws": 60}).fit(*toy())
+    clf.my_note_ = "x"
+    with pytest.raises(ValueError, match="cannot save the fitted attribute 'my_note_'"):
+        clf.save(tmp_path / "clf")
+    assert not (tmp_path / "clf").exists()
+
+
+# ------------------------------------------------------- a damaged save is refused, named
+def _damaged_copy(path, tmp_path, edit):
+    """A copy of the save at ``path`` whose settings.json ``edit(payload)`` changed."""
+    copy = tmp_path / "damaged"
+    shutil.copytree(path, copy)
+    payload = json.loads((copy / "settings.json").read_text())
+    edit(payload)
+    (copy / "settings.json").write_text(json.dumps(payload))
+    return copy
+
+
+def _classes(values):
+    """An edit that replaces the saved classes_ (the fixture's string labels)."""
+    return lambda p: p["fitted"]["classes_"].update({"__ndarray__": values,
+                                                     "shape": [len(values)]})
+
+
+@pytest.mark.parametrize("entry, edit, problem", [
+    # a kernel class is taken from an allow-list, never looked up in a module
+    ("result.kernel", lambda p: p["result"]["kernel"].update({"class": "jax"}),
+     "names kernel class 'jax', not one of ppgpc's kernels ['Matern52', 'RBF']"),
+    ("result.kernel", lambda p: p["result"]["kernel"].update({"class": "__init__"}),
+     "names kernel class '__init__'"),
+    ("params.kernel", lambda p: p["params"].update(
+        {"kernel": {"__kernel__": {"class": "gram", "fields": {}}}}), "names kernel class 'gram'"),
+    ("result.kernel", lambda p: p["result"]["kernel"]["fields"].update({"ard": "yes"}),
+     "gives kernel RBF's field 'ard' the value 'yes', not of type bool"),
+    # fitted attributes: an allow-list, types checked, and checked against the posterior
+    ("fitted", lambda p: p["fitted"].update({"predict_proba": 1}),
+     "has 'predict_proba', which is not a fitted attribute of ppgpc's estimators"),
+    ("fitted.epsilon_", lambda p: p["fitted"].update({"epsilon_": "x"}),
+     "is 'x', not a finite number or None"),
+    ("fitted.classes_", lambda p: p["fitted"].pop("classes_"), "is missing"),
+    ("fitted.classes_", _classes(["setosa", "versicolor"]),
+     "has 2 classes, but the saved posterior has 3"),
+    ("fitted.classes_", _classes(["virginica", "versicolor", "setosa"]),
+     "does not hold each class once, sorted, as fit sets it"),
+    ("fitted.classes_", lambda p: p["fitted"]["classes_"].update({"shape": [4]}),
+     "is an array whose values do not fit its dtype <U10 and shape [4]"),
+    ("fitted.classes_", lambda p: p["fitted"]["classes_"].update({"dtype": "|V8"}),
+     "is an array of dtype |V8"),
+    ("fitted.n_features_in_", lambda p: p["fitted"].update({"n_features_in_": 3}),
+     "is for 3 features, but the saved training inputs have 2"),
+    # missing and unknown entries, constructor parameters
+    ("result", lambda p: p.pop("result"), "is missing"),
+    ("(top level)", lambda p: p.update({"extra": 1}), "has unknown entries ['extra']"),
+    ("params", lambda p: p["params"].update({"bogus": 1}),
+     "has unknown parameter(s) ['bogus']; ILRGPClassifier takes ['cv_folds',"),
+    ("params.seed", lambda p: p["params"].pop("seed"), "is missing"),
+    ("class", lambda p: p.update({"class": "GPClassifierBase"}),
+     "is 'GPClassifierBase', not one of ppgpc's estimators"),
+    ("kind", lambda p: p.update({"kind": "model"}), "is 'model', not one of"),
+    # the FitResult entry
+    ("result.model", lambda p: p["result"].update({"model": "nope"}),
+     "names no ppgpc model: unknown model 'nope'"),
+    ("result.scalars.method", lambda p: p["result"]["scalars"].pop("method"), "is missing"),
+    ("result.scalars.seed", lambda p: p["result"]["scalars"].update({"seed": "4"}),
+     "is '4', not of type int"),
+    ("result.scalars", lambda p: p["result"]["scalars"].update({"bogus": 1}),
+     "has 'bogus', which is not a field of FitResult"),
+    ("result.scalars.settings.model_options",
+     lambda p: p["result"]["scalars"]["settings"]["model_options"].update({"bogus": 1}),
+     "does not prepare model 'ilr_gp'"),
+])
+def test_a_damaged_save_names_the_entry(tmp_path, classifier, entry, edit, problem):
+    """Loading accepts only what a save writes; anything else is refused with a message
+    that says the save is damaged and which entry, before anything is built from it."""
+    clf, _, _ = classifier
+    path = _damaged_copy(clf.save(tmp_path / "clf"), tmp_path, edit)
+    message = f"settings.json: the save is damaged: entry '{entry}' {problem}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ppgpc.load(path)
+
+
+def test_a_damaged_fit_result_save_names_the_entry(tmp_path):
+    path = fitted("ilr_gp", "exact").save(tmp_path / "fit")
+    for entry, edit in [("result", lambda p: p.pop("result")),
+                        ("result.dict_fields", lambda p: p["result"].update(
+                            {"dict_fields": ["hypers", "spec"]}))]:
+        copy = _damaged_copy(path, tmp_path, edit)
+        with pytest.raises(ValueError, match=re.escape(f"the save is damaged: entry '{entry}'")):
+            FitResult.load(copy)
+        shutil.rmtree(copy)

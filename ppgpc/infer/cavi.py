@@ -28,9 +28,9 @@ import jax
 import numpy as np
 
 from ppgpc.infer.driver import _as_draws, _check_hyperparameters, register_method
-from ppgpc.validation import check_count
+from ppgpc.validation import check_options
 
-__all__ = ["run_cavi", "CAVI_OPTIONS"]
+__all__ = ["run_cavi", "check_cavi_options", "CAVI_OPTIONS"]
 
 CAVI_OPTIONS = {
     "hyperparameters": None,
@@ -48,6 +48,19 @@ CAVI_OPTIONS = {
     "step_size_power": 0.6,
     "elbo_every": 10,
 }
+
+
+def check_cavi_options(opts: dict) -> dict:
+    """CAVI settings, checked before any work: ``max_iter`` 0 left an empty ELBO trace,
+    ``num_draws`` 0 a fit without draws, and a negative ``learning_rate`` an ascent that
+    runs downhill (every probability ended at 1/C). The stochastic settings are checked by
+    the model's ``cavi`` against N and C."""
+    return check_options(opts, counts=("max_iter", "num_draws", "num_inducing", "batch_size",
+                                       "class_batch_size", "elbo_every"),
+                         positive=("learning_rate",),
+                         flags=("learn_inducing", "include_prior", "learn_hyperparameters"),
+                         optional=("num_inducing", "batch_size", "class_batch_size",
+                                   "learn_hyperparameters"))
 
 
 def _integer_seed(key) -> int:
@@ -94,10 +107,10 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
 
 def _is_sparse(opts: dict, num_samples: int) -> bool:
     """CAVI with fewer inducing inputs than points is the sparse version (no N x N matrix)."""
-    M = opts["num_inducing"]
-    return M is not None and check_count("num_inducing", M) < num_samples
+    M = opts["num_inducing"]   # checked by check_cavi_options
+    return M is not None and M < num_samples
 
 
 register_method("cavi", run_cavi, (("extras.cavi", "extras.sample_q_f", "extras.sample_q_v",
                                     "extras.inducing_latent", "latent_conditional"),),
-                CAVI_OPTIONS, scalable=_is_sparse)
+                CAVI_OPTIONS, scalable=_is_sparse, check=check_cavi_options)

@@ -35,17 +35,16 @@ from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import make_kernel
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
-    check_count,
     check_exact_size,
     check_features,
-    check_flag,
     check_integer_labels,
+    check_options,
     check_probability,
     check_seed,
     check_size_limit,
 )
 
-__all__ = ["fit", "supported_methods", "register_method", "METHODS"]
+__all__ = ["fit", "supported_methods", "register_method", "check_method_options", "METHODS"]
 
 _CONJUGATE = ("collapsed_model", "condition", "predict", "sample_train")
 _LATENT = ("latent_model", "latent_conditional")
@@ -207,22 +206,26 @@ def _one_latent_draw_per_hyper_draw(keys, spec, data, kernel, flat_hypers):
     return lax.map(draw, (flat_hypers, keys))
 
 
-def _check_nuts_options(opts: dict) -> None:
+def _check_optimizer_options(opts: dict) -> dict:
+    """exact/map settings, checked before any work (a negative ``num_draws`` would end in a
+    reshape error inside JAX, a negative Adam ``max_iter`` would take no step)."""
+    return check_options(opts, counts=("num_draws", "max_iter"), positive=("learning_rate",),
+                         flags=("progress_bar",))
+
+
+def _check_nuts_options(opts: dict) -> dict:
     """NUTS settings, checked before NumPyro sees them (it would fail deep inside, or, for
     ``target_accept`` outside (0, 1), run a sampler that cannot adapt)."""
-    for name in ("num_samples", "num_chains", "max_tree_depth"):
-        check_count(name, opts[name])
-    check_count("num_warmup", opts["num_warmup"], minimum=0)
     check_probability("target_accept", opts["target_accept"], kind="a probability")
-    for name in ("dense_mass", "sample_hyperparameters", "progress_bar"):
-        check_flag(name, opts[name])
+    return check_options(opts, counts=("num_samples", "num_chains", "max_tree_depth"),
+                         non_negative=("num_warmup",),
+                         flags=("dense_mass", "sample_hyperparameters", "progress_bar"))
 
 
 def _run_nuts(spec, data, kernel, key, opts):
     form = opts["form"]
     if form not in ("collapsed", "latent"):
         raise ValueError(f"nuts form must be 'collapsed' or 'latent', got {form!r}")
-    _check_nuts_options(opts)
     needed = _CONJUGATE if form == "collapsed" else _LATENT
     missing = [f for f in needed if not spec.provides(f)]
     if missing:
@@ -310,7 +313,7 @@ def _size_limited(spec, method: str, opts: dict, num_samples: int) -> bool:
 
 
 def register_method(name: str, runner, requirements, defaults: dict, *,
-                    scalable=False) -> None:
+                    scalable=False, check=None) -> None:
     """Teach the driver a method.
 
     Args:
@@ -326,9 +329,13 @@ def register_method(name: str, runner, requirements, defaults: dict, *,
             ``max_exact_points`` does not apply to it (minibatch SVI); or a predicate
             ``(options, num_samples) -> bool`` for a method that is sparse under some
             options only (CAVI with ``num_inducing`` < N).
+        check: ``check(options) -> options``, the method's settings checked (a ValueError
+            naming the bad one) and normalised; ``fit`` calls it before it looks at the
+            data, so a bad setting is refused before any JAX code runs.
     """
     global METHODS
-    _RUNNERS[name] = (runner, tuple(tuple(r) for r in requirements), dict(defaults))
+    _RUNNERS[name] = (runner, tuple(tuple(r) for r in requirements), dict(defaults),
+                      check or dict)
     if scalable:
         _SCALABLE[name] = scalable
     else:
@@ -336,9 +343,12 @@ def register_method(name: str, runner, requirements, defaults: dict, *,
     METHODS = tuple(_RUNNERS)
 
 
-register_method("exact", _run_exact, (_CONJUGATE,), _OPTIMIZER_OPTIONS)
-register_method("map", _run_map, (_CONJUGATE,), _OPTIMIZER_OPTIONS)
-register_method("nuts", _run_nuts, (_CONJUGATE, _LATENT), _NUTS_OPTIONS)
+register_method("exact", _run_exact, (_CONJUGATE,), _OPTIMIZER_OPTIONS,
+                check=_check_optimizer_options)
+register_method("map", _run_map, (_CONJUGATE,), _OPTIMIZER_OPTIONS,
+                check=_check_optimizer_options)
+register_method("nuts", _run_nuts, (_CONJUGATE, _LATENT), _NUTS_OPTIONS,
+                check=_check_nuts_options)
 
 
 def supported_methods(model) -> tuple[str, ...]:
@@ -347,10 +357,25 @@ def supported_methods(model) -> tuple[str, ...]:
     spec = _resolve_spec(model)
     excluded = set(spec.extras.get("excluded_methods", ()))  # e.g. nuts for sparse models
     return tuple(
-        name for name, (_, alternatives, _) in _RUNNERS.items()
+        name for name, (_, alternatives, _, _) in _RUNNERS.items()
         if name not in excluded
         and any(all(spec.provides(f) for f in fields) for fields in alternatives)
     )
+
+
+def check_method_options(method: str, options: dict) -> dict:
+    """A method's options completed with its defaults and checked, as ``fit`` does before
+    it looks at the data; for callers that run other work first (an estimator's smoothing
+    search), so a bad setting is refused before that work rather than after it.
+
+    Raises:
+        ValueError: an unknown method, or a setting that is not what it should be (named).
+        TypeError: an option the method does not have (the valid ones are named).
+    """
+    if method not in _RUNNERS:
+        raise ValueError(f"unknown method {method!r}; the driver knows {list(_RUNNERS)}")
+    _, _, defaults, check = _RUNNERS[method]
+    return check(_with_options(method, defaults, options))
 
 
 def fit(
@@ -417,8 +442,8 @@ def fit(
             f"model {spec.name!r} does not support method {method!r}; it supports "
             f"{list(supported)}"
         )
-    runner, _, defaults = _RUNNERS[method]
-    opts = _with_options(method, defaults, method_options)
+    runner = _RUNNERS[method][0]
+    opts = check_method_options(method, method_options)
     seed = check_seed(seed)
     max_exact_points = check_size_limit(max_exact_points)
     X = check_features(X)

@@ -31,8 +31,10 @@ from numpyro.util import is_prng_key
 
 from ppgpc.infer.driver import _as_draws, _check_hyperparameters, register_method
 from ppgpc.infer.mcmc import chain_method
+from ppgpc.validation import check_options
 
-__all__ = ["GibbsKernel", "GibbsAdapterState", "run_gibbs", "GIBBS_OPTIONS"]
+__all__ = ["GibbsKernel", "GibbsAdapterState", "run_gibbs", "check_gibbs_options",
+           "GIBBS_OPTIONS", "HYPER_ALGORITHMS"]
 
 
 class GibbsAdapterState(NamedTuple):
@@ -121,6 +123,21 @@ GIBBS_OPTIONS = {
 }
 
 
+HYPER_ALGORITHMS = ("HMC", "NUTS")
+"""The samplers of ``hyper_algo`` (HMC-within-Gibbs of the kernel hyperparameters)."""
+
+
+def check_gibbs_options(opts: dict) -> dict:
+    """Gibbs settings, checked before NumPyro sees them (``num_chains`` 0 ended in a vmap
+    rank error, ``num_samples`` 0 in NumPyro's own message)."""
+    if opts["hyper_algo"] not in HYPER_ALGORITHMS:
+        raise ValueError(f"hyper_algo must be one of {list(HYPER_ALGORITHMS)}, got "
+                         f"{opts['hyper_algo']!r}")
+    return check_options(opts, counts=("num_samples", "num_chains", "thinning",
+                                       "hyper_num_steps", "hyper_max_tree_depth"),
+                         non_negative=("num_warmup",), flags=("progress_bar",))
+
+
 def run_gibbs(spec, data, kernel, key, opts) -> dict:
     """Runner of driver method ``"gibbs"`` (see ``register_method``)."""
     given = opts["hyperparameters"]
@@ -165,4 +182,5 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
 
 
 register_method("gibbs", run_gibbs, (("extras.gibbs_kernel", "extras.fit_hypers",
-                                      "latent_conditional"),), GIBBS_OPTIONS)
+                                      "latent_conditional"),), GIBBS_OPTIONS,
+                check=check_gibbs_options)

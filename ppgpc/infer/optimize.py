@@ -64,6 +64,8 @@ from jax.flatten_util import ravel_pytree
 from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import seed, substitute, trace
 
+from ppgpc.validation import check_count, check_positive
+
 __all__ = ["Minimum", "STOP_REASONS", "minimize", "minimize_sites", "OptimizationResult",
            "optimize_sites", "log_density_terms"]
 
@@ -460,9 +462,9 @@ def optimize_sites(
             no bar.
 
     Raises:
-        ValueError: ``init_values`` misses or adds sites, an unknown ``optimizer`` or a
-            non-positive ``learning_rate``, or the optimum is not finite (the Cholesky
-            failed even with jitter).
+        ValueError: ``init_values`` misses or adds sites, an unknown ``optimizer``, a
+            ``max_iter`` below 1 or a non-positive ``learning_rate``, or the optimum is not
+            finite (the Cholesky failed even with jitter).
 
     Example:
         >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -475,8 +477,8 @@ def optimize_sites(
     """
     if optimizer not in _OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose from {list(_OPTIMIZERS)}")
-    if optimizer == "adam" and not learning_rate > 0:
-        raise ValueError(f"learning_rate must be positive, got {learning_rate}")
+    max_iter = check_count("max_iter", max_iter)   # Adam took no step for max_iter < 1
+    learning_rate = check_positive("learning_rate", learning_rate)
     sites = _latent_site_names(model, args)
     missing = sorted(set(sites) - set(init_values))
     extra = sorted(set(init_values) - set(sites))
@@ -487,8 +489,8 @@ def optimize_sites(
         )
     init = {name: jnp.asarray(init_values[name], dtype=jnp.result_type(float))
             for name in sites}
-    scalars = dict(max_iter=int(max_iter), tol=float(tol), ftol=SCIPY_FTOL,
-                   learning_rate=float(learning_rate))
+    scalars = dict(max_iter=max_iter, tol=float(tol), ftol=SCIPY_FTOL,
+                   learning_rate=learning_rate)
     if optimizer == "adam" and progress_bar:
         params, best = _adam_with_progress(init, args, scalars["max_iter"], scalars["tol"],
                                            scalars["learning_rate"], model, include_prior)
