@@ -28,10 +28,11 @@ which the resampling test needs.
 P-values. ``method="resample"`` (consistency resampling, Broecker and Smith 2007): under
 calibration ``y_i ~ Categorical(p_i)``, so the statistic is recomputed on ``B`` label
 vectors drawn that way (the probabilities, and so the kernel, held fixed) and
-``p = (1 + #{T*_b >= T}) / (B + 1)``, a valid p-value for any n (exact up to the
-discreteness of B). ``method="asymptotic"`` (the linear estimator only; Widmann et al.'s
-Lemma 3): ``sqrt(m) SKCE_ul / sd(h)`` is asymptotically standard normal under
-calibration, and ``p = 1 - Phi(z)``.
+``p = (1 + #{T*_b >= T}) / (B + 1)``, a valid p-value for any n and B
+(``P(p <= a) <= a`` under calibration; ties in the statistic only make it conservative).
+``method="asymptotic"`` (the linear estimator only; Widmann et al.'s Lemma 3):
+``sqrt(m) SKCE_ul / sd(h)`` is asymptotically standard normal under calibration, and
+``p = 1 - Phi(z)``.
 
 Reliability bands. :func:`reliability_bands` bins the scores of ``ppgpc.metrics``'s ECE
 kinds (binary p(y = 1), top-label confidence, or one class's one-vs-rest probability) in

@@ -67,7 +67,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ppgpc.metrics import _validate
-from ppgpc.validation import check_count, check_flag, check_probability, check_seed
+from ppgpc.validation import (
+    check_count,
+    check_flag,
+    check_nonnegative,
+    check_probability,
+    check_seed,
+)
 
 __all__ = [
     "SCORES",
@@ -131,15 +137,6 @@ def _check_score(score: str) -> str:
     return score
 
 
-def _check_penalty(penalty) -> float:
-    if isinstance(penalty, bool) or not isinstance(penalty, (int, float, np.floating,
-                                                             np.integer)):
-        raise ValueError(f"penalty must be a number >= 0; got {penalty!r}")
-    if not math.isfinite(penalty) or penalty < 0:
-        raise ValueError(f"penalty must be finite and >= 0; got {penalty!r}")
-    return float(penalty)
-
-
 def _generator(rng, what: str) -> np.random.Generator:
     """A NumPy Generator from ``rng`` (a Generator or a non-negative integer seed)."""
     if isinstance(rng, np.random.Generator):
@@ -188,7 +185,7 @@ def class_scores(probs: ArrayLike, score: str = "aps", *, u: ArrayLike | None = 
     above = np.maximum(above, 0.0)                                      # cumsum round-off
     ranked_scores = above + u[:, None] * ranked
     if score == "raps":
-        penalty = _check_penalty(penalty)
+        penalty = check_nonnegative("penalty", penalty)
         k_reg = check_count("k_reg", k_reg)
         ranks = np.arange(1, C + 1)                                     # o = 1..C
         ranked_scores = ranked_scores + penalty * np.maximum(0, ranks - k_reg)[None, :]
@@ -270,7 +267,7 @@ def calibrate(probs: ArrayLike, y: ArrayLike, alpha: float = 0.1, *, score: str 
     alpha = check_probability("alpha", alpha, kind="a miscoverage level")
     class_conditional = check_flag("class_conditional", class_conditional)
     randomized = check_flag("randomized", randomized) and score != "lac"
-    penalty = _check_penalty(penalty) if score == "raps" else 0.0
+    penalty = check_nonnegative("penalty", penalty) if score == "raps" else 0.0
     k_reg = check_count("k_reg", k_reg)
     n, C = p.shape
     u = _generator(rng, "calibrate").uniform(size=n) if randomized else None
@@ -385,7 +382,7 @@ class ConformalClassifier:
         self.class_conditional = check_flag("class_conditional", class_conditional)
         self.randomized = check_flag("randomized", randomized)
         self.seed = check_seed(seed)
-        self.penalty = _check_penalty(penalty)
+        self.penalty = check_nonnegative("penalty", penalty)
         self.k_reg = check_count("k_reg", k_reg)
         self.classes_ = np.asarray(estimator.classes_)
         self.calibration_: ConformalCalibration | None = None

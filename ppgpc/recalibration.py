@@ -12,7 +12,8 @@ finite; nothing else is changed):
   in ``beta = 1 / T``,
 
       NLL(beta) = (1/n) sum_i [log sum_c exp(beta z_ic) - beta z_{i y_i}],
-      NLL'(beta) = (1/n) sum_i [E_{s_i}[z_i] - z_{i y_i}],   NLL''(beta) = (1/n) sum_i Var_{s_i}[z_i],
+      NLL'(beta) = (1/n) sum_i [E_{s_i}[z_i] - z_{i y_i}],
+      NLL''(beta) = (1/n) sum_i Var_{s_i}[z_i],
 
   with ``s_i = softmax(beta z_i)``, and is minimised by safeguarded Newton steps inside a
   bracket on which ``NLL'`` changes sign: the global minimum, so the calibration NLL never
@@ -46,7 +47,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -54,6 +54,7 @@ from numpy.typing import ArrayLike
 from scipy.special import log_softmax, logsumexp, softmax
 
 from ppgpc.metrics import _validate
+from ppgpc.validation import check_nonnegative
 
 __all__ = [
     "TemperatureScaling",
@@ -80,15 +81,6 @@ def _check_transform_input(probs: ArrayLike, C: int) -> np.ndarray:
         raise ValueError(f"probs has {p.shape[1]} classes but the recalibration was fitted "
                          f"with {C}")
     return p
-
-
-def _check_penalty(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
-                                                         np.floating)):
-        raise ValueError(f"{name} must be a number >= 0; got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be finite and >= 0; got {value!r}")
-    return float(value)
 
 
 # ------------------------------------------------------------------ temperature scaling
@@ -241,8 +233,8 @@ def fit_dirichlet(probs: ArrayLike, y: ArrayLike, *, off_diagonal_penalty: float
             calibration set the map can separate has no finite minimum).
     """
     p, labels = _validate(probs, y)
-    lam = _check_penalty("off_diagonal_penalty", off_diagonal_penalty)
-    mu = _check_penalty("intercept_penalty", intercept_penalty)
+    lam = check_nonnegative("off_diagonal_penalty", off_diagonal_penalty)
+    mu = check_nonnegative("intercept_penalty", intercept_penalty)
     n, C = p.shape
     empty = np.flatnonzero(np.bincount(labels, minlength=C) == 0)
     if empty.size:
