@@ -12,6 +12,12 @@ Public API:
     load: load a saved estimator or ``FitResult`` (``est.save(path)``; no pickle).
     compare_posteriors: two posteriors compared variable by variable (``ppgpc.compare``).
     diagnostics: accuracy, NLL, Brier, ECE, reliability diagrams and RGB probability maps.
+    ConformalClassifier: split-conformal prediction sets around any fitted classifier
+        (``ppgpc.conformal``: LAC, APS, RAPS; marginal or class-conditional).
+    skce_test: a calibration test with a p-value (``ppgpc.calibration``: the squared kernel
+        calibration error; reliability bins with consistency bands).
+    fit_temperature, fit_dirichlet: post-hoc recalibration baselines
+        (``ppgpc.recalibration``: temperature scaling, Dirichlet calibration).
     datasets, metrics, plotting, kernels, simplex, gp, linalg: the building blocks.
 """
 
@@ -24,6 +30,10 @@ from ppgpc.infer import FitResult, fit, supported_methods
 from ppgpc.persistence import load
 from ppgpc import compare, diagnostics  # noqa: F401
 from ppgpc.compare import compare_posteriors
+from ppgpc import calibration, conformal, recalibration  # noqa: F401
+from ppgpc.calibration import skce_test
+from ppgpc.conformal import ConformalClassifier
+from ppgpc.recalibration import fit_dirichlet, fit_temperature
 
 __version__ = "0.1.0"
 
@@ -37,6 +47,13 @@ __all__ = [
     "supported_methods",
     "load",
     "compare_posteriors",
+    "ConformalClassifier",
+    "skce_test",
+    "fit_temperature",
+    "fit_dirichlet",
+    "calibration",
+    "conformal",
+    "recalibration",
     "diagnostics",
     "datasets",
     "gp",

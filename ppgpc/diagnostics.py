@@ -15,6 +15,8 @@ puts several models in one table, and draws the pictures:
   says which column is which;
 * ``reliability_diagram`` / ``classwise_reliability``: ``ppgpc.plotting``'s diagrams
   (bin counts, identity line, ArviZ look) fed from an ``InferenceData``;
+* ``calibration_test`` and ``reliability_bands``: ``ppgpc.calibration``'s SKCE test of
+  calibration (a p-value) and its equal-mass reliability diagram with consistency bands;
 * ``input_grid``, ``rgb_image`` and ``probability_map``: the RGB picture of predictive
   probabilities over a 2-D input grid (appendix A.4 of the logistic-softmax paper): each
   of three classes owns a colour channel, so saturated colours are confident predictions
@@ -37,7 +39,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ppgpc import metrics
+from ppgpc import calibration, metrics
 from ppgpc.validation import check_features, check_labels
 
 __all__ = [
@@ -50,6 +52,8 @@ __all__ = [
     "classwise_ece",
     "reliability_diagram",
     "classwise_reliability",
+    "calibration_test",
+    "reliability_bands",
     "InputGrid",
     "input_grid",
     "rgb_image",
@@ -261,6 +265,23 @@ def classwise_reliability(source, y=None, *, group: str = "predictions", **kwarg
     probs, labels = _probs_and_labels(source, y, group)
     kwargs.setdefault("class_names", _class_names(source, probs.shape[1]))
     return classwise_reliability_grid(probs, labels, **kwargs)
+
+
+def calibration_test(source, y=None, *, group: str = "predictions", **kwargs):
+    """``ppgpc.calibration.skce_test`` (the SKCE and its p-value under "calibrated") from an
+    ``InferenceData`` or arrays; ``kwargs`` go to it (estimator, method, n_resamples,
+    bandwidth, seed)."""
+    probs, labels = _probs_and_labels(source, y, group)
+    return calibration.skce_test(probs, labels, **kwargs)
+
+
+def reliability_bands(source, y=None, *, group: str = "predictions", **kwargs):
+    """``ppgpc.plotting.reliability_bands_diagram`` (equal-mass bins with counts and
+    Broecker-Smith consistency bands) from an ``InferenceData`` or arrays; returns the Axes."""
+    from ppgpc.plotting import reliability_bands_diagram
+
+    probs, labels = _probs_and_labels(source, y, group)
+    return reliability_bands_diagram(probs, labels, **kwargs)
 
 
 # ------------------------------------------------------------------ RGB probability maps

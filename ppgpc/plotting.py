@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ppgpc.calibration import reliability_bands
 from ppgpc.metrics import _table_ece, ece, reliability_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,8 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = ["reliability_diagram", "reliability_grid", "classwise_reliability_grid",
-           "probability_map", "probability_map_grid", "marginal_overlay", "CLASS_PALETTE",
-           "save_figure"]
+           "reliability_bands_diagram", "probability_map", "probability_map_grid",
+           "marginal_overlay", "CLASS_PALETTE", "save_figure"]
 
 CLASS_PALETTE = (
     (0.85, 0.10, 0.10), (0.10, 0.65, 0.15), (0.12, 0.30, 0.90), (0.95, 0.60, 0.05),
@@ -44,6 +45,8 @@ IDENTITY_GID = "ppgpc-identity"
 """``gid`` of the dashed identity line, drawn once per axes."""
 COUNTS_LABEL = "ppgpc-counts"
 """``label`` of the twin axes holding the bin-count histograms."""
+BAND_GID = "ppgpc-consistency-band"
+"""``gid`` of the consistency-band bars of :func:`reliability_bands_diagram`."""
 
 _AXIS_LABELS = {
     "binary": ("predicted p(y = 1)", "observed frequency of y = 1"),
@@ -256,6 +259,65 @@ def classwise_reliability_grid(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 
     fig.suptitle(f"{head}class-wise ECE = {np.mean(per_class):.3f} (mean over classes)",
                  fontsize=11)
     return fig
+
+
+def reliability_bands_diagram(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 10,
+                              kind: str = "auto", class_index: int | None = None,
+                              min_count: int = 10, level: float = 0.95,
+                              n_resamples: int = 1000, seed: int = 0, ax: Axes | None = None,
+                              label: str | None = None, show_counts: bool = True) -> Axes:
+    """Equal-mass reliability diagram with consistency bands (Broecker and Smith 2007).
+
+    The bins and bands are :func:`ppgpc.calibration.reliability_bands`'s: every bin holds
+    at least ``min_count`` points (sizes differ by at most one), and each bin's grey bar is
+    the central ``level`` range of its observed frequency under calibration (labels drawn
+    from the predicted probabilities). A point outside its bar is ringed in red. Each point
+    is labelled with its bin's count; ``show_counts`` adds the counts as a histogram over
+    the bins' score ranges on a twin axis.
+
+    Args:
+        probs: (n, C) probabilities; y: (n,) labels 0..C-1.
+        n_bins, kind, class_index, min_count, level, n_resamples, seed: as in
+            ``reliability_bands`` (``kind="classwise"`` draws class ``class_index``).
+        ax: axes to draw into (a new pyplot-free Figure when None).
+        label: model name for the legend.
+        show_counts: the count histogram on a twin y-axis.
+
+    Returns:
+        The axes drawn into.
+    """
+    bands = reliability_bands(probs, y, n_bins=n_bins, kind=kind, class_index=class_index,
+                              min_count=min_count, level=level, n_resamples=n_resamples,
+                              seed=seed)
+    if ax is None:
+        ax = _new_axes()
+    _style_axes(ax, "binary" if bands.kind == "classwise" else bands.kind)
+    if bands.kind == "classwise":
+        ax.set_xlabel(f"predicted p(y = {class_index})", fontsize=10)
+        ax.set_ylabel(f"observed frequency of y = {class_index}", fontsize=10)
+    _identity_line(ax)
+    ax.vlines(bands.confidence, bands.band_lower, bands.band_upper, colors="0.6",
+              linewidth=5, alpha=0.55, gid=BAND_GID, zorder=2,
+              label=f"{level:.0%} consistency band")
+    low, high = int(bands.count.min()), int(bands.count.max())
+    per_bin = str(low) if low == high else f"{low}-{high}"
+    text = f"{bands.count.size} equal-mass bins, {per_bin} points each"
+    (curve,) = ax.plot(bands.confidence, bands.accuracy, marker="o", markersize=4.5,
+                       linewidth=1.6, zorder=3, label=f"{label}: {text}" if label else text)
+    outside = (bands.accuracy < bands.band_lower) | (bands.accuracy > bands.band_upper)
+    if outside.any():
+        ax.scatter(bands.confidence[outside], bands.accuracy[outside], s=70,
+                   facecolors="none", edgecolors="C3", linewidths=1.3, zorder=4,
+                   label=f"outside the band ({int(outside.sum())} of {outside.size})")
+    for x, acc, count in zip(bands.confidence, bands.accuracy, bands.count):
+        ax.annotate(str(int(count)), (x, acc), textcoords="offset points", xytext=(0, 6),
+                    ha="center", fontsize=7, color="0.35")
+    if show_counts:
+        inner = (bands.score_upper[:-1] + bands.score_lower[1:]) / 2.0
+        edges = np.concatenate([bands.score_lower[:1], inner, bands.score_upper[-1:]])
+        _draw_counts(ax, edges, bands.count, curve.get_color())
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    return ax
 
 
 def _class_colours(num_classes: int) -> np.ndarray:

@@ -18,6 +18,7 @@ __all__ = [
     "encode_labels",
     "check_exact_size",
     "check_positive",
+    "check_nonnegative",
     "check_count",
     "check_probability",
     "check_seed",
@@ -230,6 +231,16 @@ def check_positive(name: str, value) -> float:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be finite and positive, got {value!r}")
+    return float(value)
+
+
+def check_nonnegative(name: str, value) -> float:
+    """``value`` as a float, if it is a finite real number >= 0 (not a bool); otherwise a
+    ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
     return float(value)
 
 

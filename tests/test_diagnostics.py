@@ -89,6 +89,19 @@ def test_reliability_plots_from_an_inference_data(idata, tmp_path):
     assert save_figure(fig, tmp_path / "cw.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_calibration_test_and_bands_from_an_inference_data(idata):
+    from ppgpc.calibration import skce_test
+    from ppgpc.plotting import BAND_GID
+
+    probs, labels = diagnostics.predictive_probabilities(idata), diagnostics.true_labels(idata)
+    result = diagnostics.calibration_test(idata, n_resamples=99, seed=2)
+    assert result == skce_test(probs, labels, n_resamples=99, seed=2)
+    assert diagnostics.calibration_test(PROBS, Y, n_resamples=9) == skce_test(PROBS, Y,
+                                                                              n_resamples=9)
+    ax = diagnostics.reliability_bands(idata, min_count=5, n_resamples=50)
+    assert any(c.get_gid() == BAND_GID for c in ax.collections)
+
+
 def test_input_grid_in_two_dimensions_covers_the_data():
     X = toy()[0]
     grid = diagnostics.input_grid(X, grid_size=7, margin=0.1)

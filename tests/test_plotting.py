@@ -5,9 +5,12 @@ import sys
 import numpy as np
 import pytest
 
+from ppgpc.calibration import reliability_bands
 from ppgpc.plotting import (
+    BAND_GID,
     COUNTS_LABEL,
     IDENTITY_GID,
+    reliability_bands_diagram,
     reliability_diagram,
     reliability_grid,
     save_figure,
@@ -113,3 +116,35 @@ def test_errors(tmp_path):
         reliability_grid({"a": (probs, y)}, label="x")
     with pytest.raises(ValueError, match=r"\.png"):
         save_figure(reliability_diagram(probs, y).figure, tmp_path / "x.pdf")
+
+
+def test_bands_diagram_draws_bands_counts_and_equal_mass_bins(tmp_path):
+    probs, y = _synthetic(3, seed=9, n=253, temperature=2.0)  # overconfident
+    ax = reliability_bands_diagram(probs, y, n_bins=10, min_count=30, n_resamples=300,
+                                   label="sharp")
+    bands = reliability_bands(probs, y, n_bins=10, min_count=30, n_resamples=300)
+    assert bands.count.size == 8 and bands.count.min() >= 30  # 253 // 30 bins
+    # one grey bar per bin, from the band's lower to its upper end
+    (bars,) = [c for c in ax.collections if c.get_gid() == BAND_GID]
+    segments = bars.get_segments()
+    assert len(segments) == 8
+    np.testing.assert_allclose([seg[0][1] for seg in segments], bands.band_lower)
+    np.testing.assert_allclose([seg[1][1] for seg in segments], bands.band_upper)
+    # every point labelled with its count, and the counts histogram on the twin axis
+    counts = [int(t.get_text()) for t in ax.texts]
+    assert counts == bands.count.tolist()
+    (twin,) = [a for a in ax.figure.axes if a.get_label() == COUNTS_LABEL]
+    assert len(twin.patches) == 2  # filled and outlined stairs
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "95% consistency band" in legend
+    assert "sharp: 8 equal-mass bins, 31-32 points each" in legend
+    assert any(t.startswith("outside the band (") for t in legend)  # miscalibrated bins ringed
+    assert save_figure(ax, tmp_path / "bands.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_bands_diagram_one_vs_rest_axis_labels():
+    probs, y = _synthetic(3, seed=10, n=200)
+    ax = reliability_bands_diagram(probs, y, kind="classwise", class_index=2, n_resamples=100,
+                                   show_counts=False)
+    assert ax.get_xlabel() == "predicted p(y = 2)"
+    assert not any(a.get_label() == COUNTS_LABEL for a in ax.figure.axes)
