@@ -49,6 +49,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
@@ -146,7 +147,7 @@ def prepare(
     """
     if num_classes < 2:
         raise ValueError(f"ILR-GP needs at least 2 classes, got {num_classes}")
-    targets = simplex.ilr_class_targets(num_classes, epsilon)[jnp.asarray(y)]
+    targets = jnp.asarray(np.asarray(simplex.ilr_class_targets(num_classes, epsilon))[np.asarray(y)])
     if noise_std is None:
         noise_std = simplex.proposition1_noise_std(num_classes, epsilon, tau)
     else:

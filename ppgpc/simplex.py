@@ -20,7 +20,8 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import ndtri
+import numpy as np
+from scipy.special import ndtri  # a host scalar: no XLA program for one number
 
 __all__ = [
     "helmert_basis",
@@ -45,18 +46,22 @@ def _helmert_weights(num_latent: int, dtype=jnp.float64) -> jax.Array:
 
 
 def helmert_basis(num_classes: int) -> jax.Array:
-    """Dense Helmert basis V of shape (C, C-1) (MATH.md section 1). For tests only."""
+    """Dense Helmert basis V of shape (C, C-1) (MATH.md section 1): column j (1-based) holds
+    1 / sqrt(j (j + 1)) in rows 1..j and -j / sqrt(j (j + 1)) in row j + 1. Built on the host
+    (it is a constant); the O(C) ``helmert_apply`` / ``helmert_transpose_apply`` are what
+    traced code uses."""
     if num_classes < 2:
         raise ValueError(f"the simplex needs at least 2 classes, got {num_classes}")
     C = num_classes
-    V = jnp.zeros((C, C - 1))
+    V = np.zeros((C, C - 1))
     for j in range(1, C):
         w = 1.0 / math.sqrt(j * (j + 1))
-        V = V.at[:j, j - 1].set(w)
-        V = V.at[j, j - 1].set(-j * w)
-    return V
+        V[:j, j - 1] = w
+        V[j, j - 1] = -j * w
+    return jnp.asarray(V)
 
 
+@jax.jit
 def helmert_transpose_apply(x: jax.Array) -> jax.Array:
     """V^T x in O(C): (..., C) -> (..., C-1)."""
     C = x.shape[-1]
@@ -65,6 +70,7 @@ def helmert_transpose_apply(x: jax.Array) -> jax.Array:
     return (partial_sums - j * x[..., 1:]) * _helmert_weights(C - 1, x.dtype)
 
 
+@jax.jit
 def helmert_apply(z: jax.Array) -> jax.Array:
     """V z in O(C): (..., C-1) -> (..., C)."""
     L = z.shape[-1]
@@ -133,7 +139,7 @@ def ilr_class_targets(num_classes: int, epsilon: float) -> jax.Array:
     _check_epsilon(epsilon)
     C = num_classes
     log_ratio = math.log1p(C * epsilon / (1.0 - epsilon))  # log(a / q)
-    return log_ratio * helmert_transpose_apply(jnp.eye(C, dtype=jnp.float64))
+    return jnp.asarray(log_ratio * np.asarray(helmert_basis(C)))  # row k: V^T e_k
 
 
 def target_separation(num_classes: int, epsilon: float) -> float:

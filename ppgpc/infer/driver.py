@@ -164,8 +164,8 @@ def _jit(fn, static_argnames=()):
 
 def _check_posterior(posterior, what: str) -> float:
     jitter = float(jnp.max(posterior.jitter)) if hasattr(posterior, "jitter") else 0.0
-    leaves = jax.tree_util.tree_leaves(posterior)
-    if not all(bool(jnp.all(jnp.isfinite(x))) for x in leaves):
+    leaves = jax.device_get(jax.tree_util.tree_leaves(posterior))
+    if not all(np.all(np.isfinite(x)) for x in leaves):
         raise FloatingPointError(
             f"the {what} could not be computed: the kernel matrix was not positive definite "
             "even with the maximum jitter. Check for duplicated inputs or extreme scales."
