@@ -26,6 +26,7 @@ from ppgpc.datasets import Standardizer, stratified_folds, train_validation_spli
 from ppgpc.infer import fit as run_inference
 from ppgpc.infer.driver import check_method_options
 from ppgpc.infer.loo import loo_latent, loo_nll
+from ppgpc.infer.svi import DEFAULT_BATCH_SIZE
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
     check_count,
@@ -958,7 +959,11 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             unless given in ``inference_options["hyperparameters"]`` (or sampled, with
             ``{"sample_hyperparameters": True}``); it shows how far the variational
             posterior is from the exact one.
-        max_iter, learning_rate: SVI steps and peak learning rate.
+        max_iter, learning_rate: SVI steps and peak learning rate. Default (None): 500
+            steps at 0.1 when a step sees every training point (B = N, the default for
+            N <= 256), 5000 steps at 0.01 for minibatches (B < N). A full-batch gradient
+            is noisy only through the likelihood draws, so it takes larger, fewer steps
+            (``FULL_BATCH_STEPS``, ``MINIBATCH_STEPS``; docs/defaults.md).
         natural_gradient: None (default: Adam moves q(v) with everything else), or a step
             size gamma in (0, 1]: q(v) then takes natural-gradient steps of that size and
             Adam moves the hyperparameters, inducing inputs and W only (Salimbeni et al.
@@ -1004,14 +1009,19 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
 
     _methods = ("svi", "nuts")
 
+    FULL_BATCH_STEPS = (500, 0.1)
+    """Default (max_iter, learning_rate) when every step sees all training points."""
+    MINIBATCH_STEPS = (5000, 0.01)
+    """Default (max_iter, learning_rate) with minibatches (B < N)."""
+
     def __init__(self, *, num_inducing: int | None = None, batch_size: int | None = None,
                  link: str = "softmax", likelihood_samples: int = 10,
                  ell_estimator: str | None = None, shared_kernel: bool = True,
                  shared_inducing: bool = True, kernel_prior: bool = False,
                  variance_prior_on: str = "kernel",
                  initial_lengthscale: float | None = None, initial_variance: float = 1.0,
-                 kernel="rbf-ard", inference: str = "svi", max_iter: int = 5000,
-                 learning_rate: float = 0.01,
+                 kernel="rbf-ard", inference: str = "svi", max_iter: int | None = None,
+                 learning_rate: float | None = None,
                  natural_gradient: float | None = None,
                  validation_fraction: float | None = None,
                  progress_bar: bool = False, standardize: bool | str = True, seed: int = 0,
@@ -1033,7 +1043,10 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         for name in ("num_inducing", "batch_size"):
             if getattr(self, name) is not None:
                 check_count(name, getattr(self, name))
-        check_count("max_iter", self.max_iter)
+        if self.max_iter is not None:
+            check_count("max_iter", self.max_iter)
+        if self.learning_rate is not None:
+            check_positive("learning_rate", self.learning_rate)
         check_count("likelihood_samples", self.likelihood_samples)
 
     def _method(self) -> str:
@@ -1052,8 +1065,13 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         X, y, held_out = self._hold_out_validation(X, y, given)
         if held_out is not None:
             options = {**options, "validation_data": held_out}
-        opts = {"batch_size": self.batch_size, "max_iter": self.max_iter,
-                "learning_rate": self.learning_rate,
+        batch_size = given.get("batch_size", self.batch_size)
+        full_batch = batch_size is None and len(y) <= DEFAULT_BATCH_SIZE or \
+            batch_size is not None and batch_size >= len(y)
+        steps, rate = self.FULL_BATCH_STEPS if full_batch else self.MINIBATCH_STEPS
+        opts = {"batch_size": self.batch_size,
+                "max_iter": steps if self.max_iter is None else self.max_iter,
+                "learning_rate": rate if self.learning_rate is None else self.learning_rate,
                 "natural_gradient": self.natural_gradient, "progress_bar": self.progress_bar,
                 **given, **options}
         return self._run_driver(self.model_name, X, y, num_classes, method="svi",
