@@ -180,6 +180,7 @@ def test_hyperparameter_dims():
     assert hyperparameter_dims("kernel_lengthscale", (3, 4), ard=True, **kw) == ["latent",
                                                                                  "feature"]
     assert hyperparameter_dims("mean", (3,), ard=True, **kw) == ["latent"]
+    assert hyperparameter_dims("noise_scale", (3,), ard=True, **kw) == ["latent"]
     assert hyperparameter_dims("inducing_inputs", (5, 4), ard=True, **kw) == ["inducing",
                                                                               "feature"]
     assert hyperparameter_dims("W", (3, 3), ard=True, **kw) is None

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from ppgpc.infer.dims import hyperparameter_dims
 from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS
 
 __all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims"]
@@ -65,32 +66,6 @@ def _predictive_parts(key, log_link, f_pred):
     """p(y* = c | f*_s) (chain, draw, n, C) and labels drawn from it (chain, draw, n)."""
     logp = log_link(f_pred)
     return jnp.exp(logp), jax.random.categorical(key, logp, axis=-1)
-
-
-def hyperparameter_dims(name: str, shape: tuple, *, num_features: int, num_latent: int,
-                        ard: bool) -> list | None:
-    """Dims of a hyperparameter site's per-draw value (shape without chain and draw).
-
-    ``kernel_lengthscale`` is [feature] for an ARD kernel, [latent] for one lengthscale per
-    latent GP, [latent, feature] for both; ``kernel_variance`` and ``mean`` with an axis are
-    per latent GP; ``inducing_inputs`` is [inducing, feature], or [latent, inducing, feature]
-    when each latent has its own. Anything else gets ArviZ's
-    default dim names (``None``).
-    """
-    ndim = len(shape)
-    if ndim == 0:
-        return []
-    if name == "inducing_inputs" and ndim == 2:
-        return ["inducing", "feature"]
-    if name == "inducing_inputs" and ndim == 3:
-        return ["latent", "inducing", "feature"]
-    if name == "kernel_lengthscale":
-        if ndim == 2:
-            return ["latent", "feature"]
-        return ["feature"] if ard and shape[0] == num_features else ["latent"]
-    if name in ("kernel_variance", "mean") and ndim == 1 and shape[0] == num_latent:
-        return ["latent"]
-    return None
 
 
 def training_latent(result) -> jax.Array:
