@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import ppgpc  # noqa: F401  (float64, BLAS threads)
+import ppgpc  # noqa: F401  (float64)
 from ppgpc import simplex
 from ppgpc.experiments import print_table_header
 from ppgpc.infer import fit

@@ -47,7 +47,7 @@ import numpy as np
 from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import seed, trace
 
-import ppgpc  # noqa: F401  (float64, BLAS threads)
+import ppgpc  # noqa: F401  (float64)
 from ppgpc import linalg, metrics
 from ppgpc.datasets.synthetic import mixture_problem
 from ppgpc.experiments import print_table_header

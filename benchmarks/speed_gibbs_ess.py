@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import ppgpc  # noqa: F401  (float64, BLAS threads)
+import ppgpc  # noqa: F401  (float64)
 from ppgpc.kernels import RBF
 from ppgpc.models import logistic_softmax as lsm
 

@@ -28,8 +28,9 @@ NumPyro sites (stable names, shared with the other classifiers):
   they get a leading class axis, (C,) and (C, D) or (C,);
 * ``mean`` (C,): the constant prior mean of each class, ``Normal(0, 10)`` (the targets are
   far from 0: about -7 off-class for alpha_eps = 0.01);
-* ``ytilde`` (C, N): the observed log-normal targets (collapsed form, one MVN per class) or
-  (N, C) (latent form);
+* ``ytilde`` (C, N): the observed log-normal targets (collapsed form, one MVN per class over
+  the N points jointly) or (N, C) (latent form, one term per point inside the plate
+  ``data``);
 * ``f_white`` (C, N) and the deterministic ``f`` (N, C): the latent form, whitened;
 * ``noise_scale`` (C,): with ``learn_noise_scale=True``, a factor r_c on class c's noise
   variances, fitted with the hyperparameters: the ILR paper's "more flexible likelihood"
@@ -290,7 +291,10 @@ def collapsed_model(data: GPDData, kernel) -> None:
     """Collapsed form: ytilde_c ~ MVN(mean_c 1, K_c + diag(s2_:c)), one Cholesky per class.
 
     Sites: ``kernel_*``, ``mean`` and ``noise_scale`` when learned (priors), ``ytilde``
-    observed with shape (C, N).
+    observed with shape (C, N). With f integrated out the N points are jointly Gaussian,
+    so ``ytilde`` is one observation per class (an MVN over the N points), not one per
+    point: ArviZ's pointwise LOO needs ``latent_model`` (or ppgpc's export, whose
+    log-likelihood is per point whatever the form).
     """
     N, C = data.targets.shape
     params = _sample_kernel(data, kernel, None)
@@ -315,7 +319,10 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> Non
             samples them too.
 
     Sites: ``kernel_*``, ``mean`` and ``noise_scale`` when learned (unless fixed),
-    ``f_white`` (C, N), deterministic ``f`` (N, C), ``ytilde`` observed (N, C).
+    ``f_white`` (C, N), deterministic ``f`` (N, C), ``ytilde`` observed (N, C): ytilde_i
+    depends on f_i only, so each point is observed inside ``numpyro.plate("data", N)``
+    (one log-likelihood term per point for ``az.from_numpyro``; dims from
+    ``ppgpc.infer.arviz_dims``).
     """
     N, C = data.targets.shape
     params = _sample_kernel(data, kernel, fixed_hypers)
@@ -327,8 +334,9 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> Non
         v = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
     f = numpyro.deterministic("f", jnp.einsum("...ij,...j->...i", chol_K, v).T
                               + mean[None, :])
-    numpyro.sample("ytilde", dist.Normal(f, jnp.sqrt(noise)).to_event(2),
-                   obs=data.targets)
+    with numpyro.plate("data", N, dim=-1):
+        numpyro.sample("ytilde", dist.Normal(f, jnp.sqrt(noise)).to_event(1),
+                       obs=data.targets)
 
 
 def condition(data: GPDData, kernel, hypers: dict) -> gp.ExactPosterior:
@@ -407,7 +415,8 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     Sparse GPD); with ``shared_inducing=False`` each class at its own inducing inputs.
 
     Sites: ``kernel_*``, ``mean``, ``noise_scale`` (when learned), ``inducing_inputs``
-    (M, D, or C, M, D; flat improper prior) and the factor ``collapsed_bound``.
+    (M, D, or C, M, D; flat improper prior) and the factor ``collapsed_bound``, one term
+    that couples all N points (no observed site, no pointwise log-likelihood).
     """
     base = data.base
     params = _sample_kernel(base, kernel, None)

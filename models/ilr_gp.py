@@ -13,8 +13,9 @@ NumPyro sites (stable names, shared with the other classifiers):
 
 * ``kernel_variance`` (), ``kernel_lengthscale`` (D,) or (): kernel hyperparameters with
   the priors of ``ppgpc.kernels``;
-* ``z`` (L, N): the observed ILR targets (collapsed form, one MVN per coordinate) or
-  (N, L) (latent form, Gaussian likelihood);
+* ``z`` (L, N): the observed ILR targets (collapsed form, one MVN per coordinate over the N
+  points jointly) or (N, L) (latent form, Gaussian likelihood, one term per point inside
+  the plate ``data``);
 * ``f_white`` (L, N) and the deterministic ``f`` (N, L): the latent form, whitened
   (f_d = chol(K) v_d), which NUTS samples far better than the centred parameterisation;
 * ``noise_scale`` (): with ``learn_noise_scale=True``, a factor s on the Proposition 1
@@ -222,7 +223,10 @@ def collapsed_model(data: ILRData, kernel) -> None:
     """Collapsed form: z_d ~ MVN(0, K + sigma^2 I) for each ILR coordinate d (one Cholesky).
 
     Sites: ``kernel_*`` (priors), ``noise_scale`` (when learned), ``z`` observed with shape
-    (C-1, N).
+    (C-1, N). With f integrated out the N points are jointly Gaussian, so ``z`` is one
+    observation per coordinate (an MVN over the N points), not one per point: ArviZ's
+    pointwise LOO needs ``latent_model`` (or ppgpc's export, whose log-likelihood is per
+    point whatever the form).
     """
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1])
@@ -242,7 +246,10 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
         fixed_hypers: kernel hyperparameters by site name; ``None`` samples them too.
 
     Sites: ``kernel_*`` and ``noise_scale`` (when learned) unless fixed, ``f_white``
-    (C-1, N), deterministic ``f`` (N, C-1), ``z`` observed (N, C-1).
+    (C-1, N), deterministic ``f`` (N, C-1), ``z`` observed (N, C-1): z_i depends on f_i
+    only, so each point is observed inside ``numpyro.plate("data", N)`` (one
+    log-likelihood term per point for ``az.from_numpyro``; dims from
+    ``ppgpc.infer.arviz_dims``).
     """
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
@@ -251,7 +258,8 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
     with numpyro.plate("latent", L, dim=-1):
         v = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
     f = numpyro.deterministic("f", (chol_K @ v.T))
-    numpyro.sample("z", dist.Normal(f, jnp.sqrt(noise)).to_event(2), obs=data.targets)
+    with numpyro.plate("data", N, dim=-1):
+        numpyro.sample("z", dist.Normal(f, jnp.sqrt(noise)).to_event(1), obs=data.targets)
 
 
 def condition(data: ILRData, kernel, hypers: dict) -> gp.ExactPosterior:
@@ -320,7 +328,8 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     inducing inputs (``sparse.collapsed_bound_per_output``).
 
     Sites: ``kernel_*`` (priors), ``noise_scale`` (when learned), ``inducing_inputs`` (M, D,
-    or C-1, M, D; flat improper prior) and the factor ``collapsed_bound``.
+    or C-1, M, D; flat improper prior) and the factor ``collapsed_bound``, one term that
+    couples all N points (no observed site, no pointwise log-likelihood).
     """
     base = data.base
     params = sample_kernel_params(kernel, base.X.shape[1])

@@ -19,8 +19,8 @@ NumPyro sites (stable names, shared with the other classifiers):
 * ``kernel_variance`` (), ``kernel_lengthscale`` (D,) or (): kernel hyperparameters;
 * ``f_white`` (C, N) and the deterministic ``f`` (N, C): the whitened latent,
   f^c = chol(K) v^c;
-* ``y`` (N,): the observed labels, categorical with log-probabilities ``log_link(f)``
-  (``latent_model``), or
+* ``y`` (N,): the observed labels, categorical with log-probabilities ``log_link(f)``, one
+  per point inside the plate ``data`` (``latent_model``), or
 * ``lambda`` (N,), ``n`` (N, C), ``omega`` (N, C) and the factor ``y_augmented``
   (``augmented_model``, for documentation and ``Predictive``; lambda's flat prior is improper).
 
@@ -159,10 +159,13 @@ def latent_model(data: LSMData, kernel, fixed_hypers: dict | None = None) -> Non
     """Plain (non-augmented) model: f^c = chol(K) v^c, y_i ~ Categorical(log_link(f_i)).
 
     Sites: ``kernel_*`` (unless fixed), ``f_white`` (C, N), deterministic ``f`` (N, C),
-    ``y`` observed (N,).
+    ``y`` observed (N,), one label per point inside ``numpyro.plate("data", N)`` (one
+    log-likelihood term per point for ``az.from_numpyro``; dims from
+    ``ppgpc.infer.arviz_dims``).
     """
     f = _whitened_latent(data, kernel, fixed_hypers)
-    numpyro.sample("y", dist.Categorical(logits=log_link(f)).to_event(1), obs=data.y)
+    with numpyro.plate("data", data.y.shape[0], dim=-1):
+        numpyro.sample("y", dist.Categorical(logits=log_link(f)), obs=data.y)
 
 
 def augmented_model(data: LSMData, kernel, fixed_hypers: dict | None = None) -> None:

@@ -738,7 +738,9 @@ def latent_model(data: SVGPData, kernel, fixed_hypers: dict | None = None) -> No
     f_c = chol(K) w_c, w_c ~ N(0, I_N), y_i ~ Categorical(link(f_i)).
 
     Sites: ``kernel_*`` (unless fixed), ``f_white`` (L, N), deterministic ``f`` (N, L),
-    ``y`` observed (N,).
+    ``y`` observed (N,), one label per point inside ``numpyro.plate("data", N)`` (one
+    log-likelihood term per point for ``az.from_numpyro``; dims from
+    ``ppgpc.infer.arviz_dims``).
     """
     N, L = data.X.shape[0], data.num_latent
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
@@ -746,8 +748,8 @@ def latent_model(data: SVGPData, kernel, fixed_hypers: dict | None = None) -> No
     with numpyro.plate("latent", L, dim=-1):
         w = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
     f = numpyro.deterministic("f", chol_K @ w.T)
-    numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](f)).to_event(1),
-                   obs=data.y)
+    with numpyro.plate("data", N, dim=-1):
+        numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](f)), obs=data.y)
 
 
 def latent_conditional(data: SVGPData, kernel, hypers: dict, f, Xs):

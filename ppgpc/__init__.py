@@ -1,7 +1,7 @@
 """ppgpc: calibrated multi-class Gaussian-process classifiers as NumPyro models on JAX.
 
-Importing ppgpc turns on JAX's float64 mode and limits OpenBLAS to one thread (see
-``ppgpc._config`` for why).
+Importing ppgpc turns on JAX's float64 mode and its persistent compilation cache (see
+``ppgpc._config`` for why, and how code that wants float32 can live with it).
 
 Public API:
     ILRGPClassifier: the ILR-GP estimator (scikit-learn conventions).
@@ -21,7 +21,7 @@ Public API:
     datasets, metrics, plotting, kernels, simplex, gp, linalg: the building blocks.
 """
 
-from ppgpc import _config  # noqa: F401  (float64 and BLAS threads before anything else)
+from ppgpc import _config  # noqa: F401  (float64 before anything else)
 from ppgpc import datasets, gp, kernels, linalg, metrics, plotting, simplex  # noqa: F401
 from ppgpc import kmeans, sparse  # noqa: F401
 from ppgpc.estimators import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier

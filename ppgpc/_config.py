@@ -4,21 +4,17 @@
    solves) loses several digits in float32: a 1000 x 1000 RBF Gram matrix with a small noise
    term has a condition number around 1e8, which float32 cannot factorise reliably. ppgpc
    turns on JAX's 64-bit mode (``jax_enable_x64``). This is a global JAX setting: arrays
-   created afterwards default to float64 in the whole process.
+   created afterwards default to float64 in the whole process. Code elsewhere in the process
+   that wants float32 can ask for it explicitly (``jnp.asarray(x, dtype=jnp.float32)``; a
+   float32 array stays float32 with Python scalars, and is promoted only by float64
+   arrays) or run inside ``with jax.enable_x64(False):``, which restores 32-bit defaults
+   for that block only (ppgpc's own functions must not be called inside such a block).
 
-2. One OpenBLAS thread for LAPACK. On CPU, JAX runs Cholesky factorisations and triangular
-   solves through SciPy's bundled OpenBLAS, whose thread pool competes with XLA's own
-   threads. Measured on a 2-core machine with an earlier jaxlib: the gradient of a 60 x 60
-   Cholesky-based log-likelihood took 64 ms with OpenBLAS's default threading and 1 ms with
-   one thread. Measured again with jaxlib 0.10.2 (one ILR-GP value and gradient, C = 5):
-   no difference at N = 60 and 200, 0.114 s with one thread against 0.124 s with two at
-   N = 1000, 0.747 s against 0.622 s at N = 2000. ppgpc sets ``OPENBLAS_NUM_THREADS=1``
-   unless the variable is already set; for exact fits on a few thousand points, two
-   threads can be a little faster. SciPy's OpenBLAS is
-   loaded at the first LAPACK call, so this takes effect as long as no JAX linear algebra
-   ran before ppgpc was imported; set the variable yourself to choose another value.
+   ppgpc sets no thread count: limiting OpenBLAS (through which JAX's CPU LAPACK calls
+   run) to one thread gave no consistent gain with jaxlib 0.10.2, so ``OPENBLAS_NUM_THREADS``
+   is left to the user.
 
-3. A persistent compilation cache. XLA compiles each jitted function once per shape, and a
+2. A persistent compilation cache. XLA compiles each jitted function once per shape, and a
    first fit compiles a few hundred small programs. ppgpc points JAX's persistent cache at
    ``$XDG_CACHE_HOME/ppgpc/jax`` (``~/.cache/ppgpc/jax`` when XDG_CACHE_HOME is unset), so a
    second ``ppgpc`` process reads the compiled programs back instead of compiling them
@@ -34,9 +30,7 @@
 import os
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_enable_x64", True)
 

@@ -23,8 +23,9 @@ variational) have ESS close to their number and are only capped.
 
 A variable is flagged ``different`` when its p-value is below ``alpha / number of
 variables`` (Bonferroni over the variables compared). Point estimates (constant over the
-draws) compare as equal when equal, and as different (infinite smd, smallest p-value)
-when not.
+draws; from an ``InferenceData``, the point hyperparameters its ``constant_data`` marks
+with ``attrs["point_estimate"]``) compare as equal when equal, and as different (infinite
+smd, smallest p-value) when not.
 
 Example:
     >>> import numpy as np
@@ -108,17 +109,31 @@ def energy_test(draws_a, draws_b, *, num_permutations: int = 200, seed: int = 0)
 
 
 # ------------------------------------------------------------------ inputs
+def _point_estimates(idata, chains: int, draws: int) -> dict:
+    """{name: (chain, draw, ...)}: the point hyperparameters that ppgpc's export keeps in
+    ``constant_data`` (marked ``attrs["point_estimate"]``), constant over the draws."""
+    if "constant_data" not in idata.groups():
+        return {}
+    data = idata.constant_data
+    return {str(name): np.broadcast_to(np.asarray(data[name].values),
+                                       (chains, draws) + data[name].shape)
+            for name in data.data_vars if "point_estimate" in data[name].attrs}
+
+
 def _posterior(source) -> dict:
-    """{name: (chain, draw, ...) numpy array} from an InferenceData, Dataset or dict."""
+    """{name: (chain, draw, ...) numpy array} from an InferenceData (its posterior, and its
+    point estimates as constant draws), Dataset or dict."""
+    points = {}
     if hasattr(source, "groups") and callable(source.groups):
-        source = source.posterior
+        idata, source = source, source.posterior
+        points = _point_estimates(idata, source.sizes["chain"], source.sizes["draw"])
     if hasattr(source, "data_vars"):
         out = {}
         for name in source.data_vars:
             da = source[name]
             rest = [d for d in da.dims if d not in ("chain", "draw")]
             out[str(name)] = np.asarray(da.transpose("chain", "draw", *rest).values)
-        return out
+        return {**points, **out}
     if isinstance(source, dict):
         out = {str(k): np.asarray(v, dtype=np.float64) for k, v in source.items()}
         for k, v in out.items():
@@ -267,8 +282,8 @@ def compare_posteriors(idata_a, idata_b, var_names=None, *, labels=("a", "b"),
     """Compare two posteriors variable by variable (module docstring for the statistics).
 
     Args:
-        idata_a, idata_b: ``InferenceData`` (their ``posterior`` groups), xarray Datasets or
-            dicts of (chain, draw, ...) arrays.
+        idata_a, idata_b: ``InferenceData`` (their ``posterior`` groups and point
+            estimates), xarray Datasets or dicts of (chain, draw, ...) arrays.
         var_names: variables to compare (default: every variable both have with the same
             per-draw shape).
         labels: names of the two posteriors (tables and plots).

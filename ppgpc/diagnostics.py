@@ -108,20 +108,21 @@ def true_labels(idata, group: str = "predictions") -> np.ndarray:
 
 
 def _class_coordinate(idata) -> list[str] | None:
-    """The names of the ``class`` coordinate of an InferenceData (as strings), if any group
-    has one: an estimator's export names the original labels (``classes_``), a driver
-    export names the indices 0..C-1."""
-    for group in idata.groups():
-        dataset = idata[group]
-        if "class" in dataset.coords:
-            return [str(c) for c in dataset.coords["class"].values]
+    """The class names of an InferenceData (as strings), if any group has them: its
+    ``class_label`` coordinate (ppgpc's export: an estimator's original labels,
+    ``classes_``, or the codes 0..C-1 of a driver export), else its ``class``
+    coordinate."""
+    for name in ("class_label", "class"):
+        for group in idata.groups():
+            if name in idata[group].coords:
+                return [str(c) for c in idata[group].coords[name].values]
     return None
 
 
 def labels_to_indices(idata, y) -> np.ndarray:
-    """(n,) indices 0..C-1 of labels ``y`` given by the names of ``idata``'s ``class``
+    """(n,) indices 0..C-1 of labels ``y`` given by the names of ``idata``'s ``class_label``
     coordinate (compared as strings): an estimator's export holds the original labels
-    (wine's 1, 2, 3 become 0, 1, 2), a driver export the indices themselves.
+    there (wine's 1, 2, 3 become 0, 1, 2), a driver export the indices themselves.
 
     Raises:
         ValueError: a label that is not a class name (e.g. an index given for an export
@@ -144,7 +145,7 @@ def labels_to_indices(idata, y) -> np.ndarray:
 
 def _probs_and_labels(source, y=None, group: str = "predictions"):
     """(probs (n, C), labels (n,) as indices 0..C-1) from an InferenceData (``y`` then
-    names classes as its ``class`` coordinate does: ``labels_to_indices``) or from a
+    names classes as its ``class_label`` coordinate does: ``labels_to_indices``) or from a
     probability array (``y`` then holds indices)."""
     if _is_idata(source):
         probs = predictive_probabilities(source, group)
@@ -163,7 +164,7 @@ def evaluate(source, y=None, *, n_bins: int = 10, group: str = "predictions") ->
     Args:
         source: an ``InferenceData`` or an (n, C) probability array.
         y: (n,) labels: indices 0..C-1 with an array ``source``; with an
-            ``InferenceData``, the names of its ``class`` coordinate (the original labels
+            ``InferenceData``, the names of its ``class_label`` coordinate (the original labels
             for an estimator's export; ``labels_to_indices``), and optional when it holds
             the labels.
         n_bins: equal-width ECE bins.
@@ -243,9 +244,8 @@ def calibration_table(sources: dict, y=None, *, n_bins: int = 10,
 
 # ------------------------------------------------------------------ reliability
 def _class_names(source, C: int):
-    if _is_idata(source) and "predictions" in source.groups():
-        return [str(c) for c in source.predictions["class"].values]
-    return list(range(C))
+    names = _class_coordinate(source) if _is_idata(source) else None
+    return names if names is not None and len(names) == C else list(range(C))
 
 
 def reliability_diagram(source, y=None, *, group: str = "predictions", **kwargs):

@@ -24,7 +24,7 @@ TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAG}".strip()
 
-import ppgpc  # noqa: E402,F401  (float64 and BLAS threads before any JAX code in the tests)
+import ppgpc  # noqa: E402,F401  (float64 before any JAX code in the tests)
 
 TEST_SIZE = os.environ.get("PPGPC_TEST_SIZE", "full").lower()
 SMALL = TEST_SIZE == "small"

@@ -1,4 +1,5 @@
-"""ppgpc's process-wide settings (``ppgpc._config``): the persistent compilation cache."""
+"""ppgpc's process-wide settings (``ppgpc._config``): float64, no thread count, the
+persistent compilation cache."""
 
 from __future__ import annotations
 
@@ -40,3 +41,19 @@ def test_import_turns_the_cache_on_and_the_variable_turns_it_off(tmp_path):
     assert _cache_dir_in_fresh_process(tmp_path, PPGPC_COMPILATION_CACHE="0") == "None"
     assert _cache_dir_in_fresh_process(
         tmp_path, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "mine")) == str(tmp_path / "mine")
+
+
+def test_import_sets_float64_and_no_thread_count_and_float32_can_be_scoped():
+    """What the README's "Process-wide settings" promise, in a fresh process: importing
+    ppgpc (before NumPy) turns float64 on, leaves OPENBLAS_NUM_THREADS unset, and a
+    ``jax.enable_x64(False)`` block still gets float32 defaults."""
+    environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    code = ("import ppgpc, os, jax, jax.numpy as jnp\n"
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'), jnp.ones(2).dtype)\n"
+            "with jax.enable_x64(False):\n"
+            "    x = jnp.ones(2); print(x.dtype, jax.jit(lambda a: a * 2.0)(x).dtype)\n"
+            "print(jnp.asarray([1.0], dtype=jnp.float32).dtype, jnp.ones(2).dtype)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split() == ["None", "float64", "float32", "float32", "float32",
+                                  "float64"]

@@ -85,7 +85,7 @@ def test_exact_fit_predicts_and_exports(exact_fit):
     assert result.hypers["mean"].shape == (1, 1, 3)
     assert result.latent.shape == (1, 300, 30, 3)
     idata = result.to_inference_data(X[:4])
-    assert idata.posterior["mean"].dims == ("chain", "draw", "latent")  # GPD: latent c = class c
+    assert idata.constant_data["mean"].dims == ("latent",)  # GPD: latent c = class c
     assert idata.predictions["p"].shape == (1, 300, 4, 3)
 
 
@@ -177,7 +177,7 @@ def test_estimator_conventions(fitted):
     np.testing.assert_array_equal(clf.predict_proba(X[:4]), clf.predict_proba(X[:4]))
     assert clf.alpha_eps_scores_[clf.alpha_eps_] == min(clf.alpha_eps_scores_.values())
     idata = clf.to_inference_data(X[:3])
-    assert list(idata.predictions["p"].coords["class"].values) == ["a", "b", "c"]
+    assert list(idata.predictions["p"].coords["class_label"].values) == ["a", "b", "c"]
 
 
 def test_estimator_collapsed_inference_and_bad_input(fitted):

@@ -34,7 +34,8 @@ def test_predictions_are_reproducible(fitted):
 def test_to_inference_data_uses_class_names(fitted):
     clf, X, _ = fitted
     idata = clf.to_inference_data(X[:3])
-    assert list(idata.predictions["p"].coords["class"].values) == clf.classes_.tolist()
+    assert list(idata.predictions["p"].coords["class_label"].values) == clf.classes_.tolist()
+    assert list(idata.predictions["p"].coords["class"].values) == list(range(len(clf.classes_)))
 
 
 def test_integer_labels_with_gaps_are_encoded():

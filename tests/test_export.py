@@ -10,7 +10,7 @@ from fitted_cases import (CORE_MODELS, SAME_PATH, SPARSE_VARIANTS, C, N, NUM_PRE
                           fitted, toy)
 from ppgpc.infer import fit, supported_methods
 from ppgpc.infer.driver import METHODS
-from ppgpc.infer.arviz_export import hyperparameter_dims
+from ppgpc.infer.arviz_export import LABEL_GROUPS, hyperparameter_dims
 
 CASES = cases()
 EXPORTED = [(m, k, None) for m, k in CASES] + list(SPARSE_VARIANTS)
@@ -48,11 +48,15 @@ def test_groups_shapes_and_dims(exported):
     post = idata.posterior
     assert post["f"].dims == ("chain", "draw", "obs", "latent")
     assert post["f"].shape == (chains, draws, N, L)
+    # sampled hyperparameters are posterior draws; point ones one value in constant_data
+    hypers = post if not result.point_hypers else idata.constant_data
+    lead = ("chain", "draw") if not result.point_hypers else ()
     for name in result.hypers:
-        assert post[name].shape[:2] == (chains, draws), name
-    assert post["kernel_lengthscale"].dims[2:] == ("feature",)
+        assert hypers[name].shape[:len(lead)] == (chains, draws)[:len(lead)], name
+        assert (name in post) != result.point_hypers, name
+    assert hypers["kernel_lengthscale"].dims == lead + ("feature",)
     if "inducing_inputs" in result.hypers:
-        assert post["inducing_inputs"].dims[2:] == ("inducing", "feature")
+        assert hypers["inducing_inputs"].dims == lead + ("inducing", "feature")
         assert post["u"].dims == ("chain", "draw", "inducing", "latent")
         assert np.all(np.isfinite(post["u"].values))
     ll = idata.log_likelihood["y"]
@@ -64,7 +68,8 @@ def test_groups_shapes_and_dims(exported):
     p = idata.predictions["p"]
     assert p.dims == ("chain", "draw", "pred", "class") and p.shape == (chains, draws, NUM_PRED, C)
     np.testing.assert_allclose(p.sum("class"), 1.0, atol=1e-10)
-    assert list(p["class"].values) == ["a", "b", "c"]
+    assert list(p["class"].values) == [0, 1, 2]                  # the codes y holds
+    assert list(p["class_label"].values) == ["a", "b", "c"]       # the labels they stand for
     assert idata.predictions["f"].shape == (chains, draws, NUM_PRED, L)
     np.testing.assert_array_equal(idata.predictions_constant_data["y"], toy()[1][:NUM_PRED])
     for group in idata.groups():
@@ -104,11 +109,13 @@ def test_arviz_summary_loo_and_rhat_run(exported):
     _, _, result, idata = exported
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Pareto-k and one-chain shape warnings on 30 points
-        summary = az.summary(idata, var_names=["f", "kernel_variance"])
+        summary = az.summary(idata, var_names=["f"] + (
+            [] if result.point_hypers else ["kernel_variance"]))
         loo = az.loo(idata, pointwise=True)
         rhat = az.rhat(idata, var_names=["f"])
     L = result.spec.num_latent(C)
-    assert len(summary) == N * L + 1 and np.all(np.isfinite(summary["mean"]))
+    assert len(summary) == N * L + (not result.point_hypers)
+    assert np.all(np.isfinite(summary["mean"]))
     assert np.isfinite(loo.elpd_loo) and loo.loo_i.shape == (N,)
     assert rhat["f"].shape == (N, L)
     if result.num_chains > 1:  # R-hat needs two chains; short MCMC of a tiny problem mixes
@@ -125,10 +132,100 @@ def test_loo_compares_models_on_the_label_likelihood():
     assert np.all(table["elpd_loo"] < 0) and np.all(table["elpd_loo"] > -N * np.log(C))
 
 
-def test_point_estimates_are_repeated_over_the_draws():
-    idata = fitted("ilr_gp", "exact").to_inference_data()
-    variance = idata.posterior["kernel_variance"].values
-    assert variance.shape == (1, 60) and np.ptp(variance) == 0
+@pytest.mark.parametrize("case, kind", [
+    (("ilr_gp", "exact"), "given"),              # the shared fits are given hyperparameters
+    (("softmax_svgp", "svi"), "SVI ELBO (type-II ML)"),
+    (("logistic_softmax", "nuts"), "given"),     # NUTS on the latent f, hyperparameters fixed
+])
+def test_a_point_estimate_is_one_value_and_the_sampled_latent_real_draws(case, kind):
+    """Point hyperparameters are exported once, as they were fitted, in constant_data with
+    no chain or draw dim and marked in attrs (not 60 identical draws with ESS 60 and NaN
+    R-hat); the latent f, which the fit did sample, keeps its draws, which vary."""
+    result = fitted(*case)
+    idata = result.to_inference_data()
+    assert result.point_hypers
+    constant = idata.constant_data
+    assert constant.attrs["point_estimate"] == kind
+    for name, value in result.hypers.items():
+        assert name not in idata.posterior, name
+        assert "chain" not in constant[name].dims and "draw" not in constant[name].dims
+        assert constant[name].attrs["point_estimate"] == kind
+        np.testing.assert_array_equal(constant[name].values, np.asarray(value)[0, 0])
+    assert "point_estimate" not in constant["X"].attrs
+    f = idata.posterior["f"].values
+    assert f.shape[:2] == (result.num_chains, result.num_draws)
+    assert np.all(np.std(f, axis=(0, 1)) > 0)       # every element of f really varies
+    # a point value broadcasts against the draws and survives a selection of draws
+    kept = idata.sel(draw=slice(result.num_draws // 2, None))
+    assert kept.constant_data.identical(constant)
+    scaled = idata.posterior["f"] / np.sqrt(constant["kernel_variance"])
+    assert scaled.sizes["draw"] == result.num_draws
+    both = az.concat(idata, idata, dim="chain")       # two runs as chains: data kept once
+    assert both.posterior.sizes["chain"] == 2 * result.num_chains
+    assert both.constant_data.identical(constant)
+
+
+def test_sampled_hyperparameters_stay_posterior_draws():
+    """NUTS on the collapsed model samples the hyperparameters: their draws are in
+    posterior, with ESS and R-hat from ArviZ, and constant_data holds only X."""
+    result = fitted("ilr_gp", "nuts")
+    idata = result.to_inference_data()
+    assert not result.point_hypers
+    assert set(idata.constant_data.data_vars) == {"X"}
+    assert "point_estimate" not in idata.constant_data.attrs
+    variance = idata.posterior["kernel_variance"]
+    assert variance.dims == ("chain", "draw") and np.ptp(variance.values) > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isfinite(float(az.rhat(idata, var_names=["kernel_variance"])
+                                 ["kernel_variance"]))
+
+
+@pytest.mark.parametrize("names, labels", [
+    (None, [0, 1, 2]),                                  # a driver export: codes
+    ([3, 5, 7], [3, 5, 7]),                             # numbers stay numbers
+    (np.array(["x", "y", "z"], dtype=object), ["x", "y", "z"]),
+])
+def test_labels_are_codes_and_class_label_names_them(names, labels):
+    """Every exported y holds the codes 0..C-1 that the class coordinate holds, and the
+    class_label coordinate the original labels, on every group with labels: the observed
+    labels equal the training codes, and class_label[y] the original labels."""
+    result = fitted("ilr_gp", "exact")
+    X, y = toy()
+    idata = result.to_inference_data(X[:NUM_PRED], y_pred=y[:NUM_PRED], class_names=names)
+    for group in LABEL_GROUPS:
+        coords = idata[group].coords
+        assert list(coords["class"].values) == [0, 1, 2], group
+        assert list(coords["class_label"].values) == labels, group
+        assert coords["class_label"].dims == ("class",), group
+    observed = idata.observed_data
+    np.testing.assert_array_equal(observed["y"], y)
+    np.testing.assert_array_equal(observed["class_label"].values[observed["y"].values],
+                                  np.asarray(labels)[y])
+    replicated = np.unique(idata.posterior_predictive["y"].values)
+    assert set(replicated.tolist()) <= set(observed["class"].values.tolist())
+    np.testing.assert_array_equal(idata.predictions_constant_data["y"], y[:NUM_PRED])
+    by_label = idata.predictions["p"].swap_dims({"class": "class_label"})
+    np.testing.assert_array_equal(by_label.sel(class_label=labels[2]).values,
+                                  idata.predictions["p"].sel({"class": 2}).values)
+    with pytest.raises(ValueError, match="class_names must have 3 entries"):
+        result.to_inference_data(class_names=["a", "b"])
+
+
+def test_export_round_trips_through_netcdf(tmp_path):
+    """The point estimates, their attrs and the class_label coordinate survive
+    ``to_netcdf``/``az.from_netcdf`` (what ``ppgpc fit --save-idata`` writes)."""
+    result = fitted("ilr_gp_sparse", "exact")
+    X, y = toy()
+    idata = result.to_inference_data(X[:NUM_PRED], class_names=["a", "b", "c"])
+    idata.to_netcdf(str(tmp_path / "idata.nc"))
+    back = az.from_netcdf(str(tmp_path / "idata.nc"))
+    for name in result.hypers:
+        np.testing.assert_array_equal(back.constant_data[name].values,
+                                      idata.constant_data[name].values)
+        assert back.constant_data[name].attrs["point_estimate"] == "given"
+    assert list(back.observed_data["class_label"].values) == ["a", "b", "c"]
+    assert list(back.predictions["class"].values) == [0, 1, 2]
 
 
 def _svi_case():
@@ -180,6 +277,7 @@ def test_hyperparameter_dims():
     assert hyperparameter_dims("kernel_lengthscale", (3, 4), ard=True, **kw) == ["latent",
                                                                                  "feature"]
     assert hyperparameter_dims("mean", (3,), ard=True, **kw) == ["latent"]
+    assert hyperparameter_dims("noise_scale", (3,), ard=True, **kw) == ["latent"]
     assert hyperparameter_dims("inducing_inputs", (5, 4), ard=True, **kw) == ["inducing",
                                                                               "feature"]
     assert hyperparameter_dims("W", (3, 3), ard=True, **kw) is None

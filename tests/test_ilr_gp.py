@@ -104,7 +104,10 @@ def test_inference_data_groups_and_diagnostics(exact_fit):
         assert group in idata.groups()
     assert idata.posterior["f"].dims == ("chain", "draw", "obs", "latent")
     assert idata.posterior["f"].shape == (1, 400, 30, 2)
-    assert idata.posterior["kernel_lengthscale"].dims == ("chain", "draw", "feature")
+    # type-II point hyperparameters: one value in constant_data, not draws
+    assert "kernel_lengthscale" not in idata.posterior
+    assert idata.constant_data["kernel_lengthscale"].dims == ("feature",)
+    assert idata.constant_data.attrs["point_estimate"] == result.info["hyperparameters"]
     assert idata.log_likelihood["y"].shape == (1, 400, 30)
     assert idata.predictions["p"].shape == (1, 400, 5, 3)
     assert idata.posterior.attrs["ppgpc_model"] == "ilr_gp"

@@ -79,7 +79,7 @@ def test_estimator_round_trip_is_bit_for_bit(tmp_path, classifier):
         np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
         np.testing.assert_array_equal(loaded.predict(X), clf.predict(X))
     idata = ppgpc.load(path).to_inference_data(X, labels)
-    assert list(idata.predictions["class"].values) == clf.classes_.tolist()
+    assert list(idata.predictions["class_label"].values) == clf.classes_.tolist()
 
 
 @pytest.mark.parametrize("kernel", [RBF(ard=True, lengthscale_prior_scale=0.5),

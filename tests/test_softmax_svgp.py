@@ -280,7 +280,9 @@ def test_inference_data_export(fitted):
     post = idata.posterior
     assert post["v"].dims == ("chain", "draw", "inducing", "latent")
     assert post["u"].shape == (1, 64, 8, 3)
-    assert post["inducing_inputs"].dims == ("chain", "draw", "inducing", "feature")
+    # the SVI optimum of the inducing inputs is one point, not draws
+    assert idata.constant_data["inducing_inputs"].dims == ("inducing", "feature")
+    assert idata.constant_data.attrs["point_estimate"].startswith("SVI ELBO")
     assert post["f"].dims == ("chain", "draw", "obs", "latent")   # computed on demand
     assert idata.log_likelihood["y"].shape == (1, 64, 90)
     assert np.allclose(idata.log_likelihood["y"].values, clf.result_.log_likelihood())
@@ -638,10 +640,11 @@ def test_per_latent_fit_predict_export_and_round_trip(fitted_per_latent, tmp_pat
     probs = clf.predict_proba(X)
     assert probs.shape == (90, 3) and np.allclose(probs.sum(1), 1.0)
     assert clf.score(X, y) > 0.9
-    post = clf.to_inference_data().posterior
-    assert post["inducing_inputs"].dims == ("chain", "draw", "latent", "inducing", "feature")
-    assert post["kernel_lengthscale"].dims == ("chain", "draw", "latent", "feature")
-    assert post["kernel_variance"].dims == ("chain", "draw", "latent")
+    idata = clf.to_inference_data()
+    post, point = idata.posterior, idata.constant_data    # point hyperparameters: no draws
+    assert point["inducing_inputs"].dims == ("latent", "inducing", "feature")
+    assert point["kernel_lengthscale"].dims == ("latent", "feature")
+    assert point["kernel_variance"].dims == ("latent",)
     # u_c = L_mm,c v_c, each latent at its own inducing inputs
     c = 2
     kp = {"variance": res.hypers["kernel_variance"][0, 0, c],

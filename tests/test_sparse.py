@@ -307,7 +307,7 @@ def test_collapsed_ilr_with_inducing_inputs_per_coordinate():
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
     assert np.mean(probs.argmax(1) == y) > 0.9
     idata = result.to_inference_data()
-    assert idata.posterior["inducing_inputs"].dims[2:] == ("latent", "inducing", "feature")
+    assert idata.constant_data["inducing_inputs"].dims == ("latent", "inducing", "feature")
     u = idata.posterior["u"].values                                  # (1, 400, M, L)
     assert u.shape == (1, 400, 6, 2)
     for c in range(2):

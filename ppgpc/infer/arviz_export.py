@@ -2,23 +2,32 @@
 
 Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
 
-* ``posterior``: ``f`` [obs, latent], the latent at the training inputs; the hyperparameter
-  sites (``kernel_variance``, ``kernel_lengthscale`` [feature] for ARD kernels or [latent]
-  for per-latent kernels, ``mean`` [latent], ``inducing_inputs`` [inducing, feature]); and,
-  when the fit has inducing inputs, ``u`` [inducing, latent], the latent at them (and for
-  a fit held as inducing draws, SVGP or sparse CAVI, the whitened draws ``v`` [inducing,
-  latent]; with one set of inducing inputs per latent, ``inducing_inputs`` is [latent,
-  inducing, feature] and ``u`` holds each latent's values at its own inputs, for an SVGP
-  fit before the mixing matrix).
-  Point estimates (type-II ML, MAP, CAVI) are repeated over the draws, so every variable has
-  the same (chain, draw) shape and ``az.summary``/``az.plot_posterior`` treat conjugate,
-  variational and MCMC posteriors alike (their R-hat is NaN: a constant has no variance).
+* ``posterior``: what the fit really drew. ``f`` [obs, latent], the latent at the training
+  inputs; when the fit has inducing inputs, ``u`` [inducing, latent], the latent at them
+  (and for a fit held as inducing draws, SVGP or sparse CAVI, the whitened draws ``v``
+  [inducing, latent]; with one set of inducing inputs per latent, ``u`` holds each latent's
+  values at its own inputs, for an SVGP fit before the mixing matrix); and the
+  hyperparameter sites when they were sampled (NUTS on the collapsed model, Gibbs with
+  sampled hyperparameters): ``kernel_variance``, ``kernel_lengthscale`` [feature] for ARD
+  kernels or [latent] for per-latent kernels, ``mean`` [latent], ``noise_scale``.
+* Point hyperparameters (type-II ML or MAP, CAVI and SVI's ELBO optimum, or values given to
+  the fit; ``FitResult.point_hypers``) are ONE value, not draws: they go to
+  ``constant_data``, without chain and draw dims (``inducing_inputs`` [inducing, feature],
+  or [latent, inducing, feature] with one set per latent; the others as above). The
+  posterior of such a fit is p(f | y, theta_hat), for which theta_hat is a constant of the
+  model, as ArviZ's schema describes ``constant_data``. Each such variable, and the group,
+  has ``attrs["point_estimate"]`` naming how it was obtained (``info["hyperparameters"]``:
+  ``"type-II ML"``, ``"type-II MAP"``, ``"CAVI ELBO (type-II MAP)"``, ``"SVI ELBO (type-II
+  ML)"``, ... or ``"given"``). Kept out of ``posterior``, they get no spurious ESS, R-hat or
+  KDE from ``az.summary``/``az.plot_posterior``; kept without a draw dim, they broadcast
+  against the draws, survive ``idata.sel(draw=...)`` and ``az.concat`` as data does.
 * ``log_likelihood``: ``y`` [obs], the categorical log p(y_i | f_i) of the observed labels
   (MATH.md: the Gaussian target sites of ILR-GP and GPD are not comparable across models),
   so that ``az.loo``/``az.waic``/``az.compare`` compare models on the same footing.
 * ``posterior_predictive``: ``y`` [obs], labels sampled from p(y | f_i), one per draw
   (ArviZ's reliability plots estimate probabilities from sampled labels).
-* ``observed_data``: ``y`` [obs]; ``constant_data``: ``X`` [obs, feature].
+* ``observed_data``: ``y`` [obs]; ``constant_data``: ``X`` [obs, feature] (and the point
+  hyperparameters above).
 * ``predictions`` (when ``X_pred`` is given): ``f`` [pred, latent], ``p`` [pred, class]
   (p(y* = c | f*_s) per draw) and sampled labels ``y`` [pred]; ``predictions_constant_data``:
   ``X`` [pred, feature] and, when the true labels are given, ``y`` [pred].
@@ -27,9 +36,20 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
   its sweep info) and optimisation traces (``TRACE_STATS``: the ``elbo`` of CAVI/SVI) over
   [chain, iteration].
 
-Labels are class indices 0..C-1; the ``class`` coordinate holds the class names. ``attrs``
-of every group name the model, method, predictive kind and settings (JSON text, because
-netCDF attributes must be strings or numbers).
+Labels: every ``y`` (observed, replicated, predicted, true) holds class CODES 0..C-1, and
+the ``class`` coordinate holds the same codes, so ``y == c`` and ``p.sel({"class": c})``
+mean the same class. The original labels (``class_names``: an estimator's ``classes_``)
+are the coordinate ``class_label`` along ``class`` (numbers and strings kept as they are;
+codes 0..C-1 when no names are given), on every group that holds labels (``observed_data``,
+``posterior_predictive``, ``predictions``, ``predictions_constant_data``). Codes keep the
+labels numeric, as ``az.plot_ppc`` and ``az.loo_pit`` need; ``p.swap_dims({"class":
+"class_label"})`` indexes the probabilities by the original labels instead.
+
+``attrs`` of every group name the model, method, predictive kind and settings (JSON text,
+because netCDF attributes must be strings or numbers).
+
+For plain NumPyro runs of a model's ``latent_model`` (``MCMC(NUTS(...))`` and
+``az.from_numpyro``), ``arviz_dims`` gives the same dim names and coordinates.
 """
 
 from __future__ import annotations
@@ -43,9 +63,11 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from ppgpc.infer.dims import arviz_dims, hyperparameter_dims
 from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS
 
-__all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims"]
+__all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims",
+           "arviz_dims", "LABEL_GROUPS"]
 
 _BLOCK = 512  # training inputs per block of an on-demand latent (as FitResult does)
 
@@ -65,32 +87,6 @@ def _predictive_parts(key, log_link, f_pred):
     """p(y* = c | f*_s) (chain, draw, n, C) and labels drawn from it (chain, draw, n)."""
     logp = log_link(f_pred)
     return jnp.exp(logp), jax.random.categorical(key, logp, axis=-1)
-
-
-def hyperparameter_dims(name: str, shape: tuple, *, num_features: int, num_latent: int,
-                        ard: bool) -> list | None:
-    """Dims of a hyperparameter site's per-draw value (shape without chain and draw).
-
-    ``kernel_lengthscale`` is [feature] for an ARD kernel, [latent] for one lengthscale per
-    latent GP, [latent, feature] for both; ``kernel_variance`` and ``mean`` with an axis are
-    per latent GP; ``inducing_inputs`` is [inducing, feature], or [latent, inducing, feature]
-    when each latent has its own. Anything else gets ArviZ's
-    default dim names (``None``).
-    """
-    ndim = len(shape)
-    if ndim == 0:
-        return []
-    if name == "inducing_inputs" and ndim == 2:
-        return ["inducing", "feature"]
-    if name == "inducing_inputs" and ndim == 3:
-        return ["latent", "inducing", "feature"]
-    if name == "kernel_lengthscale":
-        if ndim == 2:
-            return ["latent", "feature"]
-        return ["feature"] if ard and shape[0] == num_features else ["latent"]
-    if name in ("kernel_variance", "mean") and ndim == 1 and shape[0] == num_latent:
-        return ["latent"]
-    return None
 
 
 def training_latent(result) -> jax.Array:
@@ -113,8 +109,27 @@ def _own_inducing_draws(result, chains: int, draws: int, key):
     return mean + jnp.sqrt(var) * jax.random.normal(key, (chains, draws) + mean.shape)
 
 
+def _split_hypers(result, chains: int, draws: int):
+    """(sampled, point): hyperparameter sites drawn with every posterior draw, (chain, draw,
+    ...), and point ones (``point_hypers``, or a site stored as one (1, 1, ...) value
+    beside more draws), each as its one value (...)."""
+    sampled, point = {}, {}
+    for name, value in result.hypers.items():
+        value = np.asarray(value)
+        one = value.shape[:2] == (1, 1) and (chains, draws) != (1, 1)
+        if result.point_hypers or one:
+            point[name] = value[0, 0]
+        elif value.shape[:2] == (chains, draws):
+            sampled[name] = value
+        else:
+            raise ValueError(f"hyperparameter {name!r} has draws of shape {value.shape[:2]}, "
+                             f"neither one value nor one per posterior draw {(chains, draws)}")
+    return sampled, point
+
+
 def _posterior_group(result, chains: int, draws: int, key):
-    """Posterior variables and their dims; ``u`` at the inducing inputs when there are some."""
+    """(posterior variables, point hyperparameters, dims of both): ``u`` at the inducing
+    inputs when there are some."""
     data = result.data
     D = data.X.shape[1]
     L = result.spec.num_latent(result.num_classes)
@@ -124,12 +139,11 @@ def _posterior_group(result, chains: int, draws: int, key):
     if getattr(result, "inducing", None) is not None:  # whitened inducing draws
         posterior["v"] = np.asarray(result.inducing)
         dims["v"] = ["inducing", "latent"]
-    for name, value in result.hypers.items():
-        value = np.asarray(value)
-        value = np.broadcast_to(value, (chains, draws) + value.shape[2:])
-        posterior[name] = value
-        var_dims = hyperparameter_dims(name, value.shape[2:], num_features=D, num_latent=L,
-                                       ard=ard)
+    sampled, point = _split_hypers(result, chains, draws)
+    posterior.update(sampled)
+    for name, value in {**sampled, **point}.items():
+        shape = value.shape[2:] if name in sampled else value.shape
+        var_dims = hyperparameter_dims(name, shape, num_features=D, num_latent=L, ard=ard)
         if var_dims is not None:
             dims[name] = var_dims
     Z = result.hypers.get("inducing_inputs")
@@ -152,7 +166,38 @@ def _posterior_group(result, chains: int, draws: int, key):
         # conjugate fits, whose predictive is sampled pointwise.
         posterior["u"] = np.asarray(result.predict_latent(np.asarray(Z)[0, 0], key))
         dims["u"] = ["inducing", "latent"]
-    return posterior, dims
+    return posterior, point, dims
+
+
+def _point_variables(point: dict, dims: dict, coords: dict, kind: str) -> dict:
+    """The point hyperparameters as DataArrays without chain and draw (a scalar stays a
+    scalar), each marked ``attrs["point_estimate"] = kind``."""
+    out = {}
+    for name, value in point.items():
+        var_dims = dims.get(name) or [f"{name}_dim_{i}" for i in range(value.ndim)]
+        out[name] = xr.DataArray(value, dims=var_dims,
+                                 coords={d: coords[d] for d in var_dims if d in coords},
+                                 attrs={"point_estimate": kind})
+    return out
+
+
+LABEL_GROUPS = ("observed_data", "posterior_predictive", "predictions",
+                "predictions_constant_data")
+"""Groups that hold class labels (as codes 0..C-1); each gets the ``class`` (codes) and
+``class_label`` (original labels) coordinates."""
+
+
+def _class_labels(class_names, C: int) -> np.ndarray:
+    """(C,) the original labels: ``class_names`` kept as numbers or strings (anything else
+    as its ``str``), or the codes 0..C-1."""
+    if class_names is None:
+        return np.arange(C)
+    labels = np.asarray(class_names)
+    if labels.ndim != 1 or labels.shape[0] != C:
+        raise ValueError(f"class_names must have {C} entries; got {labels.shape}")
+    if labels.dtype.kind not in "biufU":
+        labels = np.array([str(c) for c in labels.tolist()])
+    return labels
 
 
 def _sample_stats_group(result, chains: int, draws: int):
@@ -207,7 +252,9 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         X_pred: optional (n, D) inputs (in the model's input space) for a ``predictions``
             group.
         key: PRNG key for sampled labels and predictive draws (default from the result's seed).
-        class_names: labels for the ``class`` coordinate (default 0..C-1).
+        class_names: the original labels of classes 0..C-1, for the ``class_label``
+            coordinate (numbers and strings kept as they are; default 0..C-1). The
+            ``class`` coordinate and every exported ``y`` hold the codes 0..C-1.
         feature_names: labels for the ``feature`` coordinate.
         y_pred: optional (n,) true labels (indices 0..C-1) at ``X_pred``, stored in
             ``predictions_constant_data`` so that ``ppgpc.diagnostics`` can score the
@@ -238,13 +285,12 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
     N, D = data.X.shape
     C = result.num_classes
     L = result.spec.num_latent(C)
-    classes = list(range(C)) if class_names is None else [str(c) for c in class_names]
+    class_labels = _class_labels(class_names, C)
     features = list(range(D)) if feature_names is None else [str(f) for f in feature_names]
-    if len(classes) != C or len(features) != D:
-        raise ValueError(f"class_names must have {C} entries and feature_names {D}; got "
-                         f"{len(classes)} and {len(features)}")
+    if len(features) != D:
+        raise ValueError(f"feature_names must have {D} entries; got {len(features)}")
 
-    posterior, dims = _posterior_group(result, chains, draws, k_u)
+    posterior, point, dims = _posterior_group(result, chains, draws, k_u)
     dims.update({"y": ["obs"], "X": ["obs", "feature"]})
     log_lik, pp_labels = _categorical_parts(k_pp, result.spec.log_link,
                                             jnp.asarray(posterior["f"]), jnp.asarray(data.y))
@@ -258,11 +304,16 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
     )
     if per_draw_stats:
         groups["sample_stats"] = per_draw_stats
-    coords = {"obs": np.arange(N), "latent": np.arange(L), "class": classes,
+    coords = {"obs": np.arange(N), "latent": np.arange(L), "class": np.arange(C),
               "feature": features}
-    if "inducing_inputs" in posterior:
-        coords["inducing"] = np.arange(posterior["inducing_inputs"].shape[-2])
+    if "inducing_inputs" in result.hypers:
+        coords["inducing"] = np.arange(np.shape(result.hypers["inducing_inputs"])[-2])
     idata = az.from_dict(**groups, coords=coords, dims=dims)
+    if point:
+        kind = str(result.info.get("hyperparameters", "point estimate"))
+        idata.constant_data = idata.constant_data.assign(
+            _point_variables(point, dims, coords, kind))
+        idata.constant_data.attrs["point_estimate"] = kind
     if traces is not None:
         if "sample_stats" in idata.groups():
             idata.sample_stats = xr.merge([idata.sample_stats, traces],
@@ -302,5 +353,8 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         "ppgpc_seed": int(result.seed),
     }
     for group in idata.groups():
+        if group in LABEL_GROUPS:  # attribute, not item: setting an item lists it twice
+            setattr(idata, group, idata[group].assign_coords(
+                {"class": np.arange(C), "class_label": ("class", class_labels)}))
         idata[group].attrs.update(attrs)
     return idata
