@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from numpyro.infer.util import log_density
 from scipy.stats import multivariate_normal
+from sklearn.exceptions import NotFittedError
 
 from conftest import (
     SMALL,
@@ -198,7 +199,7 @@ def test_estimator_collapsed_inference_and_bad_input(fitted):
         DirichletGPClassifier(alpha_eps=-1.0).fit(X, labels)
     with pytest.raises(ValueError, match="inference='gibbs'"):
         DirichletGPClassifier(inference="gibbs").fit(X, labels)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         DirichletGPClassifier().predict(X)
 
 
