@@ -187,7 +187,8 @@ def test_estimator_collapsed_inference_and_bad_input(fitted):
                                        max_exact_points=10).fit(X, labels)  # no size limit
     assert sparse_clf.result_.hypers["inducing_inputs"].shape == (1, 1, 8, 2)
     assert sparse_clf.score(X, labels) > 0.9
-    with pytest.raises(ValueError, match="3 features but the model was fitted with 2"):
+    with pytest.raises(ValueError, match="X has 3 features, but DirichletGPClassifier is "
+                                         "expecting 2"):
         clf.predict_proba(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="not seen during fit"):
         clf.score(X[:2], ["a", "z"])
