@@ -767,18 +767,31 @@ def _extras(link: str) -> dict:
             "seeded_prepare": True}
 
 
-def _prepare_with(link: str):
-    def prepare_link(X, y, num_classes: int, **options) -> SVGPData:
-        given = options.pop("link", link)
-        if given != link:
-            raise ValueError(f"this model's link is {link!r}, got link={given!r}; use the "
-                             f"{'ilr_gp_uncollapsed' if given == 'ilr' else 'softmax_svgp'} "
-                             "model for that link" if given in LINKS else
-                             f"unknown link {given!r}; choose from {list(LINKS)}")
-        return prepare(X, y, num_classes, link=link, **options)
+def _prepare_for_link(link: str, X, y, num_classes: int, **options) -> SVGPData:
+    """``prepare`` with its link fixed to ``link``: a ``link`` option that differs is refused
+    with the model that has it."""
+    given = options.pop("link", link)
+    if given != link:
+        raise ValueError(f"this model's link is {link!r}, got link={given!r}; use the "
+                         f"{'ilr_gp_uncollapsed' if given == 'ilr' else 'softmax_svgp'} "
+                         "model for that link" if given in LINKS else
+                         f"unknown link {given!r}; choose from {list(LINKS)}")
+    return prepare(X, y, num_classes, link=link, **options)
 
-    prepare_link.__doc__ = f"``prepare`` with ``link={link!r}``."
-    return prepare_link
+
+def _prepare_softmax(X, y, num_classes: int, **options) -> SVGPData:
+    """``prepare`` with ``link="softmax"`` (a module-level function, so that a fit holding
+    the spec pickles)."""
+    return _prepare_for_link("softmax", X, y, num_classes, **options)
+
+
+def _prepare_ilr(X, y, num_classes: int, **options) -> SVGPData:
+    """``prepare`` with ``link="ilr"`` (a module-level function, so that a fit holding the
+    spec pickles)."""
+    return _prepare_for_link("ilr", X, y, num_classes, **options)
+
+
+_PREPARE = {"softmax": _prepare_softmax, "ilr": _prepare_ilr}
 
 
 def _spec(name: str, link: str, num_latent, description: str) -> ModelSpec:
@@ -790,7 +803,7 @@ def _spec(name: str, link: str, num_latent, description: str) -> ModelSpec:
         num_latent: ``C -> L`` for that link (C for softmax, C - 1 for ILR).
         description: one line for the model registry.
     """
-    return ModelSpec(name=name, description=description, prepare=_prepare_with(link),
+    return ModelSpec(name=name, description=description, prepare=_PREPARE[link],
                      num_latent=num_latent, log_link=_LOG_LINKS[link],
                      initial_hypers=initial_hypers, latent_model=latent_model,
                      latent_conditional=latent_conditional, extras=_extras(link))

@@ -2,8 +2,15 @@
 
 Every classifier follows the same conventions:
 
+* they are scikit-learn estimators (``BaseEstimator``, ``ClassifierMixin``): the
+  constructor only stores its arguments, so ``get_params``, ``set_params``, ``clone``,
+  pipelines, ``cross_val_score`` and ``GridSearchCV`` work, and inputs are checked with
+  scikit-learn's own helpers (``validate_data``, ``check_classification_targets``,
+  ``check_is_fitted``) before ppgpc's checks of what they leave out;
 * ``fit(X, y)`` takes any hashable labels; ``classes_`` holds the sorted unique labels and
-  the model sees their indices 0..C-1 (as scikit-learn does);
+  the model sees their indices 0..C-1 (as scikit-learn does); ``n_features_in_`` and, for
+  inputs with string column names (a pandas DataFrame), ``feature_names_in_`` are recorded,
+  and predicting from columns that differ in name or order is refused;
 * ``predict_proba(X)`` returns a NumPy array (n, C) whose rows sum to 1, columns ordered as
   ``classes_``; ``predict`` returns labels from ``classes_``; ``score`` is the accuracy;
 * ``to_inference_data(X=None)`` exports the posterior (and predictions at X) to ArviZ;
@@ -16,10 +23,14 @@ Every classifier follows the same conventions:
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import jax
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from ppgpc import metrics
 from ppgpc.datasets import Standardizer, stratified_folds, train_validation_split
@@ -142,13 +153,57 @@ _INFERENCE_TO_METHOD = {"exact": "exact", "map": "map", "nuts": "nuts", "collaps
 _LOO_KEY_TAG = 0x100
 """``fold_in`` tag of the leave-one-out scores' key (``GPClassifierBase._loo_key``)."""
 
+_ITERATION_COUNTS = ("svi_steps", "cavi_iterations", "optimizer_iterations",
+                     "init_optimizer_iterations")
+"""``FitResult.info`` entries that count an optimiser's iterations, in the order ``n_iter_``
+reads them: SVI steps, CAVI iterations, L-BFGS / Adam iterations of type-II ML or MAP (of
+the final fit, or of the fit that started NUTS)."""
+
+
+def _iterations(info: dict) -> int:
+    """The iterations of the optimiser that fitted a result (``_ITERATION_COUNTS``), 0 where
+    none ran (hyperparameters given, or sampled by MCMC)."""
+    return next((int(info[k]) for k in _ITERATION_COUNTS if k in info), 0)
+
+
+def _check_class_labels(y: np.ndarray) -> None:
+    """Refuse a continuous target: y must hold class labels (scikit-learn's
+    ``check_classification_targets``: "Unknown label type: continuous").
+
+    scikit-learn calls every object array that does not start with a string "unknown"; an
+    object array of real numbers (a pandas column of mixed ints and floats, say) is judged
+    by its values instead, as a numeric array.
+    """
+    if y.dtype.kind == "O" and all(isinstance(v, numbers.Real) for v in y.tolist()):
+        check_classification_targets(np.asarray(y.tolist()))
+    else:
+        check_classification_targets(y)
+
+
 SPARSE_NUM_DRAWS = 256
 """Default predictive draws for ``inference="collapsed"`` (the latent draws at the training
 inputs are (draws, N, L) floats, which 1000 draws make gigabytes on the large UCI sets)."""
 
 
-class GPClassifierBase:
-    """Shared machinery of the ppgpc estimators; subclasses set the model and its options."""
+class GPClassifierBase(ClassifierMixin, BaseEstimator):
+    """Shared machinery of the ppgpc estimators; subclasses set the model and its options.
+
+    A scikit-learn classifier: ``get_params`` / ``set_params`` read and write the
+    constructor's arguments, which ``fit`` checks (never ``__init__``); every estimator
+    pickles (``joblib`` workers need it; to keep a model, ``save`` it instead).
+
+    Attributes every estimator has after fit:
+        classes_: (C,) the sorted class labels.
+        n_features_in_: D, the number of input columns.
+        feature_names_in_: (D,) the column names, when X had string column names (a
+            pandas DataFrame); prediction then needs the same names in the same order.
+        n_iter_: iterations of the optimiser that the final fit records in
+            ``result_.info``: SVI steps, CAVI iterations, or L-BFGS / Adam iterations of
+            type-II ML / MAP (for NUTS and Gibbs, of the fit of their hyperparameters); 0
+            where it ran none (hyperparameters given or sampled).
+        standardizer_: the input scaling fitted on X (None with ``standardize=False``).
+        result_: the driver's ``FitResult``.
+    """
 
     model_name: str = ""
     has_noise_scale: bool = False
@@ -227,11 +282,26 @@ class GPClassifierBase:
                                 options=opts)
 
     def _check_fitted(self):
-        if not hasattr(self, "result_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit(X, y)")
+        """scikit-learn's ``NotFittedError`` (a ValueError and AttributeError) before fit."""
+        check_is_fitted(self, "result_")
+
+    def _validate_X(self, X, *, reset: bool) -> np.ndarray:
+        """X as a finite float64 array (n, D).
+
+        scikit-learn's ``validate_data`` checks the array (2-D, numeric, not complex, not
+        sparse, not empty, at least 2 samples when fitting) and the columns: with
+        ``reset`` (fit) it records ``n_features_in_`` and, for string column names,
+        ``feature_names_in_``; otherwise it refuses a different number of columns, or names
+        that differ from fit's or come in another order. ppgpc's ``check_features`` then
+        names the rows with NaN or infinite values and refuses values that overflow the
+        kernel.
+        """
+        X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False,
+                          ensure_min_samples=2 if reset else 1)
+        return check_features(X)
 
     def _transform(self, X) -> np.ndarray:
-        X = check_features(X, num_features=self.n_features_in_)
+        X = self._validate_X(X, reset=False)
         return self.standardizer_.transform(X) if self.standardizer_ is not None else X
 
     def _validation_splits(self, y):
@@ -339,34 +409,38 @@ class GPClassifierBase:
         """Fit the classifier.
 
         Args:
-            X: (N, D) numeric inputs without NaN.
-            y: (N,) labels of any hashable type; at least two distinct classes.
+            X: (N, D) numeric inputs without NaN (an array, or a DataFrame whose column
+                names are then required, in the same order, for prediction).
+            y: (N,) class labels of any hashable type; at least two distinct classes. A
+                column (N, 1) is raveled with scikit-learn's ``DataConversionWarning``; a
+                continuous target is refused.
 
         Returns:
             self.
         """
-        self._method()  # validate before any work
-        check_seed(self.seed)
-        X = check_features(X)
-        y = check_labels(y, X.shape[0])
-        classes, codes = encode_labels(y)
-        self._check_settings()
-        # refuse a data set too large for the final fit now, before any validation fits
-        limit = self._exact_size_limit()
-        if limit is not None:
-            from ppgpc.models import get_spec
-
-            check_exact_size(X.shape[0], limit, type(self).__name__,
-                             get_spec(self.model_name).extras.get("sparse_alternative"))
         previous = {k: v for k, v in vars(self).items() if _is_fitted_attribute(k)}
         try:
+            self._method()  # validate the settings before any work
+            check_seed(self.seed)
+            X = self._validate_X(X, reset=True)  # records n_features_in_, feature_names_in_
+            y = check_labels(column_or_1d(y, warn=True), X.shape[0])
+            classes, codes = encode_labels(y)
+            _check_class_labels(y)
+            self._check_settings()
+            # refuse a data set too large for the final fit now, before any validation fits
+            limit = self._exact_size_limit()
+            if limit is not None:
+                from ppgpc.models import get_spec
+
+                check_exact_size(X.shape[0], limit, type(self).__name__,
+                                 get_spec(self.model_name).extras.get("sparse_alternative"))
             self.classes_ = classes
-            self.n_features_in_ = X.shape[1]
             self.standardizer_ = _fit_standardizer(X, self.standardize)
             Xs = X if self.standardizer_ is None else self.standardizer_.transform(X)
             C = len(self.classes_)
             options = self._select_model_options(Xs, codes, C)
             self.result_ = self._fit_driver(Xs, codes, C, options)
+            self.n_iter_ = _iterations(self.result_.info)
         except BaseException:
             # a failed fit leaves the previous fit (or none) in place, never a mixture of
             # new labels and scaling with an old posterior
@@ -419,14 +493,16 @@ class GPClassifierBase:
     def score(self, X, y) -> float:
         """Accuracy on (X, y); labels unseen during fit raise a ValueError."""
         self._check_fitted()
-        codes = self._encode_known(y, np.asarray(X).shape[0] if np.ndim(X) else 0)
-        return metrics.accuracy(self.predict_proba(X), codes)
+        Xs = self._transform(X)
+        codes = self._encode_known(y, Xs.shape[0])
+        return metrics.accuracy(self.result_.predict_proba(Xs), codes)
 
     def evaluate(self, X, y, n_bins: int = 10) -> dict:
         """Accuracy, NLL, Brier and ECE (MATH.md section 5) on (X, y)."""
         self._check_fitted()
-        codes = self._encode_known(y, np.asarray(X).shape[0])
-        return metrics.evaluate(self.predict_proba(X), codes, n_bins=n_bins)
+        Xs = self._transform(X)
+        codes = self._encode_known(y, Xs.shape[0])
+        return metrics.evaluate(self.result_.predict_proba(Xs), codes, n_bins=n_bins)
 
     def to_inference_data(self, X=None, y=None, *, thin=1, **kwargs):
         """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given
@@ -534,7 +610,8 @@ class ILRGPClassifier(GPClassifierBase):
         inference_options: options for the driver's method (see ``ppgpc.infer.fit``).
 
     Attributes (after fit):
-        classes_, n_features_in_, epsilon_, epsilon_scores_ (validation NLL per epsilon when
+        those of ``GPClassifierBase`` (classes_, n_features_in_, feature_names_in_,
+        n_iter_, ...), epsilon_, epsilon_scores_ (validation NLL per epsilon when
         ``epsilon="auto"``, at the chosen tau), tau_ (the tolerance used; None with
         ``noise_std``), tau_scores_ (leave-one-out NLL per tau at the chosen epsilon when
         tau was searched), noise_std_ (sigma before any learned scale), noise_scale_ (the
@@ -722,7 +799,8 @@ class DirichletGPClassifier(GPClassifierBase):
             which matters with many classes (letter, C = 26).
 
     Attributes (after fit):
-        classes_, n_features_in_, alpha_eps_, alpha_eps_scores_ (NLL per candidate when
+        those of ``GPClassifierBase`` (classes_, n_features_in_, feature_names_in_,
+        n_iter_, ...), alpha_eps_, alpha_eps_scores_ (NLL per candidate when
         searched), noise_scale_ ((C,) fitted class scales, None unless
         ``learn_noise_scale``), result_ (the driver's ``FitResult``).
 
@@ -817,7 +895,8 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
         inference_options: options of the driver method (``ppgpc.infer.fit``), e.g.
             ``{"num_samples": 1000, "kernel_options": {"collapse_lambda": True}}``.
 
-    Attributes (after fit): classes_, n_features_in_, result_ (the driver's ``FitResult``).
+    Attributes (after fit): those of ``GPClassifierBase`` (classes_, n_features_in_,
+    feature_names_in_, n_iter_, result_ ...).
 
     Example:
         >>> from ppgpc import LogisticSoftmaxGPClassifier
@@ -994,7 +1073,8 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         inference_options: further options of the driver method (``ppgpc.infer.fit``), e.g.
             ``{"tol": None, "num_draws": 1000, "schedule": "constant"}``.
 
-    Attributes (after fit): classes_, n_features_in_, result_ (the driver's ``FitResult``;
+    Attributes (after fit): those of ``GPClassifierBase`` (classes_, n_features_in_,
+    feature_names_in_, n_iter_, result_: the driver's ``FitResult``;
     ``result_.info`` has the ELBO, steps and seconds per epoch, ``result_.sample_stats
     ["elbo"]`` the ELBO trace).
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from numpyro.infer.util import log_density
 from scipy.stats import multivariate_normal
+from sklearn.exceptions import NotFittedError
 
 from conftest import (
     SMALL,
@@ -186,7 +187,8 @@ def test_estimator_collapsed_inference_and_bad_input(fitted):
                                        max_exact_points=10).fit(X, labels)  # no size limit
     assert sparse_clf.result_.hypers["inducing_inputs"].shape == (1, 1, 8, 2)
     assert sparse_clf.score(X, labels) > 0.9
-    with pytest.raises(ValueError, match="3 features but the model was fitted with 2"):
+    with pytest.raises(ValueError, match="X has 3 features, but DirichletGPClassifier is "
+                                         "expecting 2"):
         clf.predict_proba(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="not seen during fit"):
         clf.score(X[:2], ["a", "z"])
@@ -198,7 +200,7 @@ def test_estimator_collapsed_inference_and_bad_input(fitted):
         DirichletGPClassifier(alpha_eps=-1.0).fit(X, labels)
     with pytest.raises(ValueError, match="inference='gibbs'"):
         DirichletGPClassifier(inference="gibbs").fit(X, labels)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         DirichletGPClassifier().predict(X)
 
 

@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from conftest import assert_estimator_conventions, toy_problem
 from ppgpc import ILRGPClassifier
@@ -51,9 +52,9 @@ def test_integer_labels_with_gaps_are_encoded():
     [
         (np.array([[0.0, np.nan], [1.0, 2.0], [0.5, 0.1]]), [0, 1, 0], "NaN"),
         (np.array([[0.0, np.inf], [1.0, 2.0], [0.5, 0.1]]), [0, 1, 0], "infinite"),
-        (np.zeros(4), [0, 1, 0, 1], "2-D"),
+        (np.zeros(4), [0, 1, 0, 1], "Expected 2D array, got 1D array"),
         (np.zeros((4, 2)), [0, 1, 0], "disagree"),
-        (np.zeros((4, 2)), [[0, 1], [0, 1], [1, 0], [1, 1]], "1-D"),
+        (np.zeros((4, 2)), [[0, 1], [0, 1], [1, 0], [1, 1]], "y should be a 1d array"),
         (np.random.default_rng(0).normal(size=(5, 2)), ["a"] * 5, "single class"),
         (np.array([["a", "b"], ["c", "d"]]), [0, 1], "numeric"),
     ],
@@ -65,7 +66,7 @@ def test_bad_training_input_raises_clear_errors(X, y, match):
 
 def test_bad_prediction_input_and_unknown_labels(fitted):
     clf, X, labels = fitted
-    with pytest.raises(ValueError, match="3 features but the model was fitted with 2"):
+    with pytest.raises(ValueError, match="X has 3 features, but ILRGPClassifier is expecting 2"):
         clf.predict_proba(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="not seen during fit: \\['tulip'\\]"):
         clf.score(X[:2], ["setosa", "tulip"])
@@ -74,7 +75,7 @@ def test_bad_prediction_input_and_unknown_labels(fitted):
 
 
 def test_unfitted_and_bad_settings():
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         ILRGPClassifier().predict(np.zeros((1, 2)))
     X, y = toy_problem(12, 2)
     with pytest.raises(ValueError, match="inference='gibbs'"):

@@ -4,6 +4,7 @@ and saves say what is wrong (session 33's audits of input handling and of export
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 from conftest import toy_problem
 from ppgpc import (
@@ -342,7 +343,7 @@ def test_a_failed_first_fit_leaves_the_estimator_unfitted(toy):
     with pytest.raises(TypeError, match="unknown option"):
         clf.fit(X, y)
     assert not any(k.endswith("_") and not k.startswith("_") for k in vars(clf))
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         clf.predict(X[:1])
 
 

@@ -7,6 +7,7 @@ import shutil
 import jax
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
 import ppgpc
 from fitted_cases import NUM_PRED, SPARSE_VARIANTS, fitted, initial_hyperparameters, toy
@@ -128,7 +129,7 @@ def test_loading_the_wrong_thing_is_a_clear_error(tmp_path, classifier):
 
 
 def test_what_cannot_be_saved_is_refused(tmp_path):
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         LogisticSoftmaxGPClassifier().save(tmp_path / "x")
 
     @jax.tree_util.register_static  # a user's kernel must be static to pass through jit
