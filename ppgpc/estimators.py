@@ -508,6 +508,11 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given
         (and the true labels y there, for ``ppgpc.diagnostics``).
 
+        Labels are exported as codes: every ``y`` variable and the ``class`` coordinate
+        hold 0..C-1, and ``classes_`` (the original labels) is the ``class_label``
+        coordinate along ``class``. Point hyperparameters (type-II ML / MAP) are one value
+        each in ``constant_data``, marked by ``attrs["point_estimate"]``.
+
         ``thin`` keeps every ``thin``-th posterior draw; other keyword arguments
         (``key``, ``feature_names``, ``max_bytes``) go to
         ``ppgpc.infer.arviz_export.to_inference_data``.
