@@ -381,6 +381,15 @@ def loo_predictive(data: GPDData, kernel, hypers: dict, posterior: gp.ExactPoste
     return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 
+def pseudo_log_lik(data: GPDData, hypers: dict, f):
+    """(..., N) log p(ytilde_i | f_i) = sum_c log N(ytilde_ic | f_ic, s2_ic [times
+    noise_scale_c]): the Gaussian pseudo-likelihood term of each point, for f of shape
+    (..., N, C) (class means included, as ``sample_train`` draws it)."""
+    noise = noise_var(data, hypers)
+    resid = data.targets - f
+    return -0.5 * jnp.sum(resid * resid / noise + jnp.log(2 * jnp.pi * noise), axis=-1)
+
+
 def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior (means included): mean (n, C), variance (n, C)."""
     resid = (f - hypers["mean"][None, :]).T[:, :, None]

@@ -289,6 +289,14 @@ def loo_predictive(data: ILRData, kernel, hypers: dict, posterior: gp.ExactPoste
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
+def pseudo_log_lik(data: ILRData, hypers: dict, f):
+    """(..., N) log p(z_i | f_i) = sum_d log N(z_id | f_id, sigma^2 [times noise_scale_d]):
+    the Gaussian pseudo-likelihood term of each point, for f of shape (..., N, C-1)."""
+    noise = jnp.broadcast_to(noise_var(data, hypers), f.shape[-1:])
+    resid = data.targets - f
+    return -0.5 * jnp.sum(resid * resid / noise + jnp.log(2 * jnp.pi * noise), axis=-1)
+
+
 def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior: mean (n, C-1), variance (n, C-1)."""
     mean, var = gp.conditional_from_latent(kernel, _kernel_params(hypers), data.X, f, Xs)

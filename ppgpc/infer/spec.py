@@ -22,6 +22,7 @@ the names of the fields they fill, and states only its name and description.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Mapping, Optional
 
 __all__ = ["ModelSpec", "CONJUGATE_FIELDS", "SPARSE_FIELDS", "conjugate_spec",
@@ -51,6 +52,10 @@ class ModelSpec:
             the closed-form leave-one-out predictive of the latent at each training input
             with the hyperparameters held fixed (``ppgpc.gp.loo_predictive``), which the
             estimators use to choose a smoothing level without refitting.
+        pseudo_log_lik: ``(data, hypers, f (..., N, L)) -> (..., N)``: log p(t_i | f_i), the
+            Gaussian pseudo-likelihood term of point i that the posterior was conditioned on
+            (``sum_l log N(t_il | f_il, noise_il)``), for PSIS-LOO's importance ratios
+            (``ppgpc.infer.elpd.psis_loo``).
 
     Latent-form MCMC (``nuts`` with ``form="latent"``):
         latent_model: NumPyro model ``(data, kernel, fixed_hypers=None)`` sampling the latent
@@ -81,6 +86,7 @@ class ModelSpec:
     predict: Optional[Callable[..., Any]] = None
     sample_train: Optional[Callable[..., Any]] = None
     loo_predictive: Optional[Callable[..., Any]] = None
+    pseudo_log_lik: Optional[Callable[..., Any]] = None
     latent_model: Optional[Callable[..., None]] = None
     latent_conditional: Optional[Callable[..., Any]] = None
     extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -97,8 +103,8 @@ class ModelSpec:
 
 
 CONJUGATE_FIELDS = ("prepare", "num_latent", "log_link", "initial_hypers", "collapsed_model",
-                    "condition", "predict", "sample_train", "loo_predictive", "latent_model",
-                    "latent_conditional")
+                    "condition", "predict", "sample_train", "loo_predictive", "pseudo_log_lik",
+                    "latent_model", "latent_conditional")
 """The function fields of a conjugate model's spec: every method, ``nuts`` in both forms."""
 
 SPARSE_FIELDS = ("prepare", "initial_hypers", "collapsed_model", "condition", "predict",
@@ -126,7 +132,8 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
                           functions: Mapping[str, Any]) -> ModelSpec:
     """The spec of the collapsed sparse variant (Titsias's bound) of a conjugate model.
 
-    The variant keeps ``exact``'s ``num_latent`` and ``log_link``, has no latent form, and
+    The variant keeps ``exact``'s ``num_latent``, ``log_link`` and ``pseudo_log_lik`` (on
+    the dense data inside its ``SparseData``), has no latent form, and
     runs ``exact`` and ``map`` only: ``extras["excluded_methods"]`` refuses NUTS over the
     inducing inputs. Its cost is O(N M^2), so ``extras["scalable"]`` exempts it from the
     driver's ``max_exact_points``; ``extras["seeded_prepare"]``: the driver's seed picks the
@@ -148,4 +155,10 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
         extras["inducing_predictive"] = functions["sparse_inducing_predictive"]
     return ModelSpec(name=name, description=description, num_latent=exact.num_latent,
                      log_link=exact.log_link, extras=extras,
+                     pseudo_log_lik=functools.partial(_on_base_data, exact.pseudo_log_lik),
                      **{field: functions["sparse_" + field] for field in SPARSE_FIELDS})
+
+
+def _on_base_data(function, data, *args):
+    """``function`` applied to the dense model's data inside a ``SparseData``."""
+    return function(data.base, *args)
