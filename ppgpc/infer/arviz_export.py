@@ -24,6 +24,10 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
 * ``log_likelihood``: ``y`` [obs], the categorical log p(y_i | f_i) of the observed labels
   (MATH.md: the Gaussian target sites of ILR-GP and GPD are not comparable across models),
   so that ``az.loo``/``az.waic``/``az.compare`` compare models on the same footing.
+  For ILR-GP and GPD this term is the right utility but not the right importance ratio:
+  their posterior was conditioned on a Gaussian pseudo-likelihood, so ``az.loo`` on this
+  group weights the draws wrongly. Use ``ppgpc.infer.psis_loo`` (ratios from the
+  pseudo-likelihood) or, for exact / MAP fits, ``ppgpc.infer.exact_loo`` (closed form).
 * ``posterior_predictive``: ``y`` [obs], labels sampled from p(y | f_i), one per draw
   (ArviZ's reliability plots estimate probabilities from sampled labels).
 * ``observed_data``: ``y`` [obs]; ``constant_data``: ``X`` [obs, feature] (and the point
