@@ -37,7 +37,7 @@ from ppgpc.datasets import Standardizer, stratified_folds, train_validation_spli
 from ppgpc.infer import fit as run_inference
 from ppgpc.infer.driver import check_method_options
 from ppgpc.infer.loo import loo_latent, loo_nll
-from ppgpc.infer.svi import DEFAULT_BATCH_SIZE
+from ppgpc.infer.svi import default_batch_size
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
     check_count,
@@ -1151,9 +1151,10 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         if held_out is not None:
             options = {**options, "validation_data": held_out}
         batch_size = given.get("batch_size", self.batch_size)
-        full_batch = batch_size is None and len(y) <= DEFAULT_BATCH_SIZE or \
-            batch_size is not None and batch_size >= len(y)
-        steps, rate = self.FULL_BATCH_STEPS if full_batch else self.MINIBATCH_STEPS
+        if batch_size is None:
+            batch_size = default_batch_size(len(y))
+        steps, rate = (self.FULL_BATCH_STEPS if batch_size >= len(y)
+                       else self.MINIBATCH_STEPS)
         opts = {"batch_size": self.batch_size,
                 "max_iter": steps if self.max_iter is None else self.max_iter,
                 "learning_rate": rate if self.learning_rate is None else self.learning_rate,

@@ -45,11 +45,8 @@ def _helmert_weights(num_latent: int, dtype=jnp.float64) -> jax.Array:
     return 1.0 / jnp.sqrt(j * (j + 1.0))
 
 
-def helmert_basis(num_classes: int) -> jax.Array:
-    """Dense Helmert basis V of shape (C, C-1) (MATH.md section 1): column j (1-based) holds
-    1 / sqrt(j (j + 1)) in rows 1..j and -j / sqrt(j (j + 1)) in row j + 1. Built on the host
-    (it is a constant); the O(C) ``helmert_apply`` / ``helmert_transpose_apply`` are what
-    traced code uses."""
+def _helmert_basis_host(num_classes: int) -> np.ndarray:
+    """``helmert_basis`` as a NumPy array (a constant, built on the host)."""
     if num_classes < 2:
         raise ValueError(f"the simplex needs at least 2 classes, got {num_classes}")
     C = num_classes
@@ -58,7 +55,15 @@ def helmert_basis(num_classes: int) -> jax.Array:
         w = 1.0 / math.sqrt(j * (j + 1))
         V[:j, j - 1] = w
         V[j, j - 1] = -j * w
-    return jnp.asarray(V)
+    return V
+
+
+def helmert_basis(num_classes: int) -> jax.Array:
+    """Dense Helmert basis V of shape (C, C-1) (MATH.md section 1): column j (1-based) holds
+    1 / sqrt(j (j + 1)) in rows 1..j and -j / sqrt(j (j + 1)) in row j + 1. Built on the host
+    (it is a constant); the O(C) ``helmert_apply`` / ``helmert_transpose_apply`` are what
+    traced code uses."""
+    return jnp.asarray(_helmert_basis_host(num_classes))
 
 
 @jax.jit
@@ -139,7 +144,7 @@ def ilr_class_targets(num_classes: int, epsilon: float) -> jax.Array:
     _check_epsilon(epsilon)
     C = num_classes
     log_ratio = math.log1p(C * epsilon / (1.0 - epsilon))  # log(a / q)
-    return jnp.asarray(log_ratio * np.asarray(helmert_basis(C)))  # row k: V^T e_k
+    return jnp.asarray(log_ratio * _helmert_basis_host(C))  # row k: V^T e_k
 
 
 def target_separation(num_classes: int, epsilon: float) -> float:

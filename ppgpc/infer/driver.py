@@ -162,10 +162,17 @@ def _jit(fn, static_argnames=()):
     return jax.jit(fn, static_argnames=static_argnames)
 
 
+@jax.jit
+def _all_finite(tree) -> jax.Array:
+    """True when every entry of every leaf is finite: one program per pytree structure, one
+    scalar back to the host (not the N x N factor)."""
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x))
+                              for x in jax.tree_util.tree_leaves(tree)]))
+
+
 def _check_posterior(posterior, what: str) -> float:
     jitter = float(jnp.max(posterior.jitter)) if hasattr(posterior, "jitter") else 0.0
-    leaves = jax.device_get(jax.tree_util.tree_leaves(posterior))
-    if not all(np.all(np.isfinite(x)) for x in leaves):
+    if not bool(_all_finite(posterior)):
         raise FloatingPointError(
             f"the {what} could not be computed: the kernel matrix was not positive definite "
             "even with the maximum jitter. Check for duplicated inputs or extreme scales."

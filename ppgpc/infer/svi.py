@@ -57,7 +57,7 @@ from numpyro.optim import optax_to_numpyro
 from ppgpc.infer.driver import _as_draws, register_method
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
 
-__all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "make_optimizer",
+__all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "default_batch_size", "make_optimizer",
            "natural_gradient_schedule"]
 
 DEFAULT_BATCH_SIZE = 256
@@ -170,6 +170,11 @@ def natural_gradient_schedule(gamma: float, schedule, max_iter: int, warmup_step
     return optax.join_schedules([rise, after], [warm])
 
 
+def default_batch_size(N: int) -> int:
+    """The minibatch size B when none is given: min(``DEFAULT_BATCH_SIZE``, N)."""
+    return min(DEFAULT_BATCH_SIZE, N)
+
+
 def _check_options(opts: dict, N: int) -> dict:
     def positive_int(name):
         value = opts[name]
@@ -181,7 +186,7 @@ def _check_options(opts: dict, N: int) -> dict:
     for name in ("max_iter", "num_particles", "patience", "window", "num_draws"):
         out[name] = positive_int(name)
     if out["batch_size"] is None:
-        out["batch_size"] = min(DEFAULT_BATCH_SIZE, N)
+        out["batch_size"] = default_batch_size(N)
     else:
         out["batch_size"] = positive_int("batch_size")
         if out["batch_size"] > N:
