@@ -26,6 +26,16 @@ if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 
 import ppgpc  # noqa: E402,F401  (float64 before any JAX code in the tests)
 
+# Under pytest-xdist every worker would start as many OpenBLAS/MKL threads as the machine has
+# cores, so W workers on W cores run W^2 BLAS threads and spend time switching between them.
+# Each worker gets its share of the cores instead (all of them when tests run in one process).
+# threadpoolctl comes with scikit-learn and changes only the BLAS libraries NumPy loaded.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=max(1, (os.cpu_count() or 1) // _WORKERS), user_api="blas")
+
 TEST_SIZE = os.environ.get("PPGPC_TEST_SIZE", "full").lower()
 SMALL = TEST_SIZE == "small"
 
