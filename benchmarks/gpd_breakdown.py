@@ -54,8 +54,8 @@ def _single_draw_error(key, mean, var, labels, link, repeats):
 def _predictive(result, Xs, options=None):
     hypers = {k: v[0, 0] for k, v in result.hypers.items()}
     data = result.data if options is None else result.data._replace(options=options)
-    post = result.spec.condition(data, result.kernel, hypers)
-    return result.spec.predict(data, result.kernel, hypers, post, jnp.asarray(Xs))
+    post = result.spec.conjugate.condition(data, result.kernel, hypers)
+    return result.spec.conjugate.predict(data, result.kernel, hypers, post, jnp.asarray(Xs))
 
 
 def main(argv=None) -> int:

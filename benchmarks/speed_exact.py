@@ -101,7 +101,7 @@ def collapsed_step(model: str, X, y, num_classes: int):
     supports = {}
 
     def record_supports(args):  # an abstract trace: nothing N x N is computed
-        tr = trace(seed(spec.collapsed_model, 0)).get_trace(*args)
+        tr = trace(seed(spec.conjugate.collapsed_model, 0)).get_trace(*args)
         supports.update({name: site["fn"].support for name, site in tr.items()
                          if site["type"] == "sample" and not site["is_observed"]})
 
@@ -110,7 +110,7 @@ def collapsed_step(model: str, X, y, num_classes: int):
 
     def negative_log_ml(u, args):
         params = {name: transforms[name](value) for name, value in u.items()}
-        return -log_density_terms(spec.collapsed_model, args, params, False)
+        return -log_density_terms(spec.conjugate.collapsed_model, args, params, False)
 
     init = spec.initial_hypers(data, kernel)
     u0 = {name: transforms[name].inv(jnp.asarray(value, dtype=jnp.float64))

@@ -66,8 +66,8 @@ import numpyro
 import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, sparse
-from ppgpc.infer.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.kernels import gram, sample_kernel_params
+from ppgpc.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
 
 __all__ = [
@@ -402,10 +402,9 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
 SPEC = conjugate_spec(
     "dirichlet_gp",
     description="GPD: heteroscedastic GP regression on log-normal Dirichlet targets (C GPs)",
-    functions=globals(),
-    extras={"sparse_alternative": 'use the sparse model: DirichletGPClassifier('
-                                  'inference="collapsed") (driver model '
-                                  '"dirichlet_gp_sparse")'})
+    module=globals(),
+    sparse_alternative='use the sparse model: DirichletGPClassifier(inference="collapsed") '
+                       '(driver model "dirichlet_gp_sparse")')
 
 
 # ------------------------------------------------------------- collapsed sparse GPD
@@ -488,7 +487,7 @@ def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, po
     shared Z (M, D), or with per-class inducing inputs (C, M, D) class c's at its own Z_c.
     Mean (M, C) and variance (M, C), without pseudo-observation noise whatever
     ``predict_from`` says: ``u`` is the latent (the ArviZ export draws it from these,
-    ``extras["inducing_predictive"]``)."""
+    ``Inducing.inducing_predictive``)."""
     Z = hypers["inducing_inputs"]
     if not _per_class(Z):
         return _sparse_latent(data, kernel, hypers, posterior, Z)
@@ -517,4 +516,4 @@ def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, post
 SPARSE_SPEC = collapsed_sparse_spec(
     SPEC, "dirichlet_gp_sparse",
     description="Sparse GPD: collapsed Titsias bound with per-class heteroscedastic noise",
-    functions=globals())
+    module=globals())

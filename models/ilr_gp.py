@@ -55,8 +55,8 @@ import numpyro
 import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, simplex, sparse
-from ppgpc.infer.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.kernels import gram, sample_kernel_params
+from ppgpc.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
 
 __all__ = [
@@ -305,10 +305,10 @@ def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):
 
 SPEC = conjugate_spec(
     "ilr_gp", description="ILR-GP: conjugate GP regression on ILR targets (C-1 latent GPs)",
-    functions=globals(),
-    extras={"sparse_alternative": 'use a sparse model: ILRGPClassifier(inference='
-                                  '"collapsed") or inference="uncollapsed" (driver models '
-                                  '"ilr_gp_sparse" and "ilr_gp_uncollapsed")'})
+    module=globals(),
+    sparse_alternative='use a sparse model: ILRGPClassifier(inference="collapsed") or '
+                       'inference="uncollapsed" (driver models "ilr_gp_sparse" and '
+                       '"ilr_gp_uncollapsed")')
 
 
 # ------------------------------------------------------------- collapsed sparse ILR-GP
@@ -377,7 +377,7 @@ def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, po
     """Each coordinate's latent predictive marginals at its inducing inputs under q(u): at
     the shared Z (M, D), or with per-coordinate inducing inputs (C-1, M, D) coordinate l's at
     its own Z_l. Mean (M, C-1) and variance (M, C-1); the ArviZ export draws ``u`` from them
-    (``extras["inducing_predictive"]``)."""
+    (``Inducing.inducing_predictive``)."""
     if _per_output(posterior.Z):
         return sparse.predict_at_own_inputs(kernel, _kernel_params(hypers), posterior)
     return sparse_predict(data, kernel, hypers, posterior, posterior.Z)
@@ -393,4 +393,4 @@ def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, post
 SPARSE_SPEC = collapsed_sparse_spec(
     SPEC, "ilr_gp_sparse",
     description="Collapsed-ILR: Titsias's collapsed sparse bound on ILR targets",
-    functions=globals())
+    module=globals())

@@ -62,10 +62,10 @@ from jax import lax
 from jax.scipy.special import digamma, gammaln, xlogy
 
 from ppgpc import gp, linalg
-from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import gram, gram_diag, kernel_log_prior, sample_kernel_params
-from ppgpc.validation import check_count
 from ppgpc.polyagamma import PolyaGamma, polyagamma_mean, sample_polyagamma
+from ppgpc.spec import CAVI, Gibbs, Inducing, Latent, ModelSpec
+from ppgpc.validation import check_count
 
 __all__ = [
     "LSMData",
@@ -1001,22 +1001,15 @@ SPEC = ModelSpec(
     num_latent=num_latent,
     log_link=log_link,
     initial_hypers=initial_hypers,
-    latent_model=latent_model,
-    latent_conditional=latent_conditional,
-    extras={
-        "gibbs_kernel": gibbs_kernel,
-        "fit_hypers": fit_hypers,
-        "cavi": cavi,
-        "sample_q_f": sample_q_f,
-        "sample_q_v": sample_q_v,
-        "inducing_latent": inducing_latent,
-        "augmented_model": augmented_model,
-        # the sparse CAVI (M < N inducing inputs) costs O(N M^2) and is held as draws of v
-        # (predictive kind "inducing"), so the driver exempts it from max_exact_points;
-        # Gibbs, NUTS and the full CAVI form N x N matrices
-        "sparse_alternative": "use the sparse CAVI with M < N inducing inputs: "
-                              'LogisticSoftmaxGPClassifier(inference="svi") (M = 200 by '
-                              'default), or inference="cavi" with inference_options='
-                              '{"num_inducing": M}; driver: method="cavi", num_inducing=M',
-    },
+    latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
+    gibbs=Gibbs(gibbs_kernel=gibbs_kernel, fit_hypers=fit_hypers),
+    cavi=CAVI(cavi=cavi, sample_q_f=sample_q_f, sample_q_v=sample_q_v),
+    inducing=Inducing(inducing_latent=inducing_latent),
+    # the sparse CAVI (M < N inducing inputs) costs O(N M^2) and is held as draws of v
+    # (predictive kind "inducing"), so the driver exempts it from max_exact_points;
+    # Gibbs, NUTS and the full CAVI form N x N matrices
+    sparse_alternative="use the sparse CAVI with M < N inducing inputs: "
+                       'LogisticSoftmaxGPClassifier(inference="svi") (M = 200 by '
+                       'default), or inference="cavi" with inference_options='
+                       '{"num_inducing": M}; driver: method="cavi", num_inducing=M',
 )

@@ -97,10 +97,10 @@ from numpyro.distributions import constraints
 from numpyro.distributions.kl import kl_divergence
 
 from ppgpc import gp, linalg, simplex
-from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import gram, gram_diag, kernel_log_prior, sample_kernel_params
 from ppgpc.sparse import (DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, inducing_cholesky,
                           initial_inducing_inputs, map_outputs)
+from ppgpc.spec import SVI, Inducing, Latent, ModelSpec
 from ppgpc.validation import check_positive
 
 __all__ = [
@@ -758,13 +758,20 @@ def latent_conditional(data: SVGPData, kernel, hypers: dict, f, Xs):
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
-def _extras(link: str) -> dict:
-    return {"svi_model": model, "svi_guide": guide, "svi_result": svi_result,
-            "inducing_latent": inducing_latent, "inducing_values": inducing_values,
-            "svi_validation_log_predictive": validation_log_predictive,
-            "gaussian_variational_sites": {"q_mean": "q_scale_tril"},
-            "sparse_alternative": 'fit by SVI: inference="svi" (driver method "svi")',
-            "seeded_prepare": True}
+def includes_hyper_prior(data: SVGPData) -> bool:
+    """Whether the objective adds the kernel's log prior (``prepare(kernel_prior=True)``):
+    SVI then fits type-II MAP kernel hyperparameters rather than type-II ML."""
+    return bool(data.kernel_prior)
+
+
+def own_inducing_values(data: SVGPData, kernel, hypers: dict, v):
+    """Each latent's own values u_c = f_c(Z_c) = L_mm,c v_c at its own inducing inputs
+    (``inducing_values``) when every latent has its own set (``shared_inducing=False``,
+    inducing inputs (L, M, D)), where the mixed latent W f(Z) is not defined; None with one
+    shared set (M, D), whose latent at Z is the fit's ordinary predictive there."""
+    if jnp.ndim(hypers["inducing_inputs"]) != 3:
+        return None
+    return inducing_values(data, kernel, hypers, v)
 
 
 def _prepare_for_link(link: str, X, y, num_classes: int, **options) -> SVGPData:
@@ -803,10 +810,17 @@ def _spec(name: str, link: str, num_latent, description: str) -> ModelSpec:
         num_latent: ``C -> L`` for that link (C for softmax, C - 1 for ILR).
         description: one line for the model registry.
     """
-    return ModelSpec(name=name, description=description, prepare=_PREPARE[link],
-                     num_latent=num_latent, log_link=_LOG_LINKS[link],
-                     initial_hypers=initial_hypers, latent_model=latent_model,
-                     latent_conditional=latent_conditional, extras=_extras(link))
+    return ModelSpec(
+        name=name, description=description, prepare=_PREPARE[link], num_latent=num_latent,
+        log_link=_LOG_LINKS[link], initial_hypers=initial_hypers,
+        latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
+        svi=SVI(model=model, guide=guide, result=svi_result,
+                validation_log_predictive=validation_log_predictive,
+                gaussian_variational_sites=(("q_mean", "q_scale_tril"),),
+                includes_hyper_prior=includes_hyper_prior),
+        inducing=Inducing(inducing_latent=inducing_latent, inducing_values=own_inducing_values),
+        sparse_alternative='fit by SVI: inference="svi" (driver method "svi")',
+        seeded_prepare=True)
 
 
 SPEC = _spec("softmax_svgp", "softmax", num_latent_softmax,

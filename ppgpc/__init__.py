@@ -9,7 +9,9 @@ Public API:
     DirichletGPClassifier: the Dirichlet-based GP (GPD), exact or collapsed sparse.
     SoftmaxSVGPClassifier: the sparse variational GP classifier (SVGPC / Uncollapsed-ILR).
     fit: the inference driver (``ppgpc.infer.fit``) for any model and method.
-    load: load a saved estimator or ``FitResult`` (``est.save(path)``; no pickle).
+    save, load: save a fitted estimator or ``FitResult`` to a folder and load it back
+        (``ppgpc.saving``: netCDF arrays plus JSON, no pickle; ``est.save(path)`` too).
+    to_inference_data: a ``FitResult`` as ArviZ ``InferenceData`` (``ppgpc.infer``).
     compare_posteriors: two posteriors compared variable by variable (``ppgpc.compare``).
     diagnostics: accuracy, NLL, Brier, ECE, reliability diagrams and RGB probability maps.
     ConformalClassifier: split-conformal prediction sets around any fitted classifier
@@ -26,8 +28,8 @@ from ppgpc import datasets, gp, kernels, linalg, metrics, plotting, simplex  # n
 from ppgpc import kmeans, sparse  # noqa: F401
 from ppgpc.estimators import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.estimators import SoftmaxSVGPClassifier
-from ppgpc.infer import FitResult, fit, supported_methods
-from ppgpc.persistence import load
+from ppgpc.infer import FitResult, fit, supported_methods, to_inference_data
+from ppgpc.saving import load, save
 from ppgpc import compare, diagnostics  # noqa: F401
 from ppgpc.compare import compare_posteriors
 from ppgpc import calibration, conformal, recalibration  # noqa: F401
@@ -45,6 +47,8 @@ __all__ = [
     "FitResult",
     "fit",
     "supported_methods",
+    "to_inference_data",
+    "save",
     "load",
     "compare_posteriors",
     "ConformalClassifier",

@@ -35,9 +35,12 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from ppgpc import metrics
 from ppgpc.datasets import Standardizer, stratified_folds, train_validation_split
 from ppgpc.infer import fit as run_inference
+from ppgpc.infer import to_inference_data
 from ppgpc.infer.driver import check_method_options
 from ppgpc.infer.loo import loo_latent, loo_nll
 from ppgpc.infer.svi import default_batch_size
+from ppgpc.models import get_spec
+from ppgpc.persistence import load_estimator, save_estimator
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
     check_count,
@@ -53,7 +56,7 @@ from ppgpc.validation import (
 )
 
 __all__ = ["GPClassifierBase", "ILRGPClassifier", "DirichletGPClassifier",
-           "LogisticSoftmaxGPClassifier", "SoftmaxSVGPClassifier"]
+           "LogisticSoftmaxGPClassifier", "SoftmaxSVGPClassifier", "ESTIMATORS"]
 
 OUTLIER_SCORE = 20.0
 """A z-scored training value this far from 0 makes ``fit`` warn that the column's scale is
@@ -430,10 +433,8 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             # refuse a data set too large for the final fit now, before any validation fits
             limit = self._exact_size_limit()
             if limit is not None:
-                from ppgpc.models import get_spec
-
                 check_exact_size(X.shape[0], limit, type(self).__name__,
-                                 get_spec(self.model_name).extras.get("sparse_alternative"))
+                                 get_spec(self.model_name).sparse_alternative)
             self.classes_ = classes
             self.standardizer_ = _fit_standardizer(X, self.standardize)
             Xs = X if self.standardizer_ is None else self.standardizer_.transform(X)
@@ -526,8 +527,8 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                             "labels as y; do not pass class_names or y_pred")
         X_pred = None if X is None else self._transform(X)
         codes = None if y is None else self._encode_known(y, X_pred.shape[0])
-        return self.result_.to_inference_data(X_pred, class_names=self.classes_, y_pred=codes,
-                                              thin=thin, **kwargs)
+        return to_inference_data(self.result_, X_pred, class_names=self.classes_, y_pred=codes,
+                                 thin=thin, **kwargs)
 
     def save(self, path):
         """Save the fitted estimator to the folder ``path`` without pickle: netCDF arrays and
@@ -537,16 +538,12 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         Returns:
             The folder written.
         """
-        from ppgpc.persistence import save_estimator
-
-        return save_estimator(self, path)
+        return save_estimator(self, path, ESTIMATORS)
 
     @classmethod
     def load(cls, path):
         """Load an estimator saved by ``save`` (a TypeError if it is not a ``cls``)."""
-        from ppgpc.persistence import load_estimator
-
-        return load_estimator(path, expected=cls)
+        return load_estimator(path, ESTIMATORS, expected=cls)
 
 
 class ILRGPClassifier(GPClassifierBase):
@@ -1222,3 +1219,8 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         return self._run_driver(self.model_name, X, y, num_classes, method=method,
                                 model_options={"num_inducing": 1, "seed": self.seed},
                                 max_exact_points=self.max_exact_points, options=opts)
+
+
+ESTIMATORS = {cls.__name__: cls for cls in (ILRGPClassifier, LogisticSoftmaxGPClassifier,
+                                            DirichletGPClassifier, SoftmaxSVGPClassifier)}
+"""ppgpc's estimator classes by name: the classes a save may name (``ppgpc.persistence``)."""

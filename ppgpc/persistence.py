@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
+from sklearn.utils.validation import check_is_fitted
 
 from ppgpc._save_format import (
     FITTED_ATTRIBUTES,
@@ -59,17 +60,15 @@ from ppgpc._save_format import (
     kernel_from,
     short,
 )
-from ppgpc.estimators import (
-    DirichletGPClassifier,
-    ILRGPClassifier,
-    LogisticSoftmaxGPClassifier,
-    SoftmaxSVGPClassifier,
-)
 from ppgpc.infer.results import FitResult
 from ppgpc.models import get_spec
 
 __all__ = ["save_result", "load_result", "save_estimator", "load_estimator", "load",
            "FORMAT_VERSION"]
+
+# This module sits below the estimators: it never imports them. A caller that saves or
+# loads estimators passes the classes a save may name (``ppgpc.estimators.ESTIMATORS``);
+# ``ppgpc.save`` and ``ppgpc.load`` (``ppgpc.saving``) do so.
 
 FORMAT_VERSION = 1
 """Version of the folder layout; bumped when it changes incompatibly."""
@@ -78,9 +77,6 @@ _SETTINGS = "settings.json"
 _ARRAYS = "arrays.nc"
 _KINDS = ("fit_result", "estimator")
 _SPECIAL_FIELDS = ("spec", "kernel", "data")
-_ESTIMATORS = {cls.__name__: cls for cls in (ILRGPClassifier, LogisticSoftmaxGPClassifier,
-                                             DirichletGPClassifier, SoftmaxSVGPClassifier)}
-"""The estimator classes a save may name."""
 
 
 def _write_json(path: Path, payload: dict) -> None:
@@ -322,7 +318,7 @@ def _result_from(path: Path, payload, entry: str = "result"):
 
 
 def load_result(path):
-    """Load a ``FitResult`` saved by ``save_result`` (or ``FitResult.save``)."""
+    """Load a ``FitResult`` saved by ``save_result`` (or ``ppgpc.save``)."""
     path = Path(path)
     payload = _read_json(path / _SETTINGS)
     if _kind(path, payload) != "fit_result":
@@ -354,22 +350,28 @@ def _constructor_param_names(cls) -> list[str]:
             if name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
-def save_estimator(estimator, path) -> Path:
+def save_estimator(estimator, path, classes: dict) -> Path:
     """Save a fitted ppgpc estimator to the folder ``path`` (created if new; an earlier save
     there is overwritten, while a file or a folder of other files is refused).
 
     The constructor parameters and the fitted attributes (names ending in ``_``) go to
     ``settings.json``, the ``FitResult`` arrays to ``arrays.nc``.
 
+    Args:
+        estimator: a fitted estimator whose class is one of ``classes``.
+        path: the folder.
+        classes: the estimator classes a save may name, by class name
+            (``ppgpc.estimators.ESTIMATORS``).
+
     Raises:
         RuntimeError: the estimator is not fitted. ValueError/TypeError: something in it
             cannot be stored without pickle (e.g. a custom kernel object, or a fitted
             attribute that is not one of ``FITTED_ATTRIBUTES``).
     """
-    estimator._check_fitted()
+    check_is_fitted(estimator, "result_")
     name = type(estimator).__name__
-    if _ESTIMATORS.get(name) is not type(estimator):
-        raise ValueError(f"{name} is not one of ppgpc's estimators {sorted(_ESTIMATORS)}; "
+    if classes.get(name) is not type(estimator):
+        raise ValueError(f"{name} is not one of ppgpc's estimators {sorted(classes)}; "
                          "only those can be saved")
     fitted = {}
     for attr, value in vars(estimator).items():
@@ -399,13 +401,13 @@ _TOP_LEVEL = {"fit_result": {"format_version": int, "kind": str, "result": dict}
 """The top-level entries of settings.json for each kind of save."""
 
 
-def _estimator_from(path: Path, payload: dict, expected=None):
+def _estimator_from(path: Path, payload: dict, classes: dict, expected=None):
     where = path / _SETTINGS
     payload = check_entries(where, "", payload, _TOP_LEVEL["estimator"])
-    cls = _ESTIMATORS.get(payload["class"])
+    cls = classes.get(payload["class"])
     if cls is None:
         raise damaged(where, "class", f"is {short(payload['class'])}, not one of ppgpc's "
-                      f"estimators {sorted(_ESTIMATORS)}")
+                      f"estimators {sorted(classes)}")
     if expected is not None and not issubclass(cls, expected):
         raise TypeError(f"{path} holds a {cls.__name__}, not a {expected.__name__}")
     estimator = cls(**_params_from(where, cls, payload["params"]))
@@ -422,8 +424,14 @@ def _kind(path: Path, payload: dict) -> str:
     return kind
 
 
-def load_estimator(path, expected=None):
+def load_estimator(path, classes: dict, expected=None):
     """Load an estimator saved by ``save_estimator``; ``expected`` checks its class.
+
+    Args:
+        path: the save's folder.
+        classes: the estimator classes a save may name, by class name
+            (``ppgpc.estimators.ESTIMATORS``).
+        expected: a class the loaded estimator must be an instance of, or None.
 
     Raises:
         FileNotFoundError: no save at ``path``. TypeError: a save of another class than
@@ -436,16 +444,17 @@ def load_estimator(path, expected=None):
     payload = _read_json(path / _SETTINGS)
     if _kind(path, payload) != "estimator":
         raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not an estimator")
-    return _estimator_from(path, payload, expected)
+    return _estimator_from(path, payload, classes, expected)
 
 
-def load(path):
-    """Load whatever ppgpc saved at ``path``: an estimator or a ``FitResult`` (errors as
-    for ``load_estimator``)."""
+def load(path, classes: dict):
+    """Load whatever ppgpc saved at ``path``: an estimator (one of ``classes``, by class
+    name) or a ``FitResult`` (errors as for ``load_estimator``); ``ppgpc.load`` passes
+    ppgpc's estimator classes."""
     path = Path(path)
     payload = _read_json(path / _SETTINGS)
     if _kind(path, payload) == "estimator":
-        return _estimator_from(path, payload)
+        return _estimator_from(path, payload, classes)
     return _result_from_save(path, payload)
 
 

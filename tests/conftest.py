@@ -134,8 +134,10 @@ def assert_nuts_matches_gaussian_posterior(nuts, mean, sd, *, min_ess: float,
     """
     import arviz as az
 
+    from ppgpc.infer import to_inference_data
+
     N, L = mean.shape
-    summary = az.summary(nuts.to_inference_data(), var_names=["f"], round_to="none")
+    summary = az.summary(to_inference_data(nuts), var_names=["f"], round_to="none")
     m = summary["mean"].values.reshape(N, L)
     s = summary["sd"].values.reshape(N, L)
     ess = summary["ess_bulk"].values.reshape(N, L)

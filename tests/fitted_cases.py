@@ -101,7 +101,7 @@ def fitted(model: str, method: str, seed: int = 0, lengthscale_factor: float = 1
         hypers = initial_hyperparameters(model)
         hypers["kernel_lengthscale"] = hypers["kernel_lengthscale"] * lengthscale_factor
         options["hyperparameters"] = hypers
-    if method == "nuts" and get_spec(model).collapsed_model is None:
+    if method == "nuts" and not get_spec(model).has("conjugate"):
         options["form"] = "latent"
     return fit(model, X, y, method=method, model_options=model_options(model), seed=seed,
                **options)

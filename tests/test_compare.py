@@ -7,15 +7,16 @@ import pytest
 from fitted_cases import fitted
 from ppgpc import compare_posteriors
 from ppgpc.compare import energy_test
+from ppgpc.infer import to_inference_data
 from ppgpc.plotting import save_figure
 
 
 @pytest.fixture(scope="module")
 def exact_draws():
     """Exact ILR-GP posteriors: two seeds, and one with lengthscales 4x too long."""
-    return (fitted("ilr_gp", "exact", seed=0).to_inference_data(),
-            fitted("ilr_gp", "exact", seed=1).to_inference_data(),
-            fitted("ilr_gp", "exact", seed=0, lengthscale_factor=4.0).to_inference_data())
+    return (to_inference_data(fitted("ilr_gp", "exact", seed=0)),
+            to_inference_data(fitted("ilr_gp", "exact", seed=1)),
+            to_inference_data(fitted("ilr_gp", "exact", seed=0, lengthscale_factor=4.0)))
 
 
 def test_two_runs_of_the_same_sampler_agree(exact_draws):

@@ -5,6 +5,7 @@ import pytest
 
 from fitted_cases import NUM_PRED, fitted, toy
 from ppgpc import diagnostics
+from ppgpc.infer import to_inference_data
 from ppgpc.plotting import COUNTS_LABEL, IDENTITY_GID, save_figure
 
 # Four points, three classes. By hand:
@@ -49,7 +50,7 @@ def test_table_names_the_ece_kinds():
 @pytest.fixture(scope="module")
 def idata():
     X, y = toy()
-    return fitted("logistic_softmax", "cavi").to_inference_data(X[:NUM_PRED],
+    return to_inference_data(fitted("logistic_softmax", "cavi"), X[:NUM_PRED],
                                                                 y_pred=y[:NUM_PRED])
 
 
@@ -69,7 +70,7 @@ def test_metrics_from_an_inference_data(idata):
 
 
 def test_missing_inputs_are_clear_errors(idata):
-    bare = fitted("logistic_softmax", "cavi").to_inference_data()
+    bare = to_inference_data(fitted("logistic_softmax", "cavi"))
     with pytest.raises(ValueError, match="no predictions group"):
         diagnostics.evaluate(bare)
     with pytest.raises(ValueError, match="pass the labels y"):

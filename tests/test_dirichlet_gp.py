@@ -17,7 +17,7 @@ from conftest import (
     toy_problem,
 )
 from ppgpc import DirichletGPClassifier
-from ppgpc.infer import fit, supported_methods
+from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.kernels import RBF, gram
 from ppgpc.models import dirichlet_gp
 
@@ -85,7 +85,7 @@ def test_exact_fit_predicts_and_exports(exact_fit):
     assert_exact_fit_classifies(result, X, y, num_classes=3, min_accuracy=0.9)
     assert result.hypers["mean"].shape == (1, 1, 3)
     assert result.latent.shape == (1, 300, 30, 3)
-    idata = result.to_inference_data(X[:4])
+    idata = to_inference_data(result, X[:4])
     assert idata.constant_data["mean"].dims == ("latent",)  # GPD: latent c = class c
     assert idata.predictions["p"].shape == (1, 300, 4, 3)
 

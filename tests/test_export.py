@@ -8,7 +8,7 @@ import pytest
 
 from fitted_cases import (CORE_MODELS, SAME_PATH, SPARSE_VARIANTS, C, N, NUM_PRED, cases,
                           fitted, toy)
-from ppgpc.infer import fit, supported_methods
+from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.infer.driver import METHODS
 from ppgpc.infer.arviz_export import LABEL_GROUPS, hyperparameter_dims
 
@@ -22,7 +22,7 @@ def exported(request):
     model, method, num_inducing = request.param
     result = fitted(model, method, num_inducing=num_inducing)
     X, y = toy()
-    idata = result.to_inference_data(X[:NUM_PRED], y_pred=y[:NUM_PRED],
+    idata = to_inference_data(result, X[:NUM_PRED], y_pred=y[:NUM_PRED],
                                      class_names=["a", "b", "c"])
     return model, method, result, idata
 
@@ -126,8 +126,8 @@ def test_loo_compares_models_on_the_label_likelihood():
     """az.compare ranks models on comparable categorical log-likelihoods."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = az.compare({"ilr": fitted("ilr_gp", "exact").to_inference_data(),
-                            "gpd": fitted("dirichlet_gp", "exact").to_inference_data()})
+        table = az.compare({"ilr": to_inference_data(fitted("ilr_gp", "exact")),
+                            "gpd": to_inference_data(fitted("dirichlet_gp", "exact"))})
     assert set(table.index) == {"ilr", "gpd"}
     assert np.all(table["elpd_loo"] < 0) and np.all(table["elpd_loo"] > -N * np.log(C))
 
@@ -142,7 +142,7 @@ def test_a_point_estimate_is_one_value_and_the_sampled_latent_real_draws(case, k
     no chain or draw dim and marked in attrs (not 60 identical draws with ESS 60 and NaN
     R-hat); the latent f, which the fit did sample, keeps its draws, which vary."""
     result = fitted(*case)
-    idata = result.to_inference_data()
+    idata = to_inference_data(result)
     assert result.point_hypers
     constant = idata.constant_data
     assert constant.attrs["point_estimate"] == kind
@@ -169,7 +169,7 @@ def test_sampled_hyperparameters_stay_posterior_draws():
     """NUTS on the collapsed model samples the hyperparameters: their draws are in
     posterior, with ESS and R-hat from ArviZ, and constant_data holds only X."""
     result = fitted("ilr_gp", "nuts")
-    idata = result.to_inference_data()
+    idata = to_inference_data(result)
     assert not result.point_hypers
     assert set(idata.constant_data.data_vars) == {"X"}
     assert "point_estimate" not in idata.constant_data.attrs
@@ -192,7 +192,7 @@ def test_labels_are_codes_and_class_label_names_them(names, labels):
     labels equal the training codes, and class_label[y] the original labels."""
     result = fitted("ilr_gp", "exact")
     X, y = toy()
-    idata = result.to_inference_data(X[:NUM_PRED], y_pred=y[:NUM_PRED], class_names=names)
+    idata = to_inference_data(result, X[:NUM_PRED], y_pred=y[:NUM_PRED], class_names=names)
     for group in LABEL_GROUPS:
         coords = idata[group].coords
         assert list(coords["class"].values) == [0, 1, 2], group
@@ -209,7 +209,7 @@ def test_labels_are_codes_and_class_label_names_them(names, labels):
     np.testing.assert_array_equal(by_label.sel(class_label=labels[2]).values,
                                   idata.predictions["p"].sel({"class": 2}).values)
     with pytest.raises(ValueError, match="class_names must have 3 entries"):
-        result.to_inference_data(class_names=["a", "b"])
+        to_inference_data(result, class_names=["a", "b"])
 
 
 def test_export_round_trips_through_netcdf(tmp_path):
@@ -217,7 +217,7 @@ def test_export_round_trips_through_netcdf(tmp_path):
     ``to_netcdf``/``az.from_netcdf`` (what ``ppgpc fit --save-idata`` writes)."""
     result = fitted("ilr_gp_sparse", "exact")
     X, y = toy()
-    idata = result.to_inference_data(X[:NUM_PRED], class_names=["a", "b", "c"])
+    idata = to_inference_data(result, X[:NUM_PRED], class_names=["a", "b", "c"])
     idata.to_netcdf(str(tmp_path / "idata.nc"))
     back = az.from_netcdf(str(tmp_path / "idata.nc"))
     for name in result.hypers:
@@ -240,8 +240,8 @@ def test_thinned_export_keeps_every_kth_draw(case):
     only their shapes are the full export's.)"""
     model, method, num_inducing = (*_svi_case(), None) if case == "svi" else case
     result = fitted(model, method, num_inducing=num_inducing)
-    full = result.to_inference_data()
-    thinned = result.to_inference_data(thin=7)
+    full = to_inference_data(result)
+    thinned = to_inference_data(result, thin=7)
     kept = np.arange(0, result.num_draws, 7)
     assert thinned.posterior.sizes["draw"] == len(kept)
     for name in thinned.posterior.data_vars:
@@ -263,8 +263,8 @@ def test_export_over_the_size_limit_names_the_thin_that_fits():
     result = fitted(*_svi_case())
     per_draw = 8 * N * result.spec.num_latent(C) * result.num_chains
     with pytest.raises(ValueError, match=r"pass thin=4 \(keeps 15 draws"):
-        result.to_inference_data(max_bytes=15 * per_draw)
-    assert result.to_inference_data(thin=4, max_bytes=15 * per_draw).posterior.sizes["draw"] == 15
+        to_inference_data(result, max_bytes=15 * per_draw)
+    assert to_inference_data(result, thin=4, max_bytes=15 * per_draw).posterior.sizes["draw"] == 15
     for bad in (0, -2, 1.5, True):
         with pytest.raises(ValueError, match="thin step must be a positive integer"):
             result.thin(bad)
@@ -286,9 +286,9 @@ def test_hyperparameter_dims():
 def test_bad_prediction_inputs_are_refused():
     result = fitted("ilr_gp", "exact")
     with pytest.raises(ValueError, match=r"X_pred must have shape \(n, 2\)"):
-        result.to_inference_data(np.zeros((3, 5)))
+        to_inference_data(result, np.zeros((3, 5)))
     with pytest.raises(ValueError, match="y_pred"):
-        result.to_inference_data(np.zeros((3, 2)), y_pred=np.array([0, 1, 7]))
+        to_inference_data(result, np.zeros((3, 2)), y_pred=np.array([0, 1, 7]))
 
 
 def test_unsupported_method_names_the_supported_ones():

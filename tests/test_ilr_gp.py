@@ -17,7 +17,7 @@ from conftest import (
     toy_problem,
 )
 from ppgpc import simplex
-from ppgpc.infer import fit, supported_methods
+from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.kernels import RBF, gram
 from ppgpc.models import ilr_gp
 
@@ -98,7 +98,7 @@ def test_exact_predictive_probabilities_average_the_link_over_latent_draws():
 
 def test_inference_data_groups_and_diagnostics(exact_fit):
     result, X, _ = exact_fit
-    idata = result.to_inference_data(X[:5])
+    idata = to_inference_data(result, X[:5])
     for group in ("posterior", "posterior_predictive", "log_likelihood", "observed_data",
                   "predictions", "constant_data"):
         assert group in idata.groups()
@@ -144,7 +144,7 @@ def test_nuts_on_the_latent_form_matches_the_closed_form_posterior():
     mean = K @ np.linalg.solve(A, np.asarray(data.targets))
     sd = np.sqrt(np.diag(K - K @ np.linalg.solve(A, K)))[:, None] * np.ones((1, 2))
     assert_nuts_matches_gaussian_posterior(nuts, mean, sd, min_ess=100, max_abs_z=4.5)
-    idata = nuts.to_inference_data()
+    idata = to_inference_data(nuts)
     assert {"diverging", "tree_depth"} <= set(idata.sample_stats.data_vars)
     assert float(az.rhat(idata, var_names=["f"])["f"].max()) < 1.05
 
@@ -159,7 +159,7 @@ def test_nuts_over_hyperparameters_runs_and_predicts():
     assert result.latent.shape == (2, samples, 20, 2)
     probs = result.predict_proba(X[:4])
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
-    idata = result.to_inference_data(X[:4])
+    idata = to_inference_data(result, X[:4])
     assert idata.posterior["kernel_variance"].shape == (2, samples)
     az.summary(idata, var_names=["kernel_variance", "kernel_lengthscale"])
     assert np.isfinite(az.loo(idata).elpd_loo)

@@ -14,7 +14,7 @@ from ppgpc import (
     SoftmaxSVGPClassifier,
 )
 from ppgpc.estimators import GPClassifierBase
-from ppgpc.infer import fit
+from ppgpc.infer import fit, to_inference_data
 from ppgpc.validation import (
     MAX_ABS_INPUT,
     check_count,
@@ -376,7 +376,7 @@ def test_labels_given_with_a_driver_export_are_indices(toy):
 
     X, y = toy
     result = fit("ilr_gp", X, y, **QUICK)
-    idata = result.to_inference_data(X[:6])
+    idata = to_inference_data(result, X[:6])
     probs = diagnostics.predictive_probabilities(idata)
     assert diagnostics.evaluate(idata, y[:6]) == diagnostics.evaluate(probs, y[:6])
 
@@ -472,7 +472,7 @@ def test_an_export_no_thin_can_fit_says_so(toy):
     result = fit("ilr_gp", X, y, **QUICK)
     with pytest.raises(ValueError, match="one draw per chain alone takes 480 B, so no thin "
                                          "fits: raise max_bytes"):
-        result.to_inference_data(max_bytes=100)
+        to_inference_data(result, max_bytes=100)
 
 
 def test_saving_refuses_files_and_foreign_folders(tmp_path, fitted_ilr):

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import SMALL, toy_problem
 from ppgpc import LogisticSoftmaxGPClassifier, linalg
-from ppgpc.infer import fit, supported_methods
+from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.kernels import RBF, gram
 from ppgpc.models import logistic_softmax as lsm
 from ppgpc.polyagamma import polyagamma_mean
@@ -111,7 +111,7 @@ def test_gibbs_matches_nuts_on_the_plain_model(gibbs_fit):
     N = X.shape[0]
     out = []
     for res in (gibbs, nuts):
-        s = az.summary(res.to_inference_data(), var_names=["f"], round_to="none")
+        s = az.summary(to_inference_data(res), var_names=["f"], round_to="none")
         out.append([s[k].values.reshape(N, 3) for k in ("mean", "sd", "ess_bulk")])
     (m1, s1, e1), (m2, s2, e2) = out
     assert e1.min() > 100 and e2.min() > 100
@@ -126,7 +126,7 @@ def test_gibbs_result_exports_to_arviz(gibbs_fit):
     result, X, _ = gibbs_fit
     assert result.predictive_kind == "latent" and result.point_hypers
     assert result.latent.shape[:2] == (2, result.num_draws)
-    idata = result.to_inference_data(X[:3])
+    idata = to_inference_data(result, X[:3])
     assert idata.posterior["f"].dims == ("chain", "draw", "obs", "latent")
     assert "mean_count" in idata.sample_stats
     az.summary(idata, var_names=["f"])
@@ -316,7 +316,7 @@ def test_gibbs_with_sampled_hyperparameters_stores_a_draw_per_sweep():
         assert draws.shape == (2, 60) and np.all(draws > 0)
         assert len(np.unique(draws)) > 30       # the HMC step moves
     assert res.sample_stats["hyper_accept_prob"].shape == (2, 60)
-    idata = res.to_inference_data()
+    idata = to_inference_data(res)
     assert idata.posterior["kernel_variance"].dims == ("chain", "draw")
     probs = res.predict_proba(X[:4, :1])
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)

@@ -34,8 +34,8 @@ def _brute_force(spec, data_of, X, y, hypers, C):
     for i in range(X.shape[0]):
         keep = np.arange(X.shape[0]) != i
         data = data_of(X[keep], y[keep])
-        posterior = spec.condition(data, KERNEL, hypers)
-        m, v = spec.predict(data, KERNEL, hypers, posterior, X[i:i + 1])
+        posterior = spec.conjugate.condition(data, KERNEL, hypers)
+        m, v = spec.conjugate.predict(data, KERNEL, hypers, posterior, X[i:i + 1])
         means.append(np.asarray(m[0]))
         variances.append(np.asarray(v[0]))
     return np.stack(means), np.stack(variances)

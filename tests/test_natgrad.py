@@ -259,8 +259,8 @@ def test_bad_natural_gradient_steps_raise(gamma):
 def test_a_model_without_gaussian_factors_refuses_natural_gradients():
     X, y = toy_problem(30, 3)
     data = svgp.prepare(X, y, 3, num_inducing=5)
-    extras = {k: v for k, v in svgp.SPEC.extras.items() if k != "gaussian_variational_sites"}
-    spec = dataclasses.replace(svgp.SPEC, extras=extras)
+    spec = dataclasses.replace(svgp.SPEC, svi=svgp.SPEC.svi._replace(
+        gaussian_variational_sites=()))
     opts = {**SVI_OPTIONS, "natural_gradient": 0.1, "progress_bar": False}
     with pytest.raises(ValueError, match="declares no Gaussian variational factor"):
         run_svi(spec, data, KERNEL, jax.random.PRNGKey(0), opts)

@@ -58,7 +58,7 @@ def test_latent_models_observe_one_term_per_point(model):
     """NumPyro's log_likelihood of a latent model has one value per observation (the data
     plate), each equal to the point's own density given f_i, for two latent draws."""
     spec, data, fixed, y = _problem(model)
-    latent = functools.partial(spec.latent_model, data, KERNEL, fixed)
+    latent = functools.partial(spec.latent.latent_model, data, KERNEL, fixed)
     L = spec.num_latent(C)
     white = np.random.default_rng(7).normal(size=(2, L, N))
     values = log_likelihood(latent, {"f_white": white})[OBSERVED[model]]
@@ -80,7 +80,7 @@ def test_collapsed_models_observe_the_points_jointly(model):
     """The collapsed form is one MVN over the N points per latent: no per-point term (the
     docstrings say so; ppgpc's export computes the per-point likelihood from f instead)."""
     spec, data, fixed, _ = _problem(model)
-    collapsed = functools.partial(spec.collapsed_model, data, KERNEL)
+    collapsed = functools.partial(spec.conjugate.collapsed_model, data, KERNEL)
     values = log_likelihood(collapsed, {k: v[None] for k, v in fixed.items()})
     (site,) = values
     assert values[site].shape == (1, spec.num_latent(C))
@@ -91,7 +91,7 @@ def test_plain_numpyro_nuts_gives_arviz_a_pointwise_log_likelihood():
     has N observations along "obs", the sites are named as ppgpc's export names them, and
     az.loo runs on the N points."""
     spec, data, fixed, y = _problem("logistic_softmax")
-    mcmc = MCMC(NUTS(functools.partial(spec.latent_model, data, KERNEL, fixed)),
+    mcmc = MCMC(NUTS(functools.partial(spec.latent.latent_model, data, KERNEL, fixed)),
                 num_warmup=60, num_samples=60, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0))
     idata = az.from_numpyro(mcmc, **arviz_dims("logistic_softmax", data, KERNEL))

@@ -139,10 +139,10 @@ def test_shared_draws_match_an_independent_high_draw_reference():
     Xs = new_inputs(12, seed=12)
     probs = result.predict_proba(Xs)
 
-    hypers = result._hyper_draw(0, 0)
-    posterior = result.spec.condition(result.data, result.kernel, hypers)
+    hypers = result.hyper_draw(0, 0)
+    posterior = result.spec.conjugate.condition(result.data, result.kernel, hypers)
     mean, var = (np.asarray(a) for a in
-                 result.spec.predict(result.data, result.kernel, hypers, posterior, Xs))
+                 result.spec.conjugate.predict(result.data, result.kernel, hypers, posterior, Xs))
     num_ref = 200_000
     eps = np.random.default_rng(13).standard_normal((num_ref,) + mean.shape)
     per_draw = np.asarray(jnp.exp(result.spec.log_link(
@@ -166,7 +166,7 @@ def test_point_hyperparameter_latent_draws_equal_the_per_draw_conditional():
     key = jax.random.PRNGKey(12)
     for shared in (True, False):
         fast = _point_latent_draws(key, result.spec, result.kernel, result.data,
-                                   result._hyper_draw(0, 0), flat_f, Xs, shared)
+                                   result.hyper_draw(0, 0), flat_f, Xs, shared)
         slow = _per_draw_predictive(key, result.spec, result.kernel, result.data,
                                     result._flat_hypers(), flat_f, Xs, "latent", shared)
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-10)

@@ -890,8 +890,8 @@ def test_bad_validation_data_raises_clear_errors(adversarial_validation):
             fit("softmax_svgp", X, y, method="svi", num_classes=3, kernel=KERNEL,
                 model_options={"num_inducing": 8}, max_iter=10, progress_bar=False,
                 validation_data=validation_data)
-    spec = dataclasses.replace(svgp.SPEC, extras={
-        k: v for k, v in svgp.SPEC.extras.items() if k != "svi_validation_log_predictive"})
+    spec = dataclasses.replace(svgp.SPEC, svi=svgp.SPEC.svi._replace(
+        validation_log_predictive=None))
     with pytest.raises(ValueError, match="no held-out predictive"):
         fit(spec, X, y, method="svi", num_classes=3, kernel=KERNEL,
             model_options={"num_inducing": 8}, max_iter=10, progress_bar=False,

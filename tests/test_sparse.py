@@ -7,7 +7,7 @@ import pytest
 
 from conftest import toy_problem
 from ppgpc import gp, sparse
-from ppgpc.infer import fit
+from ppgpc.infer import fit, to_inference_data
 from ppgpc.kernels import RBF, gram
 from ppgpc.kmeans import kmeans, kmeans_plus_plus_indices
 
@@ -306,7 +306,7 @@ def test_collapsed_ilr_with_inducing_inputs_per_coordinate():
     probs = result.predict_proba(X)
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
     assert np.mean(probs.argmax(1) == y) > 0.9
-    idata = result.to_inference_data()
+    idata = to_inference_data(result)
     assert idata.constant_data["inducing_inputs"].dims == ("latent", "inducing", "feature")
     u = idata.posterior["u"].values                                  # (1, 400, M, L)
     assert u.shape == (1, 400, 6, 2)
@@ -381,10 +381,10 @@ def test_sparse_gpd_with_inducing_inputs_per_class_fits_and_predicts(tmp_path):
     Z = np.asarray(result.hypers["inducing_inputs"][0, 0])
     assert Z.shape == init.shape == (3, 6, 2)
     assert not np.allclose(init[0], init[1]) and not np.allclose(Z, init)
-    hypers = result._hyper_draw(0, 0)
-    q = result.spec.condition(result.data, result.kernel, hypers)
+    hypers = result.hyper_draw(0, 0)
+    q = result.spec.conjugate.condition(result.data, result.kernel, hypers)
     Xs = jnp.asarray(X[:7])
-    mean, var = result.spec.predict(result.data, result.kernel, hypers, q, Xs)
+    mean, var = result.spec.conjugate.predict(result.data, result.kernel, hypers, q, Xs)
     params = {"variance": hypers["kernel_variance"], "lengthscale": hypers["kernel_lengthscale"]}
     resid = result.data.base.targets - hypers["mean"][None, :]
     from ppgpc.models import dirichlet_gp
@@ -399,7 +399,7 @@ def test_sparse_gpd_with_inducing_inputs_per_class_fits_and_predicts(tmp_path):
     probs = result.predict_proba(X)
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
     assert np.mean(probs.argmax(1) == y) > 0.9
-    u = result.to_inference_data().posterior["u"].values             # (1, 400, M, C)
+    u = to_inference_data(result).posterior["u"].values             # (1, 400, M, C)
     assert u.shape == (1, 400, 6, 3)
     for c in range(3):
         draws = np.asarray(result.predict_latent(Z[c]))[0, :, :, c]      # (400, M)
@@ -429,16 +429,16 @@ def test_sparse_gpd_arviz_u_is_the_latent_without_pseudo_observation_noise(share
     result = fit("dirichlet_gp_sparse", X, y, method="exact", num_draws=S,
                  model_options={"alpha_eps": 0.05, "num_inducing": 6, "seed": 2,
                                 "predict_from": "noisy", "shared_inducing": shared_inducing})
-    hypers = result._hyper_draw(0, 0)
-    q = result.spec.condition(result.data, result.kernel, hypers)
-    mean, var = result.spec.extras["inducing_predictive"](result.data, result.kernel, hypers, q)
+    hypers = result.hyper_draw(0, 0)
+    q = result.spec.conjugate.condition(result.data, result.kernel, hypers)
+    mean, var = result.spec.inducing.inducing_predictive(result.data, result.kernel, hypers, q)
     Z = np.asarray(hypers["inducing_inputs"])
     own = [Z if shared_inducing else Z[c] for c in range(3)]
     for c in range(3):  # the noisy predictive at the same inputs: same mean, more variance
-        m_noisy, v_noisy = result.spec.predict(result.data, result.kernel, hypers, q, own[c])
+        m_noisy, v_noisy = result.spec.conjugate.predict(result.data, result.kernel, hypers, q, own[c])
         np.testing.assert_allclose(mean[:, c], m_noisy[:, c], rtol=1e-9)
         assert np.all(v_noisy[:, c] > var[:, c] + 0.5)
-    u = result.to_inference_data().posterior["u"].values                     # (1, S, M, C)
+    u = to_inference_data(result).posterior["u"].values                     # (1, S, M, C)
     assert u.shape == (1, S, 6, 3)
     se = np.sqrt(np.asarray(var) / S)
     assert np.all(np.abs(u[0].mean(0) - mean) < 5 * se)

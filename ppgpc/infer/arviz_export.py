@@ -68,7 +68,8 @@ import numpy as np
 import xarray as xr
 
 from ppgpc.infer.dims import arviz_dims, hyperparameter_dims
-from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS
+from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS, stream_key
+from ppgpc.spec import Inducing
 
 __all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims",
            "arviz_dims", "LABEL_GROUPS"]
@@ -106,10 +107,10 @@ def training_latent(result) -> jax.Array:
 
 def _own_inducing_draws(result, chains: int, draws: int, key):
     """(chain, draw, M, L) marginal draws of each latent at its inducing inputs (shared, or
-    its own) for a point-hyperparameter collapsed fit (``spec.extras["inducing_predictive"]``)."""
-    hypers = result._hyper_draw(0, 0)
-    q = result.spec.condition(result.data, result.kernel, hypers)
-    mean, var = result.spec.extras["inducing_predictive"](result.data, result.kernel, hypers, q)
+    its own) for a point-hyperparameter collapsed fit (``spec.inducing.inducing_predictive``)."""
+    hypers = result.hyper_draw(0, 0)
+    q = result.spec.conjugate.condition(result.data, result.kernel, hypers)
+    mean, var = result.spec.inducing.inducing_predictive(result.data, result.kernel, hypers, q)
     return mean + jnp.sqrt(var) * jax.random.normal(key, (chains, draws) + mean.shape)
 
 
@@ -140,7 +141,7 @@ def _posterior_group(result, chains: int, draws: int, key):
     ard = bool(getattr(result.kernel, "ard", False))
     posterior = {"f": np.asarray(training_latent(result))}
     dims = {"f": ["obs", "latent"]}
-    if getattr(result, "inducing", None) is not None:  # whitened inducing draws
+    if result.inducing is not None:  # whitened inducing draws
         posterior["v"] = np.asarray(result.inducing)
         dims["v"] = ["inducing", "latent"]
     sampled, point = _split_hypers(result, chains, draws)
@@ -151,18 +152,23 @@ def _posterior_group(result, chains: int, draws: int, key):
         if var_dims is not None:
             dims[name] = var_dims
     Z = result.hypers.get("inducing_inputs")
-    if (Z is not None and getattr(result, "inducing", None) is None and result.point_hypers
-            and "inducing_predictive" in result.spec.extras):
+    inducing = result.spec.inducing or Inducing()
+    own = None
+    if Z is not None and result.inducing is not None and inducing.inducing_values is not None:
+        # the model's own values at its inducing inputs where they are not what
+        # predict_latent gives there (SVGP with one set per latent: W f(Z) is not defined,
+        # so u is each latent's u_c = f_c(Z_c) = L_mm,c v_c, before mixing); None elsewhere
+        own = inducing.inducing_values(result.data, result.kernel, result.hyper_draw(0, 0),
+                                       jnp.asarray(result.inducing))
+    if (Z is not None and result.inducing is None and result.point_hypers
+            and inducing.inducing_predictive is not None):
         # a collapsed fit (Collapsed-ILR, sparse GPD): u_c is latent c's marginal draw at its
         # inducing inputs (its own Z_c with shared_inducing=False) from the model's latent
         # predictive there, never with pseudo-observation noise (GPD's predict_from="noisy")
         posterior["u"] = np.asarray(_own_inducing_draws(result, chains, draws, key))
         dims["u"] = ["inducing", "latent"]
-    elif Z is not None and np.ndim(Z) == 5:
-        # one set of inducing inputs per latent (SVGP, shared_inducing=False): W f(Z) is
-        # not defined, so u is each latent's own u_c = f_c(Z_c) = L_mm,c v_c, before mixing
-        posterior["u"] = np.asarray(result.spec.extras["inducing_values"](
-            result.data, result.kernel, result._hyper_draw(0, 0), jnp.asarray(result.inducing)))
+    elif own is not None:
+        posterior["u"] = np.asarray(own)
         dims["u"] = ["inducing", "latent"]
     elif Z is not None and result.point_hypers and "u" not in posterior:
         # draws of the latent at the inducing inputs: joint for per-draw predictives, marginal
@@ -274,15 +280,15 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
 
     Example:
         >>> import numpy as np
-        >>> from ppgpc.infer import fit
+        >>> from ppgpc.infer import fit, to_inference_data
         >>> X = np.random.default_rng(0).normal(size=(30, 2)); y = (X[:, 0] > 0).astype(int)
-        >>> idata = fit("ilr_gp", X, y, num_draws=100).to_inference_data(X[:4])
+        >>> idata = to_inference_data(fit("ilr_gp", X, y, num_draws=100), X[:4])
         >>> idata.predictions["p"].shape
         (1, 100, 4, 2)
     """
     result = result.thin(thin)
     _check_export_size(result, max_bytes)
-    key = result._key(EXPORT_TAG) if key is None else key
+    key = stream_key(result.seed, EXPORT_TAG) if key is None else key
     k_pp, k_pred, k_pred_y, k_u = jax.random.split(key, 4)
     data = result.data
     chains, draws = result.num_chains, result.num_draws

@@ -1,16 +1,16 @@
 """Driver method ``"cavi"``: a model's coordinate-ascent variational inference.
 
-A model provides ``extras["cavi"](data, kernel, hypers, **options)`` returning a result with
+A model provides ``spec.cavi.cavi(data, kernel, hypers, **options)`` returning a result with
 fields ``hypers``, ``inducing`` (the inducing inputs Z), ``sparse``, ``elbo`` (trace) and
 ``converged``, and two ways to sample its variational posterior:
 
-* the full version (Z = X): ``extras["sample_q_f"](key, data, kernel, result, S) -> (S, N,
+* the full version (Z = X): ``spec.cavi.sample_q_f(key, data, kernel, result, S) -> (S, N,
   L)`` joint draws of the latent at the training inputs, held as one chain of predictive
   kind ``"latent"`` (new inputs get the GP prior conditional given each draw);
-* the sparse version (M < N): ``extras["sample_q_v"](key, result, S) -> (S, M, L)`` draws
+* the sparse version (M < N): ``spec.cavi.sample_q_v(key, result, S) -> (S, M, L)`` draws
   of the whitened inducing values, held as one chain of predictive kind ``"inducing"`` with
   Z in ``hypers["inducing_inputs"]`` (new inputs, and the training inputs when exported, get
-  q's own predictive p(f* | u) through ``extras["inducing_latent"]``). Nothing N x N is
+  q's own predictive p(f* | u) through ``spec.inducing.inducing_latent``). Nothing N x N is
   formed, so the driver exempts the sparse version from ``max_exact_points``.
 
 The ELBO trace is kept as ``sample_stats["elbo"]`` of shape (1, iterations) plus
@@ -27,7 +27,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ppgpc.infer.driver import _as_draws, _check_hyperparameters, register_method
+from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
 from ppgpc.validation import check_options
 
 __all__ = ["run_cavi", "check_cavi_options", "CAVI_OPTIONS"]
@@ -71,14 +71,14 @@ def _integer_seed(key) -> int:
 
 
 def run_cavi(spec, data, kernel, key, opts) -> dict:
-    """Runner of driver method ``"cavi"`` (see ``register_method``)."""
+    """Runner of method ``"cavi"`` (``ppgpc.infer.register_method``)."""
     given = opts["hyperparameters"]
-    hypers = None if given is None else _check_hyperparameters(spec, data, kernel, given)
+    hypers = None if given is None else check_hyperparameters(spec, data, kernel, given)
     stochastic = {}
     if opts["batch_size"] is not None or opts["class_batch_size"] is not None:
         stochastic = {k: opts[k] for k in ("batch_size", "class_batch_size", "step_size_delay",
                                            "step_size_power", "elbo_every")}
-    res = spec.extras["cavi"](
+    res = spec.cavi.cavi(
         data, kernel, hypers, num_inducing=opts["num_inducing"],
         learn_hypers=opts["learn_hyperparameters"], learn_inducing=opts["learn_inducing"],
         include_prior=bool(opts["include_prior"]),
@@ -86,12 +86,12 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
         learning_rate=float(opts["learning_rate"]), seed=_integer_seed(key), **stochastic)
     num_draws = int(opts["num_draws"])
     if res.sparse:
-        draws = spec.extras["sample_q_v"](key, res, num_draws)
-        fields = dict(hypers=_as_draws({**res.hypers, "inducing_inputs": res.inducing}),
+        draws = spec.cavi.sample_q_v(key, res, num_draws)
+        fields = dict(hypers=as_draws({**res.hypers, "inducing_inputs": res.inducing}),
                       latent=None, inducing=draws[None], predictive_kind="inducing")
     else:
-        draws = spec.extras["sample_q_f"](key, data, kernel, res, num_draws)
-        fields = dict(hypers=_as_draws(res.hypers), latent=draws[None],
+        draws = spec.cavi.sample_q_f(key, data, kernel, res, num_draws)
+        fields = dict(hypers=as_draws(res.hypers), latent=draws[None],
                       predictive_kind="latent")
     if not bool(np.all(np.isfinite(np.asarray(draws)))):
         raise FloatingPointError("CAVI produced non-finite variational draws")
@@ -111,6 +111,4 @@ def _is_sparse(opts: dict, num_samples: int) -> bool:
     return M is not None and M < num_samples
 
 
-register_method("cavi", run_cavi, (("extras.cavi", "extras.sample_q_f", "extras.sample_q_v",
-                                    "extras.inducing_latent", "latent_conditional"),),
-                CAVI_OPTIONS, scalable=_is_sparse, check=check_cavi_options)
+register_method("cavi", run_cavi, ("cavi", "inducing", "latent"), CAVI_OPTIONS, scalable=_is_sparse, check=check_cavi_options)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppgpc.infer.spec import ModelSpec
-from ppgpc.models import get_spec
+from ppgpc.infer.common import resolve_spec
 
 __all__ = ["LATENT_SITE_DIMS", "arviz_dims", "hyperparameter_dims"]
 
@@ -30,7 +29,7 @@ LATENT_SITE_DIMS = {
 latent ``f_white`` (L, N) and ``f`` (N, L); the observed labels ``y`` (N,) of the
 logistic-softmax and SVGP models; the Gaussian targets ``z`` (N, C-1) of ILR-GP and
 ``ytilde`` (N, C) of GPD; the augmentation ``lambda`` (N,), ``n`` and ``omega`` (N, C) of
-the logistic-softmax ``augmented_model``. (ArviZ drops the trailing ``latent`` of ``z``
+the logistic-softmax ``augmented_model`` (a NumPyro model of that module, run by hand). (ArviZ drops the trailing ``latent`` of ``z``
 and ``ytilde`` in ``log_likelihood``, which has one value per observation.)"""
 
 
@@ -96,15 +95,15 @@ def arviz_dims(model, data, kernel, *, feature_names=None) -> dict:
         >>> spec, kernel = get_spec("logistic_softmax"), make_kernel("rbf")
         >>> data = spec.prepare(X, y, 2)
         >>> fixed = {"kernel_variance": 1.0, "kernel_lengthscale": 1.0}
-        >>> model = functools.partial(spec.latent_model, data, kernel, fixed)
+        >>> model = functools.partial(spec.latent.latent_model, data, kernel, fixed)
         >>> mcmc = MCMC(NUTS(model), num_warmup=100, num_samples=100, progress_bar=False)
         >>> mcmc.run(jax.random.PRNGKey(0))
         >>> idata = az.from_numpyro(mcmc, **arviz_dims(spec, data, kernel))
         >>> idata.log_likelihood["y"].dims, idata.log_likelihood["y"].shape
         (('chain', 'draw', 'obs'), (1, 100, 20))
     """
-    spec = model if isinstance(model, ModelSpec) else get_spec(model)
-    if spec.latent_model is None:
+    spec = resolve_spec(model)
+    if not spec.has("latent"):
         raise ValueError(f"model {spec.name!r} has no latent form (latent_model) whose sites "
                          "could be named; its collapsed bound observes no site per point")
     N, D = np.shape(data.X)

@@ -25,7 +25,7 @@ Two estimators:
   without point i is p(f, theta | y_-i) proportional to p(f, theta | y) / l_i(f_i, theta),
   where l_i is the likelihood term of point i THAT THE POSTERIOR WAS CONDITIONED ON. For
   ILR-GP and GPD that is the Gaussian pseudo-likelihood of the transformed targets,
-  l_i = N(t_i | f_i, noise_i(theta)) (``spec.pseudo_log_lik``); for the other models it is
+  l_i = N(t_i | f_i, noise_i(theta)) (``spec.conjugate.pseudo_log_lik``); for the other models it is
   the categorical likelihood itself. So the raw log ratios are r_i^(s) = -log l_i(f_i^(s)),
   smoothed by ``az.psislw`` into normalised log weights w_i^(s), and
 
@@ -49,7 +49,7 @@ from jax.scipy.special import logsumexp
 
 from ppgpc.infer.arviz_export import training_latent
 from ppgpc.infer.loo import loo_latent
-from ppgpc.infer.results import FitResult
+from ppgpc.infer.results import FitResult, stream_key
 
 __all__ = ["exact_loo", "psis_loo", "EXACT_LOO_DRAWS"]
 
@@ -62,8 +62,8 @@ _EXACT_LOO_TAG = 0x200  # the default key of exact_loo's draws: fold_in(PRNGKey(
 @functools.partial(jax.jit, static_argnames=("spec",))
 def _full_predictive(spec, kernel, data, hypers):
     """The full-data latent predictive at the training inputs: mean (N, L), var (N, L)."""
-    posterior = spec.condition(data, kernel, hypers)
-    return spec.predict(data, kernel, hypers, posterior, data.X)
+    posterior = spec.conjugate.condition(data, kernel, hypers)
+    return spec.conjugate.predict(data, kernel, hypers, posterior, data.X)
 
 
 @functools.partial(jax.jit, static_argnames=("log_link", "num_draws"))
@@ -134,7 +134,7 @@ def exact_loo(result: FitResult, *, key=None, num_draws: int = EXACT_LOO_DRAWS) 
     loo_mean, loo_var = loo_latent(result)
     hypers = {k: v[0, 0] for k, v in result.hypers.items()}
     mean, var = _full_predictive(result.spec, result.kernel, result.data, hypers)
-    key = result._key(_EXACT_LOO_TAG) if key is None else key
+    key = stream_key(result.seed, _EXACT_LOO_TAG) if key is None else key
     y = jnp.asarray(result.data.y)
     log_link = result.spec.log_link
     loo_i = _log_predictive(key, log_link, loo_mean, loo_var, y, int(num_draws))
@@ -168,7 +168,7 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
     posterior was conditioned on (module docstring).
 
     r_i^(s) = -log N(t_i | f_i^(s), noise_i(theta^(s))) for a model with a Gaussian
-    pseudo-likelihood (``spec.pseudo_log_lik``: ILR-GP, GPD and their sparse variants),
+    pseudo-likelihood (``spec.conjugate.pseudo_log_lik``: ILR-GP, GPD and their sparse variants),
     else -log p(y_i | f_i^(s)); w_i = ``az.psislw(r_i, reff)`` (normalised); and
     loo_i = logsumexp_s(w_i^(s) + log p(y_i | f_i^(s))).
 
@@ -197,7 +197,9 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
     chains, draws = f.shape[:2]
     hypers = {k: jnp.broadcast_to(v, (chains, draws) + v.shape[2:])
               for k, v in result.hypers.items()}
-    log_ratio, loglik = _log_terms(result.spec.log_link, result.spec.pseudo_log_lik,
+    conjugate = result.spec.conjugate
+    pseudo_log_lik = None if conjugate is None else conjugate.pseudo_log_lik
+    log_ratio, loglik = _log_terms(result.spec.log_link, pseudo_log_lik,
                                    result.data, hypers, f, jnp.asarray(result.data.y))
     S = chains * draws
     N = f.shape[2]

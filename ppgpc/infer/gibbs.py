@@ -1,13 +1,13 @@
 """Driver method ``"gibbs"``: a model's own Gibbs sampler run through NumPyro's ``MCMC``.
 
-A model provides ``extras["gibbs_kernel"](data, kernel, hypers, **kernel_options)`` returning
+A model provides ``spec.gibbs.gibbs_kernel(data, kernel, hypers, **kernel_options)`` returning
 a pure pair ``init(key) -> state`` and ``step(key, state) -> (state, info)`` over NamedTuples
 whose state has a field ``f`` (N, L) (BlackJAX style). ``GibbsKernel`` is the thin
 ``MCMCKernel`` adapter that lets ``MCMC`` run it (chains, warm-up, thinning, progress bars);
 it holds the two functions and nothing mutable.
 
 Kernel hyperparameters are fixed during the sweep, given (``hyperparameters={...}``) or
-fitted first by the model's ``extras["fit_hypers"](data, kernel) -> (hypers, info)``; or
+fitted first by the model's ``spec.gibbs.fit_hypers(data, kernel) -> (hypers, info)``; or
 sampled inside it (``hyperparameters="sample"``, HMC-within-Gibbs): the driver then calls
 ``gibbs_kernel(data, kernel, start, sample_hypers=True, num_warmup=..., hyper_algo=...,
 hyper_num_steps=..., max_tree_depth=...)`` (options ``hyper_algo`` "HMC" or "NUTS",
@@ -29,7 +29,7 @@ from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
-from ppgpc.infer.driver import _as_draws, _check_hyperparameters, register_method
+from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
 from ppgpc.infer.mcmc import chain_method
 from ppgpc.validation import check_options
 
@@ -58,7 +58,7 @@ class GibbsKernel(MCMCKernel):
 
     Example:
         >>> from numpyro.infer import MCMC
-        >>> # init, step = SPEC.extras["gibbs_kernel"](data, kernel, hypers)
+        >>> # init, step = SPEC.gibbs.gibbs_kernel(data, kernel, hypers)
         >>> # MCMC(GibbsKernel(init, step), num_warmup=100, num_samples=200).run(key)
     """
 
@@ -139,7 +139,7 @@ def check_gibbs_options(opts: dict) -> dict:
 
 
 def run_gibbs(spec, data, kernel, key, opts) -> dict:
-    """Runner of driver method ``"gibbs"`` (see ``register_method``)."""
+    """Runner of method ``"gibbs"`` (``ppgpc.infer.register_method``)."""
     given = opts["hyperparameters"]
     kernel_options = dict(opts["kernel_options"] or {})
     sample = isinstance(given, str)
@@ -154,11 +154,11 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
                               hyper_num_steps=int(opts["hyper_num_steps"]),
                               max_tree_depth=int(opts["hyper_max_tree_depth"]))
     elif given is not None:
-        hypers = _check_hyperparameters(spec, data, kernel, given)
+        hypers = check_hyperparameters(spec, data, kernel, given)
         info = {"hyperparameters": "given"}
     else:
-        hypers, info = spec.extras["fit_hypers"](data, kernel)
-    init_fn, step_fn = spec.extras["gibbs_kernel"](data, kernel, hypers, **kernel_options)
+        hypers, info = spec.gibbs.fit_hypers(data, kernel)
+    init_fn, step_fn = spec.gibbs.gibbs_kernel(data, kernel, hypers, **kernel_options)
     num_chains = int(opts["num_chains"])
     mcmc = MCMC(GibbsKernel(init_fn, step_fn), num_warmup=int(opts["num_warmup"]),
                 num_samples=int(opts["num_samples"]), num_chains=num_chains,
@@ -177,10 +177,9 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
         info["hyper_divergences"] = int(np.sum(stats.get("hyper_diverging", 0)))
         return dict(hypers=samples, latent=latent, predictive_kind="latent",
                     point_hypers=False, info=info, sample_stats=stats)
-    return dict(hypers=_as_draws(hypers), latent=latent, predictive_kind="latent",
+    return dict(hypers=as_draws(hypers), latent=latent, predictive_kind="latent",
                 point_hypers=True, info=info, sample_stats=stats)
 
 
-register_method("gibbs", run_gibbs, (("extras.gibbs_kernel", "extras.fit_hypers",
-                                      "latent_conditional"),), GIBBS_OPTIONS,
+register_method("gibbs", run_gibbs, ("gibbs", "latent"), GIBBS_OPTIONS,
                 check=check_gibbs_options)

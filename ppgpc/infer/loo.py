@@ -50,7 +50,7 @@ def loo_latent(result: FitResult):
     """
     spec = result.spec
     if not (result.predictive_kind == "conjugate" and result.point_hypers
-            and spec.loo_predictive is not None):
+            and spec.has("conjugate") and spec.conjugate.loo_predictive is not None):
         raise ValueError(
             f"closed-form leave-one-out needs a conjugate fit with point hyperparameters "
             f"(method 'exact' or 'map' of a model with loo_predictive); got method "
@@ -61,8 +61,8 @@ def loo_latent(result: FitResult):
 
 @functools.partial(jax.jit, static_argnames=("spec",))
 def _loo_latent(spec, kernel, data, hypers):
-    posterior = spec.condition(data, kernel, hypers)
-    return spec.loo_predictive(data, kernel, hypers, posterior)
+    posterior = spec.conjugate.condition(data, kernel, hypers)
+    return spec.conjugate.loo_predictive(data, kernel, hypers, posterior)
 
 
 @functools.partial(jax.jit, static_argnames=("log_link", "num_draws"))

@@ -1,4 +1,5 @@
-"""``FitResult``: the posterior that every method returns, in one form.
+"""``FitResult``: the posterior that every method returns, in one frozen form, and its
+predictions.
 
 Whatever the method, a fitted classifier is held as
 
@@ -14,7 +15,7 @@ Whatever the method, a fitted classifier is held as
   and sample the predictive marginal), ``"latent"`` (the GP prior conditional given that
   draw's f at the training inputs) or ``"inducing"`` (the sparse conditional p(f* | v)
   given that draw of v, then the model's mixing if it has one, through
-  ``spec.extras["inducing_latent"]``, with the point hyperparameters, inducing inputs and
+  ``spec.inducing.inducing_latent``, with the point hyperparameters, inducing inputs and
   any mixing matrix in ``hypers``). The latent
   at the training inputs of an ``"inducing"`` fit is computed on demand, block by block
   (``training_latent``), so that N x draws x L floats are never stored.
@@ -40,7 +41,10 @@ Prediction, for every kind:
   for the per-row draws; so a loaded result predicts bit for bit what the saved one did.
 
 Everything needed to rebuild predictions is stored as arrays plus names, so a result can
-be saved to netCDF/JSON and loaded without pickle.
+be saved to netCDF/JSON and loaded without pickle. This module holds the container and its
+predictions only: the ArviZ export is ``ppgpc.infer.to_inference_data(result)``, saving and
+loading ``ppgpc.save(result, path)`` and ``ppgpc.load(path)`` (``ppgpc.persistence``), all
+in modules above this one.
 """
 
 from __future__ import annotations
@@ -54,10 +58,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ppgpc.infer.spec import ModelSpec
+from ppgpc.spec import ModelSpec
 from ppgpc.validation import check_features
 
-__all__ = ["FitResult"]
+__all__ = ["FitResult", "stream_key", "EXPORT_TAG", "TRACE_STATS"]
 
 PREDICT_BLOCK = 512
 """Inputs per block of a prediction: larger inputs go through blocks of this many rows."""
@@ -80,6 +84,12 @@ _PROBA_TAG = 1  # the standard normals shared by every row of predict_proba(_dra
 _LATENT_TAG = 2  # per-row draws of predict_latent (then folded with the block index)
 _TRAINING_TAG = 3  # per-row draws of the training latent of an "inducing" fit (likewise)
 EXPORT_TAG = 4  # the ArviZ export's draws (ppgpc.infer.arviz_export)
+
+
+def stream_key(seed: int, tag: int) -> jax.Array:
+    """The key of one use of a fit's randomness: ``fold_in(PRNGKey(seed), tag)``, one stream
+    per tag (``EXPORT_TAG`` for the ArviZ export; predictions use tags 1 to 3)."""
+    return jax.random.fold_in(jax.random.PRNGKey(seed), tag)
 
 
 def _bucket(n: int) -> int:
@@ -110,8 +120,8 @@ def _point_conjugate_draws(key, spec, kernel, data, hypers, Xs, num_chains, num_
                            shared):
     """Predictive marginal draws with fixed hyperparameters: one conditioning for all,
     f*_s = mean + sqrt(var) eps_s, (chain, draw, n, L)."""
-    posterior = spec.condition(data, kernel, hypers)
-    mean, var = spec.predict(data, kernel, hypers, posterior, Xs)
+    posterior = spec.conjugate.condition(data, kernel, hypers)
+    mean, var = spec.conjugate.predict(data, kernel, hypers, posterior, Xs)
     eps = _standard_normals(key, (num_chains, num_draws) + mean.shape, shared)
     return mean + jnp.sqrt(var) * eps
 
@@ -126,10 +136,10 @@ def _per_draw_predictive(key, spec, kernel, data, flat_hypers, flat_f, Xs, kind,
     def one(args):
         hypers, f, e = args
         if kind == "conjugate":
-            posterior = spec.condition(data, kernel, hypers)
-            mean, var = spec.predict(data, kernel, hypers, posterior, Xs)
+            posterior = spec.conjugate.condition(data, kernel, hypers)
+            mean, var = spec.conjugate.predict(data, kernel, hypers, posterior, Xs)
         else:
-            mean, var = spec.latent_conditional(data, kernel, hypers, f, Xs)
+            mean, var = spec.latent.latent_conditional(data, kernel, hypers, f, Xs)
         return mean + jnp.sqrt(var) * e
 
     return lax.map(one, (flat_hypers, flat_f, eps))
@@ -144,7 +154,7 @@ def _point_latent_draws(key, spec, kernel, data, hypers, flat_f, Xs, shared):
     computed once, not once per draw."""
     eps = _standard_normals(key, (flat_f.shape[0], Xs.shape[0], flat_f.shape[-1]), shared)
     mean, var = jax.vmap(
-        lambda f: spec.latent_conditional(data, kernel, hypers, f, Xs))(flat_f)
+        lambda f: spec.latent.latent_conditional(data, kernel, hypers, f, Xs))(flat_f)
     return mean + jnp.sqrt(var) * eps
 
 
@@ -153,7 +163,7 @@ def _inducing_predictive(key, spec, kernel, data, hypers, v, Xs, shared):
     """(S, n, L) draws of the latent at Xs, one per whitened inducing draw v (S, M, L).
     ``inducing_latent`` uses eps elementwise, so a broadcast shared eps is exact."""
     eps = _standard_normals(key, v.shape[:1] + (Xs.shape[0], v.shape[-1]), shared)
-    return spec.extras["inducing_latent"](data, kernel, hypers, v, Xs, eps)
+    return spec.inducing.inducing_latent(data, kernel, hypers, v, Xs, eps)
 
 
 @functools.partial(jax.jit, static_argnames=("log_link",))
@@ -168,9 +178,10 @@ def _mean_probabilities(log_link, f):
     return jnp.mean(jnp.exp(log_link(f)), axis=(0, 1))
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class FitResult:
-    """A fitted classifier: posterior draws plus what is needed to predict.
+    """A fitted classifier: posterior draws plus what is needed to predict (frozen: ``thin``
+    and ``dataclasses.replace`` make changed copies).
 
     Attributes:
         spec: the model's ``ModelSpec``.
@@ -221,8 +232,14 @@ class FitResult:
     def _draws(self):
         return self.inducing if self.predictive_kind == "inducing" else self.latent
 
-    def _hyper_draw(self, chain: int, draw: int) -> dict:
+    def hyper_draw(self, chain: int = 0, draw: int = 0) -> dict:
+        """The hyperparameters of one posterior draw by site name (the point values of a
+        ``point_hypers`` fit at the default chain 0, draw 0)."""
         return {k: v[chain, draw] for k, v in self.hypers.items()}
+
+    def _key(self, tag: int) -> jax.Array:
+        """The default key of one use (``_PROBA_TAG``, ...): ``stream_key(seed, tag)``."""
+        return stream_key(self.seed, tag)
 
     def _flat_hypers(self) -> dict:
         C, S = self.num_chains, self.num_draws
@@ -232,10 +249,6 @@ class FitResult:
         }
 
     # ------------------------------------------------------------ predictions
-    def _key(self, tag: int) -> jax.Array:
-        """The default key of one use (``_PROBA_TAG``, ...): fold_in(PRNGKey(seed), tag)."""
-        return jax.random.fold_in(jax.random.PRNGKey(self.seed), tag)
-
     def _latent_draws_block(self, key: jax.Array, Xs, num_draws: int | None = None, *,
                             shared: bool = False):
         """(chain, draw, n, L) latent draws at one (padded) block of inputs.
@@ -249,17 +262,17 @@ class FitResult:
         if self.predictive_kind == "inducing":
             v = self.inducing.reshape((-1,) + self.inducing.shape[2:])
             draws = _inducing_predictive(key, self.spec, self.kernel, self.data,
-                                         self._hyper_draw(0, 0), v, Xs, shared)
+                                         self.hyper_draw(0, 0), v, Xs, shared)
             return draws.reshape((self.num_chains, self.num_draws) + draws.shape[1:])
         if self.predictive_kind == "conjugate" and self.point_hypers:
             return _point_conjugate_draws(
-                key, self.spec, self.kernel, self.data, self._hyper_draw(0, 0), Xs,
+                key, self.spec, self.kernel, self.data, self.hyper_draw(0, 0), Xs,
                 self.num_chains, self.num_draws if num_draws is None else num_draws, shared,
             )
         flat_f = self.latent.reshape((-1,) + self.latent.shape[2:])
         if self.predictive_kind == "latent" and self.point_hypers:
             draws = _point_latent_draws(key, self.spec, self.kernel, self.data,
-                                        self._hyper_draw(0, 0), flat_f, Xs, shared)
+                                        self.hyper_draw(0, 0), flat_f, Xs, shared)
             return draws.reshape((self.num_chains, self.num_draws) + draws.shape[1:])
         draws = _per_draw_predictive(
             key, self.spec, self.kernel, self.data, self._flat_hypers(), flat_f, Xs,
@@ -423,27 +436,3 @@ class FitResult:
                           for k, v in self.sample_stats.items()},
             info={**self.info, "thinned_by": int(step) * int(self.info.get("thinned_by", 1))},
         )
-
-    def to_inference_data(self, X_pred=None, *, key: jax.Array | None = None, **kwargs):
-        """ArviZ ``InferenceData``; see ``ppgpc.infer.arviz_export.to_inference_data``."""
-        from ppgpc.infer.arviz_export import to_inference_data
-
-        return to_inference_data(self, X_pred, key=key, **kwargs)
-
-    # ------------------------------------------------------------ persistence
-    def save(self, path):
-        """Save to the folder ``path`` (netCDF arrays + JSON settings; ``ppgpc.persistence``).
-
-        Returns:
-            The folder written.
-        """
-        from ppgpc.persistence import save_result
-
-        return save_result(self, path)
-
-    @classmethod
-    def load(cls, path) -> "FitResult":
-        """Load a result saved by ``save``; it predicts bit for bit what the saved one did."""
-        from ppgpc.persistence import load_result
-
-        return load_result(path)

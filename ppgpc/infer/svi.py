@@ -1,10 +1,10 @@
 """Driver method ``"svi"``: stochastic variational inference of a NumPyro model and guide.
 
-Generic over models. A spec provides in ``extras``:
+Generic over models. A spec provides the ``svi`` capability (``ppgpc.spec.SVI``):
 
-* ``"svi_model"``, ``"svi_guide"``: NumPyro model and guide called as ``(data, kernel,
+* ``model``, ``guide``: NumPyro model and guide called as ``(data, kernel,
   batch_size)``; minibatching is theirs (``numpyro.plate(..., subsample_size=B)``);
-* ``"svi_result"``: ``(key, params, data, kernel, num_draws) -> dict`` turning the optimised
+* ``result``: ``(key, params, data, kernel, num_draws) -> dict`` turning the optimised
   parameters (constrained, by site name) into ``FitResult`` fields: ``hypers`` (point
   values by name), ``predictive_kind`` and either ``inducing`` (S, M, L) or ``latent``
   (S, N, L) draws.
@@ -13,7 +13,7 @@ The objective is NumPyro's ``TraceMeanField_ELBO`` (analytic KL wherever the gui
 pair has one registered). Optimiser: optax (Adam by default) under a learning-rate schedule
 (linear warm-up then cosine decay by default), through ``numpyro.optim.optax_to_numpyro``.
 With ``natural_gradient=gamma`` the Gaussian variational factors a spec names in
-``extras["gaussian_variational_sites"]`` (mean site -> ``lower_cholesky`` scale site) take
+``spec.svi.gaussian_variational_sites`` ((mean site, ``lower_cholesky`` scale site) pairs) take
 natural-gradient steps of size gamma instead (``ppgpc.infer.natgrad``; warm-up and decay in
 ``natural_gradient_schedule``), and the optimiser above moves the other sites only (Salimbeni
 et al. 2018's combination of natural gradients for q(u) and Adam for hyperparameters).
@@ -25,7 +25,7 @@ when the relative change stays below ``tol`` for ``patience`` windows in a row, 
 Validation monitor (option ``validation_data=(X_val, y_val)``, held-out inputs scaled as the
 training inputs and integer labels): after each window the held-out NLL of the current
 parameters, -mean_i log p(y_i | x_i), is scored by the spec's
-``extras["svi_validation_log_predictive"]`` (``validation_draws`` draws per point, the same
+``spec.svi.validation_log_predictive`` (``validation_draws`` draws per point, the same
 key every time, so that iterates are compared on common draws). With ``restore_best`` (the
 default) the result is built from the iterate of lowest validation NLL, the way the ILR paper
 selects its SVI settings; with ``validation_patience=k`` the run also stops after k windows
@@ -54,7 +54,7 @@ from jax import lax
 from numpyro.infer import SVI, TraceMeanField_ELBO
 from numpyro.optim import optax_to_numpyro
 
-from ppgpc.infer.driver import _as_draws, register_method
+from ppgpc.infer.common import as_draws, register_method
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
 
 __all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "default_batch_size", "make_optimizer",
@@ -209,10 +209,10 @@ def _check_options(opts: dict, N: int) -> dict:
 def _check_validation_data(spec, data, validation_data):
     """``validation_data`` as float64 inputs (n, D) and int32 labels (n,), with errors that
     name the problem (shape, NaN, labels outside 0..C-1, a model without a monitor)."""
-    score = spec.extras.get("svi_validation_log_predictive")
+    score = spec.svi.validation_log_predictive
     if score is None:
         raise ValueError(f"model {spec.name!r} has no held-out predictive "
-                         "(extras['svi_validation_log_predictive']); validation_data applies "
+                         "(svi.validation_log_predictive); validation_data applies "
                          "to the sparse variational GP classifiers")
     try:
         X_val, y_val = validation_data
@@ -266,15 +266,15 @@ def _svi_programs(spec, optimizer, learning_rate: float, schedule, max_iter: int
     """
     optimizer = make_optimizer(optimizer, learning_rate, schedule, max_iter, warmup_steps)
     if natural_gradient is not None:
-        sites = spec.extras.get("gaussian_variational_sites")
+        sites = dict(spec.svi.gaussian_variational_sites)
         if not sites:
             raise ValueError(f"model {spec.name!r} declares no Gaussian variational factor "
-                             "(extras['gaussian_variational_sites']); natural_gradient applies "
+                             "(svi.gaussian_variational_sites); natural_gradient applies "
                              "to the sparse variational GP classifiers only")
         optimizer = natural_gradient_optimizer(
             sites, natural_gradient_schedule(natural_gradient, schedule, max_iter,
                                              warmup_steps), optimizer)
-    svi = SVI(spec.extras["svi_model"], spec.extras["svi_guide"], optax_to_numpyro(optimizer),
+    svi = SVI(spec.svi.model, spec.svi.guide, optax_to_numpyro(optimizer),
               TraceMeanField_ELBO(num_particles=num_particles))
 
     @jax.jit
@@ -293,7 +293,7 @@ def _svi_programs(spec, optimizer, learning_rate: float, schedule, max_iter: int
 
 
 def run_svi(spec, data, kernel, key, opts) -> dict:
-    """Runner of driver method ``"svi"`` (see ``register_method`` and the module docstring)."""
+    """Runner of method ``"svi"`` (``ppgpc.infer.register_method``; the module docstring)."""
     N = data.X.shape[0]
     opts = _check_options(opts, N)
     B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
@@ -369,7 +369,7 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     if restored:
         params = best[2]
     refused = _natural_gradient_refusals(state)
-    out = spec.extras["svi_result"](k_draws, params, data, kernel, opts["num_draws"])
+    out = spec.svi.result(k_draws, params, data, kernel, opts["num_draws"])
     for name in ("inducing", "latent"):
         if name in out:
             if not bool(jnp.all(jnp.isfinite(out[name]))):
@@ -378,9 +378,10 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     out.setdefault("latent", None)
     trace = np.concatenate(trace)
     per_step = timed_seconds / timed_steps if timed_steps else float("nan")
-    # a model whose objective adds the kernel's log prior (softmax_svgp's kernel_prior) fits
-    # type-II MAP kernel hyperparameters, as cavi.py names its kind
-    kind = "MAP" if getattr(data, "kernel_prior", False) else "ML"
+    # a model whose objective adds the hyperparameters' log prior fits type-II MAP ones, as
+    # cavi.py names its kind
+    prior = spec.svi.includes_hyper_prior
+    kind = "MAP" if prior is not None and prior(data) else "ML"
     info = {"hyperparameters": f"SVI ELBO (type-II {kind})", "elbo": means[-1],
             "svi_steps": int(steps), "svi_converged": bool(converged), "batch_size": int(B),
             "seconds_per_step": per_step, "seconds_per_epoch": per_step * N / B,
@@ -398,9 +399,8 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
                           "precision indefinite and were refused (the factor kept its value); "
                           f"lower natural_gradient (now {opts['natural_gradient']}) or raise "
                           "the batch size", UserWarning, stacklevel=2)
-    return dict(hypers=_as_draws(out.pop("hypers")), point_hypers=True, info=info,
+    return dict(hypers=as_draws(out.pop("hypers")), point_hypers=True, info=info,
                 sample_stats={"elbo": trace[None]}, **out)
 
 
-register_method("svi", run_svi, (("extras.svi_model", "extras.svi_guide",
-                                   "extras.svi_result"),), SVI_OPTIONS, scalable=True)
+register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True)

@@ -1,0 +1,234 @@
+"""What the inference methods share: the method registry and the helpers every runner uses.
+
+A method is a runner registered with ``register_method`` together with the capability
+groups of ``ppgpc.spec.ModelSpec`` it needs and the options it accepts. A model supports a
+method exactly when it fills one of the method's alternatives of groups (and does not list
+the method in ``excluded_methods``), so no generic module special-cases a model; when it
+does not, ``unsupported_reason`` names the group that is missing.
+
+A runner is ``runner(spec, data, kernel, key, options) -> dict`` with the ``FitResult``
+fields ``hypers`` (by site name, (chain, draw, ...)), ``latent``, ``predictive_kind``,
+``point_hypers``, ``info`` and optionally ``sample_stats`` and ``inducing``; the driver
+(``ppgpc.infer.fit``) checks the inputs, runs it and builds the ``FitResult``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ppgpc.models import get_spec
+from ppgpc.spec import CAPABILITIES, ModelSpec
+
+__all__ = ["as_draws", "check_hyperparameters", "POSITIVE_HYPERS", "register_method",
+           "Method", "get_method", "method_names", "supported_methods", "unsupported_reason",
+           "check_method_options", "size_limited", "resolve_spec", "jitted"]
+
+
+# ------------------------------------------------------------------ shared helpers
+def as_draws(hypers: dict) -> dict:
+    """Point hyperparameters (...) as (chain=1, draw=1, ...) float64 arrays."""
+    return {k: jnp.asarray(v, dtype=jnp.float64)[None, None] for k, v in hypers.items()}
+
+
+POSITIVE_HYPERS = ("kernel_", "noise_scale")
+"""Prefixes of the hyperparameters that live on (0, inf): kernel variances and lengthscales,
+noise scales (a GPD class mean or an inducing input may be any real)."""
+
+
+def check_hyperparameters(spec: ModelSpec, data, kernel, given: dict) -> dict:
+    """Given hyperparameters as float64 arrays of the model's shapes (a scalar broadcasts,
+    e.g. one lengthscale for every input of an ARD kernel).
+
+    Args:
+        spec: the model's spec (its ``initial_hypers`` gives the names and shapes).
+        data: the model's prepared data.
+        kernel: the kernel object.
+        given: hyperparameter values by site name.
+
+    Returns:
+        The values by site name, each of the shape ``spec.initial_hypers`` gives it.
+
+    Raises:
+        ValueError: missing or unknown names, a shape that does not broadcast to the
+            model's, non-finite values, or a non-positive kernel or noise parameter.
+    """
+    initial = spec.initial_hypers(data, kernel)
+    if set(given) != set(initial):
+        raise ValueError(
+            f"hyperparameters must name exactly {sorted(initial)}, got {sorted(given)}"
+        )
+    out = {}
+    for k, v in given.items():
+        shape = np.shape(initial[k])
+        try:
+            value = np.broadcast_to(np.asarray(v, dtype=np.float64), shape)
+        except (TypeError, ValueError):
+            raise ValueError(f"hyperparameter {k} must have shape {shape} (or be a scalar), "
+                             f"got {np.asarray(v, dtype=object).shape}") from None
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"hyperparameter {k} is not finite: {value}")
+        if k.startswith(POSITIVE_HYPERS) and not np.all(value > 0):
+            raise ValueError(f"hyperparameter {k} must be positive, got {value}")
+        out[k] = jnp.asarray(value)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def jitted(fn: Callable, static_argnames: tuple = ()) -> Callable:
+    """A cached ``jax.jit`` of a model function (kernels are static pytrees already), so
+    that one model function is compiled once per process and shape, not once per fit."""
+    return jax.jit(fn, static_argnames=static_argnames)
+
+
+def resolve_spec(model) -> ModelSpec:
+    """A ``ModelSpec`` as given, or the registered spec of a model name
+    (``ppgpc.models.get_spec``)."""
+    return model if isinstance(model, ModelSpec) else get_spec(model)
+
+
+# ------------------------------------------------------------------ method registry
+class Method(NamedTuple):
+    """A registered method (``register_method``)."""
+
+    name: str
+    runner: Callable[..., dict]
+    requires: tuple
+    """Alternatives, each a tuple of capability group names that must all be filled."""
+    defaults: dict
+    check: Callable[[dict], dict]
+    scalable: Any
+    """False, True (never forms an N x N matrix) or ``(options, num_samples) -> bool``."""
+
+
+_METHODS: dict[str, Method] = {}
+
+
+def _alternatives(requires) -> tuple:
+    """``requires`` as a tuple of alternatives: one group name, one tuple of names, or a
+    tuple of such tuples."""
+    if isinstance(requires, str):
+        requires = (requires,)
+    requires = tuple(requires)
+    if all(isinstance(r, str) for r in requires):
+        requires = (requires,)
+    out = tuple(tuple(alternative) for alternative in requires)
+    for group in {g for alternative in out for g in alternative}:
+        if group not in CAPABILITIES:
+            raise ValueError(f"unknown capability {group!r}; the groups of a ModelSpec are "
+                             f"{list(CAPABILITIES)}")
+    if not out or not all(out):
+        raise ValueError("a method requires at least one capability group")
+    return out
+
+
+def register_method(name: str, runner, requires, defaults: dict, *,
+                    scalable=False, check=None) -> None:
+    """Teach the driver a method.
+
+    Args:
+        name: the method's name, e.g. ``"gibbs"``.
+        runner: ``runner(spec, data, kernel, key, options) -> dict`` with the ``FitResult``
+            fields ``hypers``, ``latent``, ``predictive_kind``, ``point_hypers``, ``info`` and
+            optionally ``sample_stats`` and ``inducing``.
+        requires: the capability groups of ``ModelSpec`` the method needs: one name
+            (``"svi"``), a tuple of names that must all be filled (``("gibbs",
+            "latent")``), or a tuple of such alternatives, any one of which suffices
+            (``(("conjugate",), ("latent",))`` for NUTS on either form).
+        defaults: the method's options and their defaults (unknown options are refused).
+        scalable: True if the method never forms an N x N matrix, so ``fit``'s
+            ``max_exact_points`` does not apply to it (minibatch SVI); or a predicate
+            ``(options, num_samples) -> bool`` for a method that is sparse under some
+            options only (CAVI with ``num_inducing`` < N).
+        check: ``check(options) -> options``, the method's settings checked (a ValueError
+            naming the bad one) and normalised; ``fit`` calls it before it looks at the
+            data, so a bad setting is refused before any JAX code runs.
+
+    Example:
+        >>> register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True)  # svi.py
+    """
+    _METHODS[name] = Method(name=name, runner=runner, requires=_alternatives(requires),
+                            defaults=dict(defaults), check=check or dict,
+                            scalable=scalable or False)
+
+
+def method_names() -> tuple[str, ...]:
+    """Every registered method, in the order of registration."""
+    return tuple(_METHODS)
+
+
+def get_method(name: str) -> Method:
+    """The registered method ``name``.
+
+    Raises:
+        ValueError: no method of that name is registered (the known ones are named).
+    """
+    try:
+        return _METHODS[name]
+    except KeyError:
+        raise ValueError(f"unknown method {name!r}; the driver knows {list(_METHODS)}") \
+            from None
+
+
+def unsupported_reason(spec: ModelSpec, method: str) -> str | None:
+    """Why ``spec`` does not support ``method`` (None when it does): the model excludes it,
+    or the capability groups that are missing from the alternative closest to filled."""
+    if method in spec.excluded_methods:
+        return f"the model excludes it (excluded_methods={list(spec.excluded_methods)})"
+    missing = [[g for g in alternative if not spec.has(g)]
+               for alternative in get_method(method).requires]
+    if any(not m for m in missing):
+        return None
+    fewest = min(missing, key=len)
+    names = " and ".join(repr(g) for g in fewest)
+    return f"it has no {names} capability (it has {list(spec.capabilities)})"
+
+
+def supported_methods(model) -> tuple[str, ...]:
+    """The methods a model supports: those whose required capability groups its spec fills,
+    less any the spec opts out of in ``excluded_methods``.
+
+    Args:
+        model: a ``ModelSpec`` or a model name (``ppgpc.models.available()``).
+    """
+    spec = resolve_spec(model)
+    return tuple(name for name in _METHODS if unsupported_reason(spec, name) is None)
+
+
+def _with_options(method: str, defaults: dict, given: dict) -> dict:
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise TypeError(
+            f"method {method!r} got unknown option(s) {unknown}; its options are "
+            f"{sorted(defaults)}"
+        )
+    return {**defaults, **given}
+
+
+def check_method_options(method: str, options: dict) -> dict:
+    """A method's options completed with its defaults and checked, as ``fit`` does before
+    it looks at the data; for callers that run other work first (an estimator's smoothing
+    search), so a bad setting is refused before that work rather than after it.
+
+    Raises:
+        ValueError: an unknown method, or a setting that is not what it should be (named).
+        TypeError: an option the method does not have (the valid ones are named).
+    """
+    entry = get_method(method)
+    return entry.check(_with_options(method, entry.defaults, options))
+
+
+def size_limited(spec: ModelSpec, method: str, options: dict, num_samples: int) -> bool:
+    """Whether ``fit`` applies ``max_exact_points``: not for a ``scalable`` model (e.g. the
+    collapsed sparse bounds, whose cost is O(N M^2)), nor for a scalable method, nor for a
+    method that these options make sparse."""
+    if spec.scalable:
+        return False
+    scalable = get_method(method).scalable
+    if callable(scalable):
+        return not scalable(options, num_samples)
+    return not scalable

@@ -1,0 +1,136 @@
+"""Methods ``"exact"`` and ``"map"``: point hyperparameters, then the conjugate posterior.
+
+* ``"exact"``: kernel hyperparameters by type-II maximum likelihood (L-BFGS on the collapsed
+  model), then the closed-form conjugate latent posterior (docs/math.md section 1).
+* ``"map"``: the same with the hyperparameter priors included (type-II MAP).
+
+Both need the ``conjugate`` capability of ``ppgpc.spec.ModelSpec``. ``point_hypers`` (the
+type-II optimum, or checked given values) also starts the collapsed form of ``"nuts"``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, register_method
+from ppgpc.infer.optimize import optimize_sites
+from ppgpc.validation import check_options
+
+__all__ = ["OPTIMIZER_OPTIONS", "point_hypers", "check_posterior", "run_exact", "run_map",
+           "check_optimizer_options"]
+
+OPTIMIZER_OPTIONS = {"hyperparameters": None, "num_draws": 1000, "max_iter": 500, "tol": 1e-6,
+                     "optimizer": "lbfgs", "learning_rate": 0.1, "progress_bar": False}
+"""Options of ``"exact"`` and ``"map"`` and their defaults."""
+
+
+def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict):
+    """Given hyperparameters (checked), or the type-II ML / MAP optimum of the collapsed
+    model; plus facts for ``info``.
+
+    Args:
+        spec: the model's spec; without given values it needs the ``conjugate`` capability.
+        data, kernel: the prepared data and the kernel.
+        given: hyperparameter values by site name, or None to optimise.
+        include_prior: type-II MAP (True) or ML (False).
+        opts: ``max_iter``, ``tol``, ``optimizer``, ``learning_rate``, ``progress_bar``.
+
+    Returns:
+        (hypers by site name, info dict).
+    """
+    if given is not None:
+        return check_hyperparameters(spec, data, kernel, given), {"hyperparameters": "given"}
+    if not spec.has("conjugate"):
+        raise ValueError(
+            f"model {spec.name!r} has no collapsed form to fit hyperparameters by type-II ML; "
+            "pass hyperparameters={...} (e.g. from an SVI fit) or sample_hyperparameters=True")
+    opt = optimize_sites(
+        spec.conjugate.collapsed_model, spec.initial_hypers(data, kernel), args=(data, kernel),
+        include_prior=include_prior, max_iter=opts["max_iter"], tol=opts["tol"],
+        optimizer=opts["optimizer"], learning_rate=opts["learning_rate"],
+        progress_bar=opts["progress_bar"],
+    )
+    if not opt.converged and opts["optimizer"] == "lbfgs":  # a small relative change converged
+        warnings.warn(
+            f"hyperparameter optimisation stopped ({opt.stop_reason}) after "
+            f"{opt.num_iterations} iterations with gradient norm {opt.grad_norm:.2e} > "
+            f"tol={opts['tol']}; the estimate may be off",
+            RuntimeWarning, stacklevel=4,
+        )
+    info = {
+        "hyperparameters": "type-II MAP" if include_prior else "type-II ML",
+        "log_marginal_likelihood" if not include_prior else "log_posterior": opt.objective,
+        "optimizer": opts["optimizer"],
+        "optimizer_iterations": opt.num_iterations,
+        "optimizer_evaluations": opt.num_evaluations,
+        "optimizer_grad_norm": opt.grad_norm,
+        "optimizer_converged": opt.converged,
+        "optimizer_stop_reason": opt.stop_reason,
+    }
+    return opt.params, info
+
+
+@jax.jit
+def _all_finite(tree) -> jax.Array:
+    """True when every entry of every leaf is finite: one program per pytree structure, one
+    scalar back to the host (not the N x N factor)."""
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x))
+                              for x in jax.tree_util.tree_leaves(tree)]))
+
+
+def check_posterior(posterior, what: str) -> float:
+    """The Cholesky jitter a conjugate posterior needed (0 if none; a RuntimeWarning when
+    some was), after checking that every array of it is finite.
+
+    Raises:
+        FloatingPointError: a non-finite entry (the kernel matrix was not positive definite
+            even with the maximum jitter).
+    """
+    jitter = float(jnp.max(posterior.jitter)) if hasattr(posterior, "jitter") else 0.0
+    if not bool(_all_finite(posterior)):
+        raise FloatingPointError(
+            f"the {what} could not be computed: the kernel matrix was not positive definite "
+            "even with the maximum jitter. Check for duplicated inputs or extreme scales."
+        )
+    if jitter > 0:
+        warnings.warn(f"the Cholesky factorisation needed jitter {jitter:.3g}", RuntimeWarning,
+                      stacklevel=4)
+    return jitter
+
+
+def _run_point(spec, data, kernel, key, opts, include_prior):
+    hypers, info = point_hypers(spec, data, kernel, opts["hyperparameters"], include_prior,
+                                opts)
+    conjugate = spec.conjugate
+    posterior = jitted(conjugate.condition)(data, kernel, hypers)
+    info["cholesky_jitter"] = check_posterior(posterior, "conjugate posterior")
+    latent = jitted(conjugate.sample_train, ("num_samples",))(
+        key, data, kernel, hypers, posterior, num_samples=int(opts["num_draws"]))
+    return dict(hypers=as_draws(hypers), latent=latent[None], predictive_kind="conjugate",
+                point_hypers=True, info=info)
+
+
+def run_exact(spec, data, kernel, key, opts) -> dict:
+    """Runner of method ``"exact"`` (type-II ML; ``ppgpc.infer.register_method``)."""
+    return _run_point(spec, data, kernel, key, opts, include_prior=False)
+
+
+def run_map(spec, data, kernel, key, opts) -> dict:
+    """Runner of method ``"map"`` (type-II MAP; ``ppgpc.infer.register_method``)."""
+    return _run_point(spec, data, kernel, key, opts, include_prior=True)
+
+
+def check_optimizer_options(opts: dict) -> dict:
+    """exact/map settings, checked before any work (a negative ``num_draws`` would end in a
+    reshape error inside JAX, a negative Adam ``max_iter`` would take no step)."""
+    return check_options(opts, counts=("num_draws", "max_iter"), positive=("learning_rate",),
+                         flags=("progress_bar",))
+
+
+register_method("exact", run_exact, "conjugate", OPTIMIZER_OPTIONS,
+                check=check_optimizer_options)
+register_method("map", run_map, "conjugate", OPTIMIZER_OPTIONS,
+                check=check_optimizer_options)

@@ -1,0 +1,130 @@
+"""Method ``"nuts"``: NUTS on a model's collapsed or latent form.
+
+On the collapsed form (``form="collapsed"``, the ``conjugate`` capability) NUTS samples the
+hyperparameters, and each draw is paired with an exact conditional draw of the latent; on
+the latent form (``form="latent"``, the ``latent`` capability) it samples the latent with
+the hyperparameters fixed (the type-II ML values unless given) or sampled too
+(``sample_hyperparameters=True``).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ppgpc.infer.common import as_draws, jitted, register_method
+from ppgpc.infer.exact import OPTIMIZER_OPTIONS, point_hypers
+from ppgpc.infer.mcmc import run_nuts
+from ppgpc.validation import check_options, check_probability
+
+__all__ = ["NUTS_OPTIONS", "run_nuts_method", "check_nuts_options"]
+
+NUTS_OPTIONS = {
+    "form": "collapsed",
+    "num_warmup": 500,
+    "num_samples": 500,
+    "num_chains": 2,
+    "hyperparameters": None,
+    "sample_hyperparameters": False,
+    "target_accept": 0.8,
+    "max_tree_depth": 10,
+    "dense_mass": False,
+    "progress_bar": True,
+}
+"""Options of ``"nuts"`` and their defaults."""
+
+_FORMS = {"collapsed": "conjugate", "latent": "latent"}
+"""The capability group each form of NUTS needs."""
+
+
+def _one_latent_draw_per_hyper_draw(keys, spec, data, kernel, flat_hypers):
+    """(S, N, L): for each hyperparameter draw, one exact conditional draw of the latent."""
+    conjugate = spec.conjugate
+
+    def draw(args):
+        h, k = args
+        posterior = conjugate.condition(data, kernel, h)
+        return conjugate.sample_train(k, data, kernel, h, posterior, 1)[0]
+
+    return lax.map(draw, (flat_hypers, keys))
+
+
+def check_nuts_options(opts: dict) -> dict:
+    """NUTS settings, checked before NumPyro sees them (it would fail deep inside, or, for
+    ``target_accept`` outside (0, 1), run a sampler that cannot adapt)."""
+    check_probability("target_accept", opts["target_accept"], kind="a probability")
+    return check_options(opts, counts=("num_samples", "num_chains", "max_tree_depth"),
+                         non_negative=("num_warmup",),
+                         flags=("dense_mass", "sample_hyperparameters", "progress_bar"))
+
+
+def run_nuts_method(spec, data, kernel, key, opts) -> dict:
+    """Runner of method ``"nuts"`` (``ppgpc.infer.register_method``)."""
+    form = opts["form"]
+    if form not in _FORMS:
+        raise ValueError(f"nuts form must be 'collapsed' or 'latent', got {form!r}")
+    if not spec.has(_FORMS[form]):
+        other = "latent" if form == "collapsed" else "collapsed"
+        hint = f"; use form={other!r}" if spec.has(_FORMS[other]) else ""
+        raise ValueError(f"model {spec.name!r} has no {form} form for NUTS (missing the "
+                         f"{_FORMS[form]!r} capability){hint}")
+    k_mcmc, k_latent = jax.random.split(key)
+    mcmc_opts = {k: opts[k] for k in ("num_warmup", "num_samples", "num_chains", "target_accept",
+                                      "max_tree_depth", "dense_mass", "progress_bar")}
+    info: dict = {"form": form}
+
+    if form == "collapsed":
+        init, opt_info = point_hypers(spec, data, kernel, opts["hyperparameters"], True,
+                                      OPTIMIZER_OPTIONS)
+        info.update({"init_" + k: v for k, v in opt_info.items()})
+        model = functools.partial(spec.conjugate.collapsed_model, data, kernel)
+        out = run_nuts(k_mcmc, model, init_values=init, **mcmc_opts)
+        hypers = {k: v for k, v in out.samples.items() if k in init}
+        C, S = next(iter(hypers.values())).shape[:2]
+        flat = {k: v.reshape((C * S,) + v.shape[2:]) for k, v in hypers.items()}
+        keys = jax.random.split(k_latent, C * S)
+
+        latent = jitted(_one_latent_draw_per_hyper_draw, ("spec",))(keys, spec, data, kernel,
+                                                                     flat)
+        latent = latent.reshape((C, S) + latent.shape[1:])
+        point = False
+    else:
+        if opts["sample_hyperparameters"]:
+            fixed, point = None, False
+        else:
+            fixed, opt_info = point_hypers(spec, data, kernel, opts["hyperparameters"], False,
+                                           OPTIMIZER_OPTIONS)
+            info.update(opt_info)
+            point = True
+        model = functools.partial(spec.latent.latent_model, data, kernel, fixed)
+        out = run_nuts(k_mcmc, model, **mcmc_opts)
+        latent = out.samples["f"]
+        if fixed is None:
+            hypers = {k: v for k, v in out.samples.items() if k.startswith("kernel_")}
+            extra = {k: v for k, v in out.samples.items()
+                     if k not in hypers and k not in ("f", "f_white")}
+            hypers.update(extra)
+        else:
+            hypers = as_draws(fixed)
+
+    divergences = int(np.sum(out.sample_stats["diverging"]))
+    info["divergences"] = divergences
+    if divergences:
+        warnings.warn(
+            f"NUTS reported {divergences} divergent transition(s); check the trace and consider "
+            "a higher target_accept", RuntimeWarning, stacklevel=3,
+        )
+    if not bool(jnp.all(jnp.isfinite(latent))):
+        raise FloatingPointError("NUTS produced non-finite latent draws")
+    return dict(hypers=hypers, latent=latent, predictive_kind="latent" if form == "latent"
+                else "conjugate", point_hypers=point, info=info,
+                sample_stats=out.sample_stats)
+
+
+register_method("nuts", run_nuts_method, (("conjugate",), ("latent",)), NUTS_OPTIONS,
+                check=check_nuts_options)
