@@ -40,6 +40,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ppgpc import calibration, metrics
+from ppgpc.models import get_spec
 from ppgpc.validation import check_features, check_labels
 
 __all__ = [
@@ -70,7 +71,7 @@ def predictive_probabilities(idata, group: str = "predictions") -> np.ndarray:
     """(n, C) class probabilities averaged over chains and draws.
 
     Args:
-        idata: an ``InferenceData`` from ``ppgpc`` (``FitResult.to_inference_data``).
+        idata: an ``InferenceData`` from ``ppgpc`` (``ppgpc.infer.to_inference_data``).
         group: ``"predictions"`` (the points asked for at export) or ``"posterior"`` (the
             training inputs: the model's link, named in the attrs, applied to each draw of
             ``f``).
@@ -82,8 +83,6 @@ def predictive_probabilities(idata, group: str = "predictions") -> np.ndarray:
         p = idata.predictions["p"]
         return np.asarray(p.mean(dim=("chain", "draw")).transpose("pred", "class").values)
     if group == "posterior":
-        from ppgpc.models import get_spec
-
         name = idata.posterior.attrs.get("ppgpc_model")
         if name is None:
             raise ValueError("the posterior's attrs do not name a ppgpc model (ppgpc_model); "

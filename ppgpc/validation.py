@@ -211,7 +211,7 @@ def check_exact_size(num_samples: int, limit: int | None, model_name: str,
                      sparse_alternative: str | None = None) -> None:
     """Refuse exact inference above ``limit`` points, naming the memory it would need and
     what to do instead (``sparse_alternative``, a clause such as "use the sparse model:
-    ...", from the model spec's extras)."""
+    ...", from the model spec's ``sparse_alternative``)."""
     limit = check_size_limit(limit)
     if limit is not None and num_samples > limit:
         gib = 8 * num_samples**2 / 2**30
