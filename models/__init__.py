@@ -1,6 +1,6 @@
 """Model modules, one per classifier, installed as ``ppgpc.models``.
 
-Each module exports a ``SPEC`` (a ``ppgpc.infer.ModelSpec``) that the driver runs.
+Each module exports a ``SPEC`` (a ``ppgpc.spec.ModelSpec``) that the inference methods run.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def test_what_cannot_be_saved_is_refused(tmp_path):
     result = fitted("ilr_gp", "exact")
     custom = FitResult(**{**vars(result), "kernel": MyKernel()})
     with pytest.raises(ValueError, match="only the kernels of ppgpc.kernels"):
-        custom.save(tmp_path / "y")
+        ppgpc.save(custom, tmp_path / "y")
     assert not (tmp_path / "y").exists()
     clf = ILRGPClassifier(kernel=MyKernel(), seed=4, inference_options={
         "hyperparameters": initial_hyperparameters("ilr_gp"), "num_draws": 60}).fit(*toy())
