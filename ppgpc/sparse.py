@@ -47,6 +47,7 @@ from ppgpc.kmeans import kmeans
 
 __all__ = [
     "DEFAULT_NUM_INDUCING",
+    "resolve_num_inducing",
     "SparseData",
     "SparsePosterior",
     "InducingPrior",
@@ -67,7 +68,8 @@ __all__ = [
 ]
 
 DEFAULT_NUM_INDUCING = 200
-"""The ILR paper's number of inducing points on letter, magic, htru2 and eeg (Table 2)."""
+"""The ILR paper's number of inducing points on letter, magic, htru2 and eeg (Table 2); the
+default M of every sparse model (``resolve_num_inducing``)."""
 
 DEFAULT_KMM_JITTER = 1e-6
 """Relative jitter added to K_mm (times the kernel variance): learned inducing inputs can
@@ -131,13 +133,51 @@ class InducingPrior(dist.ImproperUniform):
         return jnp.zeros(tuple(sample_shape) + self.event_shape)
 
 
-def initial_inducing_inputs(X, num_inducing: int, seed: int = 0, num_iters: int = 10):
-    """(M, D) k-means++ seeds of X refined by ``num_iters`` Lloyd steps, M = min(M, N)."""
+def resolve_num_inducing(requested, num_points: int) -> int:
+    """The number of inducing inputs M of every sparse model: the one rule for M.
+
+    ``None`` means ``min(DEFAULT_NUM_INDUCING, N)`` (a data set smaller than the default
+    gets one inducing input per point); an integer is used as it is and must be in 1..N:
+    more inducing inputs than training points add nothing (M = N already places them at
+    the training inputs, where the sparse model is the exact one), so M > N is refused with
+    a message naming both instead of being cut silently.
+
+    Args:
+        requested: M, or None for the default.
+        num_points: N, the number of training points.
+
+    Raises:
+        ValueError: ``requested`` is not a positive integer, or exceeds N.
+
+    Example:
+        >>> [resolve_num_inducing(M, N) for M, N in ((None, 50), (None, 5000), (30, 50))]
+        [50, 200, 30]
+    """
+    if requested is None:
+        return min(DEFAULT_NUM_INDUCING, int(num_points))
+    if isinstance(requested, bool) or int(requested) != requested or requested < 1:
+        raise ValueError(f"num_inducing must be a positive integer, got {requested!r}")
+    if requested > num_points:
+        raise ValueError(f"num_inducing M = {requested} exceeds the number of training "
+                         f"points N = {num_points}; choose M <= N (None: "
+                         f"min({DEFAULT_NUM_INDUCING}, N))")
+    return int(requested)
+
+
+def initial_inducing_inputs(X, num_inducing: int, seed: int = 0, num_iters: int = 10, *,
+                            key: jax.Array | None = None):
+    """(M, D) k-means++ seeds of X refined by ``num_iters`` Lloyd steps; M by the one rule
+    (``resolve_num_inducing``: None is min(200, N), M > N is refused).
+
+    Args:
+        X: (N, D) inputs; num_inducing: M or None.
+        seed: root seed of the k-means++ draws, ``PRNGKey(seed)``; key: that key itself
+            (one stream of a caller's root, e.g. ``fold_in(PRNGKey(seed), l)``), in place
+            of ``seed``.
+    """
     X = jnp.asarray(X, dtype=jnp.float64)
-    if num_inducing < 1:
-        raise ValueError(f"num_inducing must be a positive integer, got {num_inducing}")
-    M = min(int(num_inducing), X.shape[0])
-    return kmeans(jax.random.PRNGKey(seed), X, M, num_iters)
+    M = resolve_num_inducing(num_inducing, X.shape[0])
+    return kmeans(jax.random.PRNGKey(seed) if key is None else key, X, M, num_iters)
 
 
 
@@ -149,10 +189,13 @@ def make_prepare(dense_prepare, per_output_inducing: bool = False):
         dense_prepare: the dense model's ``prepare``.
         per_output_inducing: whether the model accepts ``shared_inducing=False``, one set of
             inducing inputs per output (the outputs are the columns of ``base.targets``);
-            set l starts from k-means++ seeded with ``seed + l``, so the sets differ.
+            set l starts from k-means++ with the key ``fold_in(PRNGKey(seed), l)``, so the
+            sets differ.
+
+    ``num_inducing`` None is the default rule (``resolve_num_inducing``).
     """
 
-    def sparse_prepare(X, y, num_classes: int, *, num_inducing: int = DEFAULT_NUM_INDUCING,
+    def sparse_prepare(X, y, num_classes: int, *, num_inducing: int | None = None,
                        seed: int = 0, shared_inducing: bool = True, **options) -> SparseData:
         if not isinstance(shared_inducing, bool):
             raise TypeError(f"shared_inducing must be True or False, got {shared_inducing!r}")
@@ -163,9 +206,10 @@ def make_prepare(dense_prepare, per_output_inducing: bool = False):
         if shared_inducing:
             return SparseData(base, initial_inducing_inputs(base.X, num_inducing, seed))
         num_outputs = base.targets.shape[1]
-        return SparseData(base, jnp.stack([initial_inducing_inputs(base.X, num_inducing,
-                                                                   seed + l)
-                                           for l in range(num_outputs)]))
+        root = jax.random.PRNGKey(seed)
+        return SparseData(base, jnp.stack([
+            initial_inducing_inputs(base.X, num_inducing, key=jax.random.fold_in(root, l))
+            for l in range(num_outputs)]))
 
     return sparse_prepare
 
