@@ -68,6 +68,7 @@ def main(argv=None) -> None:
     from ppgpc import linalg
     from ppgpc.kernels import RBF, gram
     from ppgpc.models import softmax_svgp as svgp
+    from ppgpc.models import softmax_svgp_elbo as svgp_elbo
     from ppgpc.sparse import map_outputs
 
     N, D, C, B, M = 13500, 16, 26, args.batch_size, args.num_inducing
@@ -88,10 +89,10 @@ def main(argv=None) -> None:
     q_tril = jnp.asarray(np.tril(gen.normal(size=(L, M, M))) * 0.05) + jnp.eye(M)
 
     def chol(p, Z):
-        return svgp._chol_mm(data, kernel, p, Z)
+        return svgp_elbo._chol_mm(data, kernel, p, Z)
 
     def kmb(p, Z):
-        return svgp._per_latent(data, lambda p, z: gram(kernel, p, z, Xb))(p, Z)
+        return svgp_elbo._per_latent(data, lambda p, z: gram(kernel, p, z, Xb))(p, Z)
 
     chol_mm, K = chol(params, Z), kmb(params, Z)
 

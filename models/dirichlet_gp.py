@@ -14,13 +14,10 @@ exp(ytilde + s2/2) = alpha and (exp(s2) - 1) exp(2 ytilde + s2) = alpha. Because
 differs per class, each class needs its own Cholesky of K_c + diag(s2_:c), batched with
 ``vmap`` over classes (ILR-GP needs one for all coordinates).
 
-Options (``prepare``): ``alpha_eps``; ``shared_kernel`` (True: one kernel for all classes,
-as Milios et al.; False: one per class, as GPyTorch's batched model); ``predict_from``:
-``"latent"`` (default) samples f* from the latent predictive; ``"noisy"`` samples the
-pseudo-observation f* + noise instead, the contrast of the ILR paper's Table 1. The noise
-of a test pseudo-observation depends on its unknown label; "noisy" uses the label the latent
-mean predicts (s2 of alpha = 1 + alpha_eps for that class, of alpha_eps for the others),
-which is the true label wherever the classifier is right.
+Options (``prepare``): ``alpha_eps``; ``shared_kernel`` (one kernel for all classes, as
+Milios et al., or one per class); ``predict_from``: ``"latent"`` (default) samples f* from
+the latent predictive, ``"noisy"`` the pseudo-observation f* + noise (the ILR paper's Table
+1), its noise that of the label the latent mean predicts.
 
 NumPyro sites (stable names, shared with the other classifiers):
 
@@ -33,25 +30,17 @@ NumPyro sites (stable names, shared with the other classifiers):
   ``data``);
 * ``f_white`` (C, N) and the deterministic ``f`` (N, C): the latent form, whitened;
 * ``noise_scale`` (C,): with ``learn_noise_scale=True``, a factor r_c on class c's noise
-  variances, fitted with the hyperparameters: the ILR paper's "more flexible likelihood"
-  for sparse GPD (its section 5). Each class has its own factorisation already, so a
-  scale per class costs nothing extra.
+  variances (the ILR paper's "more flexible likelihood", its section 5), free of cost.
 
 ``SPARSE_SPEC`` is the collapsed sparse GPD (Titsias bound with per-class noise, inducing
-inputs shared by the classes, site ``inducing_inputs`` (M, D); ``ppgpc.sparse``). With a
-shared kernel, class c's noise takes one value on the points labelled c and another
-elsewhere, so the bound is computed by ``sparse.collapsed_bound_two_level`` at O(M^2 N) for
-all classes together instead of O(C M^2 N) (N = 5000, C = 26, M = 200, D = 16, one core:
-19.6 s per value and gradient before, 1.6 s after); with per-class kernels each class is
-factorised on its own.
-Shared hyperparameters are also never broadcast to a class axis, so K and L_m^-1 K_mn are
-computed once. With ``shared_inducing=False`` (a ``prepare`` option) each class has its own
-M inducing inputs, ``inducing_inputs`` (C, M, D), and its own factorisation (the
-per-output functions of ``ppgpc.sparse``, one class after another, each with its own noise
-column): about C times the cost per step of one shared set, and C M basis
-functions in all. On letter (C = 26, M = 200) with learned class noise scales and 100 Adam
-steps that gave 0.975 / 0.077 / 0.004 test accuracy / NLL / ECE (the paper: 0.96 / 0.12 /
-0.04; one shared set by L-BFGS without the scales: 0.946 / 0.169).
+inputs ``inducing_inputs`` (M, D) shared by the classes; ``ppgpc.sparse``). With a shared
+kernel, class c's noise takes one value on the points labelled c and another elsewhere, so
+the bound is ``sparse.collapsed_bound_two_level``, O(M^2 N) for all classes together instead
+of O(C M^2 N), and K and L_m^-1 K_mn are computed once; with per-class kernels each class is
+factorised on its own. With ``shared_inducing=False`` (a ``prepare`` option) each class has
+its own M inducing inputs, ``inducing_inputs`` (C, M, D), and its own factorisation (the
+per-output functions of ``ppgpc.sparse``, each with its own noise column): about C times the
+cost per step, and C M basis functions in all.
 """
 
 from __future__ import annotations
@@ -66,7 +55,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, sparse
-from ppgpc.kernels import gram, sample_kernel_params
+from ppgpc.kernels import gram, kernel_params, sample_kernel_params
 from ppgpc.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
 
@@ -85,7 +74,9 @@ __all__ = [
     "sample_train",
     "loo_predictive",
     "latent_conditional",
+    "num_latent",
     "log_link",
+    "initial_hypers",
     "SPEC",
     "SPARSE_SPEC",
 ]
@@ -186,24 +177,22 @@ def log_link(f: jax.Array) -> jax.Array:
 
 # ------------------------------------------------------------------- helpers
 def _class_params(data: GPDData, hypers: dict) -> tuple[dict, int | None]:
-    """Kernel parameters and their ``vmap`` axis over classes.
-
-    Shared hyperparameters (Milios) come back as they are with axis None, so that under
-    ``vmap`` over classes everything that depends only on the kernel (K_mn, L_mm^-1 K_mn,
-    K_nn) is computed once for all classes; per-class ones have a leading class axis (C, ...)
-    and axis 0.
-    """
-    v, ls = jnp.asarray(hypers["kernel_variance"]), jnp.asarray(hypers["kernel_lengthscale"])
-    return {"variance": v, "lengthscale": ls}, (None if data.options.shared_kernel else 0)
+    """Kernel parameters and their ``vmap`` axis over classes: shared ones with axis None
+    (under ``vmap`` over classes, what depends only on the kernel is computed once), per-class
+    ones with a leading class axis (C, ...) and axis 0."""
+    params = {name: jnp.asarray(value) for name, value in kernel_params(hypers).items()}
+    return params, (None if data.options.shared_kernel else 0)
 
 
-def _sample_kernel(data: GPDData, kernel, fixed: dict | None) -> dict:
-    """The ``kernel_*`` sites: one set, or one per class inside a class plate."""
+def _sample_kernel(data: GPDData, kernel, fixed: dict | None) -> tuple[dict, int | None]:
+    """The ``kernel_*`` sites, one set or one per class inside a class plate, with their
+    ``vmap`` axis over classes (as ``_class_params``)."""
     D, C = data.X.shape[1], data.targets.shape[1]
+    axis = None if data.options.shared_kernel else 0
     if data.options.shared_kernel or fixed is not None:
-        return sample_kernel_params(kernel, D, fixed=fixed)
+        return sample_kernel_params(kernel, D, fixed=fixed), axis
     with numpyro.plate("class_kernels", C, dim=-1):
-        return sample_kernel_params(kernel, D)
+        return sample_kernel_params(kernel, D), axis
 
 
 def _sample_mean(data: GPDData, fixed: dict | None) -> jax.Array:
@@ -297,18 +286,14 @@ def collapsed_model(data: GPDData, kernel) -> None:
     log-likelihood is per point whatever the form).
     """
     N, C = data.targets.shape
-    params = _sample_kernel(data, kernel, None)
+    params = _sample_kernel(data, kernel, None)                    # (params, class axis)
     mean = _sample_mean(data, None)
     noise = _sample_noise_var(data)
-    K = _class_grams(kernel, _class_params(data, _as_sites(params)), data.X)
+    K = _class_grams(kernel, params, data.X)
     chol = linalg.cholesky(K + jax.vmap(jnp.diag)(noise.T)).factor  # (C, N, N)
     with numpyro.plate("latent", C, dim=-1):
         numpyro.sample("ytilde", dist.MultivariateNormal(mean[:, None] * jnp.ones(N),
                                                          scale_tril=chol), obs=data.targets.T)
-
-
-def _as_sites(params: dict) -> dict:
-    return {"kernel_" + k: v for k, v in params.items()}
 
 
 def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> None:
@@ -328,12 +313,8 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> Non
     params = _sample_kernel(data, kernel, fixed_hypers)
     mean = _sample_mean(data, fixed_hypers)
     noise = _sample_noise_var(data, fixed_hypers)
-    K = _class_grams(kernel, _class_params(data, _as_sites(params)), data.X)
-    chol_K = linalg.cholesky(K).factor                                      # ([C,] N, N)
-    with numpyro.plate("latent", C, dim=-1):
-        v = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
-    f = numpyro.deterministic("f", jnp.einsum("...ij,...j->...i", chol_K, v).T
-                              + mean[None, :])
+    K = _class_grams(kernel, params, data.X)
+    f = gp.whitened_latent(linalg.cholesky(K).factor, C, mean)              # (N, C)
     with numpyro.plate("data", N, dim=-1):
         numpyro.sample("ytilde", dist.Normal(f, jnp.sqrt(noise)).to_event(1),
                        obs=data.targets)
@@ -394,9 +375,10 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior (means included): mean (n, C), variance (n, C)."""
     resid = (f - hypers["mean"][None, :]).T[:, :, None]
     params, axis = _class_params(data, hypers)
-    mean, var = jax.vmap(gp.conditional_from_latent, in_axes=(None, axis, None, 0, None))(
-        kernel, params, data.X, resid, Xs)
-    return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
+    mean, var = jax.vmap(gp.latent_conditional, in_axes=(None, axis, None, 0, None))(
+        kernel, params, data.X, resid, Xs)                               # (C, n, 1) each
+    return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :],
+                              var[:, :, 0].T)
 
 
 SPEC = conjugate_spec(
@@ -427,12 +409,11 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     that couples all N points (no observed site, no pointwise log-likelihood).
     """
     base = data.base
-    params = _sample_kernel(base, kernel, None)
+    params, axis = _sample_kernel(base, kernel, None)
     mean = _sample_mean(base, None)
     scales = _sample_noise_scale(base)
     Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
     resid = base.targets - mean[None, :]                                    # (N, C)
-    params, axis = _class_params(base, _as_sites(params))
     if _per_class(Z):  # one factorisation per class, each with its own noise column
         bound = sparse.collapsed_bound_per_output(
             kernel, params, base.X, resid, Z, _scaled_noise(base, scales, base.noise_var),
@@ -483,10 +464,9 @@ def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs)
 
 
 def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, posterior):
-    """Each class's latent predictive marginals at its inducing inputs under q(u_c): at the
-    shared Z (M, D), or with per-class inducing inputs (C, M, D) class c's at its own Z_c.
-    Mean (M, C) and variance (M, C), without pseudo-observation noise whatever
-    ``predict_from`` says: ``u`` is the latent (the ArviZ export draws it from these,
+    """Each class's latent predictive marginals at its inducing inputs under q(u_c) (the
+    shared Z (M, D), or class c's own Z_c): mean (M, C) and variance (M, C), without noise
+    whatever ``predict_from`` says (the ArviZ export draws ``u``, the latent, from these:
     ``Inducing.inducing_predictive``)."""
     Z = hypers["inducing_inputs"]
     if not _per_class(Z):

@@ -55,7 +55,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, simplex, sparse
-from ppgpc.kernels import gram, sample_kernel_params
+from ppgpc.kernels import gram, kernel_params, sample_kernel_params
 from ppgpc.spec import collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
 
@@ -75,7 +75,9 @@ __all__ = [
     "sample_train",
     "loo_predictive",
     "latent_conditional",
+    "num_latent",
     "log_link",
+    "initial_hypers",
     "SPEC",
     "SPARSE_SPEC",
 ]
@@ -177,10 +179,6 @@ def log_link(f: jax.Array) -> jax.Array:
     return simplex.ilr_log_inverse(f)
 
 
-def _kernel_params(hypers: dict) -> dict:
-    return {"variance": hypers["kernel_variance"], "lengthscale": hypers["kernel_lengthscale"]}
-
-
 def initial_hypers(data: ILRData, kernel) -> dict:
     """Kernel variance at the mean square of the targets, lengthscales at sqrt(D), and the
     noise scale (when learned) at 1, the Proposition 1 level."""
@@ -255,29 +253,27 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
     noise = _scaled(*_sample_noise_var(data, fixed_hypers))
     chol_K = linalg.cholesky(gram(kernel, params, data.X)).factor
-    with numpyro.plate("latent", L, dim=-1):
-        v = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
-    f = numpyro.deterministic("f", (chol_K @ v.T))
+    f = gp.whitened_latent(chol_K, L)
     with numpyro.plate("data", N, dim=-1):
         numpyro.sample("z", dist.Normal(f, jnp.sqrt(noise)).to_event(1), obs=data.targets)
 
 
 def condition(data: ILRData, kernel, hypers: dict) -> gp.ExactPosterior:
     """The exact posterior: one Cholesky of K + sigma^2 I for all C-1 coordinates."""
-    return gp.condition(kernel, _kernel_params(hypers), data.X, data.targets,
+    return gp.condition(kernel, kernel_params(hypers), data.X, data.targets,
                         noise_var(data, hypers))
 
 
 def predict(data: ILRData, kernel, hypers: dict, posterior: gp.ExactPosterior, Xs):
     """Latent predictive at Xs (n, D): mean (n, C-1) and variance (n, C-1) (equal columns)."""
-    mean, var = gp.predict(kernel, _kernel_params(hypers), posterior, Xs)
+    mean, var = gp.predict(kernel, kernel_params(hypers), posterior, Xs)
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
 def sample_train(key, data: ILRData, kernel, hypers: dict, posterior, num_samples: int):
     """(S, N, C-1) joint posterior draws of f at the training inputs (Matheron's rule)."""
     return gp.sample_posterior_at_inputs(
-        key, kernel, _kernel_params(hypers), posterior, data.targets, noise_var(data, hypers),
+        key, kernel, kernel_params(hypers), posterior, data.targets, noise_var(data, hypers),
         num_samples
     )
 
@@ -299,8 +295,7 @@ def pseudo_log_lik(data: ILRData, hypers: dict, f):
 
 def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior: mean (n, C-1), variance (n, C-1)."""
-    mean, var = gp.conditional_from_latent(kernel, _kernel_params(hypers), data.X, f, Xs)
-    return mean, jnp.broadcast_to(var[:, None], mean.shape)
+    return gp.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs)
 
 
 SPEC = conjugate_spec(
@@ -359,17 +354,17 @@ def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.Sp
     Z = hypers["inducing_inputs"]
     noise, scale = noise_var_and_scale(base, hypers)
     if _per_output(Z):
-        return sparse.condition_per_output(kernel, _kernel_params(hypers), base.X,
+        return sparse.condition_per_output(kernel, kernel_params(hypers), base.X,
                                            base.targets, Z, noise, noise_scale=scale)
-    return sparse.condition(kernel, _kernel_params(hypers), base.X, base.targets, Z,
+    return sparse.condition(kernel, kernel_params(hypers), base.X, base.targets, Z,
                             _scaled(noise, scale))
 
 
 def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):
     """Latent predictive under q(u) at Xs: mean (n, C-1), variance (n, C-1)."""
     if _per_output(posterior.Z):
-        return sparse.predict_per_output(kernel, _kernel_params(hypers), posterior, Xs)
-    mean, var = sparse.predict(kernel, _kernel_params(hypers), posterior, Xs)
+        return sparse.predict_per_output(kernel, kernel_params(hypers), posterior, Xs)
+    mean, var = sparse.predict(kernel, kernel_params(hypers), posterior, Xs)
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
@@ -379,7 +374,7 @@ def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, po
     its own Z_l. Mean (M, C-1) and variance (M, C-1); the ArviZ export draws ``u`` from them
     (``Inducing.inducing_predictive``)."""
     if _per_output(posterior.Z):
-        return sparse.predict_at_own_inputs(kernel, _kernel_params(hypers), posterior)
+        return sparse.predict_at_own_inputs(kernel, kernel_params(hypers), posterior)
     return sparse_predict(data, kernel, hypers, posterior, posterior.Z)
 
 
@@ -387,7 +382,7 @@ def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, post
                         num_samples: int):
     """(S, N, C-1) draws of f at the training inputs under q (``ppgpc.sparse.sample_at``)."""
     sample = sparse.sample_at_per_output if _per_output(posterior.Z) else sparse.sample_at
-    return sample(key, kernel, _kernel_params(hypers), posterior, data.X, num_samples)
+    return sample(key, kernel, kernel_params(hypers), posterior, data.X, num_samples)
 
 
 SPARSE_SPEC = collapsed_sparse_spec(

@@ -14,55 +14,28 @@ Variational family: q(v_c) = N(m_c, S_c), S_c = R_c R_c^T with a full lower-tria
 
     ELBO = (N / B) sum_{i in batch} E_q[log p(y_i | W f_i)] - sum_c KL(q(v_c) || N(0, I)).
 
-The expectation is a Monte Carlo estimate with reparameterisation, in one of two forms
-(``ell_estimator``):
+The expectation is a Monte Carlo estimate with reparameterisation in one of three forms
+(``ell_estimator``: ``"marginal"``, the default, ``"price"`` or ``"joint"``), described in
+``ppgpc.models.softmax_svgp_elbo``, which holds the estimator's pieces.
 
-* ``"marginal"`` (default; local reparameterisation, as GPyTorch and Pyro's SVGP do): S draws
-  per point of f_ic from its marginal under q,
-  q(f_ic) = N(a_i^T m_c, k_ii - |a_i|^2 + |R_c^T a_i|^2), independent across points, latents
-  and draws (``likelihood_samples`` = S, default 10), averaged. The expectation is the same
-  as the joint form's, since each point's term only depends on its own marginal; the
-  variance is much lower, because the points of a minibatch no longer share one draw of v.
-  This costs an extra O(L M^2 B) per step for |R_c^T a_i|^2.
-* ``"price"``: the marginal draws, with the gradient with respect to each marginal variance
-  taken from Price's theorem instead of the reparameterisation,
-  d/d s2_ic E[log p(y_i | f_i)] = 1/2 E[d^2 log p(y_i | f_i) / d f_ic^2],
-  estimated on the same draws (the gradient with respect to the marginal means is the
-  reparameterisation one, which is Bonnet's theorem). The ELBO value is the marginal
-  estimator's. For the softmax and inverse-ILR links the second derivative is
-  -(G^T (diag p - p p^T) G)_cc <= 0, with G the linear map from f to the logits (W, or V W)
-  and p the class probabilities, so the estimated gradient of every variance has the right
-  sign on every draw. That is what natural-gradient steps on q(v) need: the new precision
-  (1 - gamma) P + gamma (I - 2 d ELL / d S) stays positive definite
-  (``ppgpc.infer.natgrad``). With the reparameterisation gradient instead, natural steps
-  of 0.1 on letter (per-latent Uncollapsed-ILR, N / B = 60) diverged within 300 steps (the
-  ELBO estimate fell from -3e4 to -1e10); with this one the same run was stable.
-* ``"joint"``: one draw of v = m + R e shared by the minibatch, then
-  f_i = a_i^T v + sqrt(k_ii - |a_i|^2) e_i.
-
-The KL is analytic,
-KL = 1/2 (|m_c|^2 + |R_c|_F^2 - M - 2 sum log|diag R_c|) (``WhitenedPrior``). Minibatches come
-from ``numpyro.plate("data", N, subsample_size=B)``, which scales the likelihood by N / B.
+The KL is analytic (``WhitenedPrior``). Minibatches come from ``numpyro.plate("data", N, subsample_size=B)``, which scales the likelihood by N / B.
 Kernel hyperparameters, inducing inputs and W are ``numpyro.param`` sites (point
 estimates maximising the ELBO); inducing inputs start at k-means++ centres. With
 ``prepare(kernel_prior=True)`` the model also adds the kernel's log prior log p(theta)
 (factor site ``kernel_log_prior``, outside the data plate, so not scaled by N / B), and SVI
 then maximises ELBO + log p(theta): type-II MAP of the kernel hyperparameters instead of
-type-II ML. The likelihood sees W and the kernel variances only through W diag(sqrt(var)):
-(W diag(s), var / s^2) gives W f the same law for any s > 0 (one s per latent with
-per-latent kernels, one for all with a shared kernel), so W can carry the latents' scale
-and a prior on var alone does not bound it. ``prepare(variance_prior_on="mixed")`` puts
-the variance prior on the amplitude each latent has in W f, var_l |W[:, l]|^2
-(``mixed_amplitudes``), which is invariant along that ridge.
+type-II ML. W can carry the latents' scale (W f has the same law under (W diag(s),
+var / s^2) for any s > 0), so a prior on var alone does not bound it;
+``prepare(variance_prior_on="mixed")`` puts the variance prior on the amplitude each latent
+has in W f, var_l |W[:, l]|^2 (``mixed_amplitudes``), which is invariant along that ridge.
 
 Per-latent kernels and inducing inputs (``prepare(shared_kernel=False,
 shared_inducing=False)``): each latent f_c gets its own kernel hyperparameters and its own
 inducing inputs Zm_c, so u_c = f_c(Zm_c), L_mm,c and a_ci = L_mm,c^-1 k_c(Zm_c, x_i) are per
-latent, and everything above holds with a_i replaced by a_ci. This is the layout of
-GPyTorch's batch-shaped multitask SVGP (``LMCVariationalStrategy`` over a
-``VariationalStrategy`` with ``batch_shape=[L]``), which the ILR paper's SVGPC and
-Uncollapsed-ILR baselines were built on: L M inducing inputs in all instead of M, at L
-Cholesky factors of M x M per step instead of one. The two options are independent.
+latent, and everything above holds with a_i replaced by a_ci: GPyTorch's batch-shaped
+multitask SVGP, which the ILR paper's SVGPC and Uncollapsed-ILR baselines were built on
+(L M inducing inputs in all, L Cholesky factors of M x M per step). The two options are
+independent.
 
 NumPyro sites: params ``kernel_variance`` () or (L,), ``kernel_lengthscale`` (D,) or () (with
 a leading L axis under ``shared_kernel=False``), ``inducing_inputs`` (M, D) or (L, M, D),
@@ -93,13 +66,18 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
-from numpyro.distributions import constraints
-from numpyro.distributions.kl import kl_divergence
 
-from ppgpc import gp, linalg, simplex
-from ppgpc.kernels import gram, gram_diag, kernel_log_prior, sample_kernel_params
-from ppgpc.sparse import (DEFAULT_KMM_JITTER, DEFAULT_NUM_INDUCING, inducing_cholesky,
-                          initial_inducing_inputs, map_outputs)
+from ppgpc import gp, linalg
+from ppgpc.kernels import gram, kernel_log_prior, kernel_params, sample_kernel_params
+from ppgpc.models.softmax_svgp_elbo import (LOG_LINKS, WhitenedPrior, _chol_mm, _observe,
+                                            _params_sites, _price_variance_term, _projection,
+                                            _resolve_batch, _variational_sites,
+                                            includes_hyper_prior, inducing_values,
+                                            own_inducing_values,
+                                            log_likelihood_curvature, marginal_moments,
+                                            mixed_amplitudes, prior_params, svgp_conditional,
+                                            svi_result, validation_log_predictive)
+from ppgpc.sparse import DEFAULT_KMM_JITTER, initial_inducing_inputs, resolve_num_inducing
 from ppgpc.spec import SVI, Inducing, Latent, ModelSpec
 from ppgpc.validation import check_positive
 
@@ -109,22 +87,28 @@ __all__ = [
     "VARIANCE_PRIOR_ON",
     "DEFAULT_LIKELIHOOD_SAMPLES",
     "SVGPData",
-    "WhitenedPrior",
     "prepare",
     "prepare_regression",
+    "num_latent",
+    "log_link",
+    "initial_hypers",
     "model",
     "guide",
-    "svgp_conditional",
+    "latent_model",
     "inducing_latent",
+    "latent_conditional",
+    "SPEC",
+    "ILR_SPEC",
+    # re-exported from softmax_svgp_elbo
     "inducing_values",
     "svi_result",
     "mixed_amplitudes",
     "prior_params",
+    "WhitenedPrior",
+    "svgp_conditional",
+    "marginal_moments",
+    "log_likelihood_curvature",
     "validation_log_predictive",
-    "latent_model",
-    "latent_conditional",
-    "SPEC",
-    "ILR_SPEC",
 ]
 
 LINKS = ("softmax", "ilr")
@@ -139,8 +123,7 @@ VARIANCE_PRIOR_ON = ("kernel", "mixed")
 DEFAULT_LIKELIHOOD_SAMPLES = 10
 """Draws per point of the marginal estimator (GPyTorch's ``num_likelihood_samples``)."""
 
-_MIN_VAR = 1e-10
-"""Floor on the conditional variance k_ii - |a_i|^2 (exactly 0 at an inducing input)."""
+_LOG_LINKS = LOG_LINKS  # (the name the specs below use)
 
 
 @functools.partial(jax.tree_util.register_dataclass,
@@ -226,17 +209,6 @@ def _check_ell(ell_estimator, likelihood_samples) -> tuple[str, int]:
     return ell_estimator, int(likelihood_samples)
 
 
-def _check_num_inducing(num_inducing, N: int) -> int:
-    if num_inducing is None:
-        return min(DEFAULT_NUM_INDUCING, N)
-    if isinstance(num_inducing, bool) or int(num_inducing) != num_inducing or num_inducing < 1:
-        raise ValueError(f"num_inducing must be a positive integer, got {num_inducing!r}")
-    if num_inducing > N:
-        raise ValueError(f"num_inducing M = {num_inducing} exceeds the number of training "
-                         f"points N = {N}; choose M <= N")
-    return int(num_inducing)
-
-
 def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int | None = None,
             seed: int = 0, kmm_jitter: float = DEFAULT_KMM_JITTER,
             ell_estimator: str = "marginal",
@@ -250,8 +222,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
     Args:
         X: (N, D) inputs; y: (N,) integer labels in 0..num_classes-1.
         link: ``"softmax"`` (L = C) or ``"ilr"`` (L = C - 1).
-        num_inducing: M <= N (default min(200, N)); inducing inputs start at k-means++
-            centres refined by Lloyd steps.
+        num_inducing: M <= N, None: min(200, N) (``ppgpc.sparse.resolve_num_inducing``);
+            inducing inputs start at k-means++ centres refined by Lloyd steps.
         seed: seed of the k-means++ initialisation.
         kmm_jitter: relative jitter added to K_mm.
         ell_estimator: ``"marginal"`` (default), ``"price"`` or ``"joint"`` Monte Carlo form
@@ -292,7 +264,7 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
     if num_classes < 2:
         raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
     X = jnp.asarray(X, dtype=jnp.float64)
-    M = _check_num_inducing(num_inducing, X.shape[0])
+    M = resolve_num_inducing(num_inducing, X.shape[0])
     Z = initial_inducing_inputs(X, M, seed)
     if not shared_inducing:
         Z = jnp.tile(Z[None], (_num_latent(link, num_classes), 1, 1))
@@ -326,222 +298,7 @@ def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
                     shared_kernel=bool(shared_kernel), shared_inducing=Z.ndim == 2)
 
 
-def _log_link_softmax(f: jax.Array) -> jax.Array:
-    """log softmax(f): (..., C) -> (..., C)."""
-    return jax.nn.log_softmax(f, axis=-1)
-
-
-def _log_link_ilr(f: jax.Array) -> jax.Array:
-    """log softmax(V f) (inverse ILR): (..., C-1) -> (..., C)."""
-    return simplex.ilr_log_inverse(f)
-
-
-_LOG_LINKS = {"softmax": _log_link_softmax, "ilr": _log_link_ilr}
-
-
-# ---------------------------------------------------------------- the whitened prior
-class WhitenedPrior(dist.MultivariateNormal):
-    """N(0, I_M) for each of ``num_latent`` whitened inducing vectors: batch (L,), event (M,).
-
-    A distinct type only so that its KL from a ``MultivariateNormal`` q can be registered in
-    closed form at O(L M^2) (NumPyro's generic MVN-MVN KL solves with the prior's factor,
-    O(L M^3)).
-    """
-
-    def __init__(self, num_latent: int, num_inducing: int):
-        eye = jnp.broadcast_to(jnp.eye(num_inducing), (num_latent, num_inducing, num_inducing))
-        super().__init__(jnp.zeros((num_latent, num_inducing)), scale_tril=eye)
-
-
-@kl_divergence.register(dist.MultivariateNormal, WhitenedPrior)
-def _kl_whitened(p, q):
-    """KL(N(m, R R^T) || N(0, I)) = 1/2 (|m|^2 + |R|_F^2 - M - 2 sum log |diag R|), (L,)."""
-    M = p.loc.shape[-1]
-    R = jnp.broadcast_to(p.scale_tril, p.batch_shape + (M, M))
-    m = jnp.broadcast_to(p.loc, p.batch_shape + (M,))
-    log_diag = jnp.log(jnp.abs(jnp.diagonal(R, axis1=-2, axis2=-1)))
-    return 0.5 * (jnp.sum(m * m, -1) + jnp.sum(R * R, (-2, -1)) - M) - jnp.sum(log_diag, -1)
-
-
 # ----------------------------------------------------------------- SVGP conditional
-def _kernel_params(hypers: dict) -> dict:
-    return {"variance": hypers["kernel_variance"], "lengthscale": hypers["kernel_lengthscale"]}
-
-
-def _latent_axes(data: SVGPData) -> tuple[int | None, int | None]:
-    """``vmap`` axes over latents of the kernel parameters and the inducing inputs (None:
-    shared by the latents)."""
-    return (None if data.shared_kernel else 0), (None if data.shared_inducing else 0)
-
-
-def _per_latent(data: SVGPData, fn, *more_axes):
-    """``fn(params, Z, *more)`` as it is when kernel and inducing inputs are shared, else
-    mapped over the latents one at a time (outputs gain a leading L axis).
-
-    The map is ``ppgpc.sparse.map_outputs`` (a ``lax.map`` loop), not ``vmap``: under
-    ``vmap`` the Cholesky factors and triangular solves become batched LAPACK calls, which
-    jaxlib 0.10 spreads over XLA's CPU thread pool from inside a pool thread; two of them
-    running at once (as in the ELBO's gradient) can each wait for work queued behind the
-    other, and the step never ends. Seen on 2 cores at letter's size (L = 25, M = 200,
-    B = 512) in four of four unpinned runs while the other core was busy (gdb: both pool
-    threads in ``lapack_dtrsm_ffi``, waiting in ``ParallelBatchMap``); with the loop, two of
-    two such runs finished. One latent at a time makes unbatched calls and costs nothing
-    there: 0.425 s a step against 0.452 s with ``vmap``, each measured alone on one idle
-    core (``benchmarks/svgp_step_profile.py`` times the parts).
-    """
-    kernel_axis, inducing_axis = _latent_axes(data)
-    if kernel_axis is None and inducing_axis is None:
-        return fn
-    return map_outputs(fn, (kernel_axis, inducing_axis) + more_axes)
-
-
-def _chol_mm(data: SVGPData, kernel, params, Z):
-    """Cholesky factor of K_mm + jitter: (M, M), or (L, M, M) per latent."""
-    return _per_latent(data, lambda p, z: inducing_cholesky(kernel, p, z, data.kmm_jitter)
-                       .factor)(params, Z)
-
-
-def _projection_one(kernel, params, Z, chol_mm, Xs):
-    a = linalg.tri_solve(chol_mm, gram(kernel, params, Z, Xs))
-    resid = gram_diag(kernel, params, Xs) - jnp.sum(a * a, axis=0)
-    return a, jnp.maximum(resid, _MIN_VAR)
-
-
-def _projection(data: SVGPData, kernel, params, Z, chol_mm, Xs):
-    """a = L_mm^-1 K_m* and the residual variance k** - |a|^2, floored: (M, n) and (n,)
-    when kernel and inducing inputs are shared, else (L, M, n) and (L, n)."""
-    return _per_latent(data, lambda p, z, c: _projection_one(kernel, p, z, c, Xs), 0)(
-        params, Z, chol_mm)
-
-
-def svgp_conditional(data: SVGPData, kernel, params, Z, chol_mm, v, Xs):
-    """p(f(Xs) | v) for whitened inducing values (MATH.md section 4).
-
-    Args:
-        data: ``SVGPData`` (whether kernel and inducing inputs are shared by the latents).
-        Z: (M, D) or (L, M, D) inducing inputs; chol_mm: (M, M) or (L, M, M) Cholesky
-            factors of K_mm; v: (..., L, M) whitened inducing values; Xs: (n, D).
-
-    Returns:
-        mean (..., n, L) = a_c^T v_c per latent, and variance k** - |a_c|^2 (floored at
-        1e-10), shaped (n, 1) when the latents share kernel and inducing inputs, else (n, L).
-    """
-    a, resid = _projection(data, kernel, params, Z, chol_mm, Xs)
-    if a.ndim == 2:
-        return jnp.einsum("mn,...lm->...nl", a, v), resid[:, None]
-    return jnp.einsum("lmn,...lm->...nl", a, v), resid.T
-
-
-def _params_sites(data: SVGPData, kernel):
-    """The ``numpyro.param`` sites of kernel and inducing inputs (shared by model/guide);
-    kernel parameters gain a leading latent axis (L, ...) with ``shared_kernel=False``."""
-    D = data.X.shape[1]
-    start = kernel.initial_params(D, variance=data.initial_variance,
-                                  lengthscale=data.initial_lengthscale)
-    if not data.shared_kernel:
-        start = {name: jnp.broadcast_to(jnp.asarray(value), (data.num_latent,)
-                                        + jnp.shape(value))
-                 for name, value in start.items()}
-    params = {name: numpyro.param("kernel_" + name, value, constraint=constraints.positive)
-              for name, value in start.items()}
-    Z = numpyro.param("inducing_inputs", data.inducing_init)
-    return params, Z
-
-
-def mixed_amplitudes(variance, W):
-    """Each latent's variance in the mixed latent W f: var_l |W[:, l]|^2, shape (L,).
-
-    The likelihood sees f only through W f, and W f has the same law under (W diag(s),
-    var / s^2) as under (W, var) for any s > 0: the two share one amplitude, which this is.
-
-    Args:
-        variance: () kernel variance shared by the latents, or (L,) one per latent.
-        W: (L, L) mixing matrix.
-    """
-    return variance * jnp.sum(W * W, axis=0)
-
-
-def prior_params(data: SVGPData, params: dict, W) -> dict:
-    """The kernel parameters the kernel prior scores: ``params`` as they are
-    (``variance_prior_on="kernel"``), or with the variance replaced by the mixed amplitudes
-    (L,) (``"mixed"``; ``mixed_amplitudes``)."""
-    if data.variance_prior_on == "kernel":
-        return params
-    return {**params, "variance": mixed_amplitudes(params["variance"], W)}
-
-
-def _resolve_batch(batch_size, N: int):
-    if batch_size is None:
-        return None
-    if int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if batch_size > N:
-        raise ValueError(f"batch_size B = {batch_size} exceeds the number of training points "
-                         f"N = {N}; choose B <= N (or None for full batches)")
-    return None if batch_size == N else int(batch_size)
-
-
-def marginal_moments(a, resid, q_mean, q_tril):
-    """The marginals of q(f_i) = int p(f_i | v) q(v) dv at a batch of inputs.
-
-    Args:
-        a: (M, B) L_mm^-1 K_mb, or (L, M, B) per latent; resid: (B,) k_ii - |a_i|^2, or
-            (L, B); q_mean: (L, M) m_c; q_tril: (L, M, M) R_c.
-
-    Returns:
-        mean (B, L) = a_ci^T m_c and variance (B, L) = resid_ci + |R_c^T a_ci|^2.
-    """
-    if a.ndim == 2:
-        proj = jnp.einsum("lmk,mb->lkb", q_tril, a)                         # R_c^T a_i
-        return a.T @ q_mean.T, resid[:, None] + jnp.sum(proj * proj, axis=1).T
-    proj = jnp.einsum("lmk,lmb->lkb", q_tril, a)
-    mean = jnp.einsum("lmb,lm->bl", a, q_mean)
-    return mean, resid.T + jnp.sum(proj * proj, axis=1).T
-
-
-def _variational_sites(L: int, M: int, init_scale: float = 1.0):
-    """The ``numpyro.param`` sites of q(v): ``q_mean`` (L, M), ``q_scale_tril`` (L, M, M)."""
-    q_mean = numpyro.param("q_mean", jnp.zeros((L, M)))
-    q_tril = numpyro.param("q_scale_tril",
-                           init_scale * jnp.broadcast_to(jnp.eye(M), (L, M, M)),
-                           constraint=constraints.lower_cholesky)
-    return q_mean, q_tril
-
-
-def _observe(data: SVGPData, mixed, idx) -> None:
-    """The observed site ``y`` given W f (..., B, L) on the minibatch ``idx``."""
-    if data.link == "gaussian":
-        numpyro.sample("y", dist.Normal(mixed, jnp.sqrt(data.noise_var)).to_event(1),
-                       obs=data.targets[idx])
-    else:
-        numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](mixed)),
-                       obs=data.y[idx])
-
-
-def log_likelihood_curvature(data: SVGPData, f, W):
-    """d^2 log p(y_i | W f_i) / d f_ic^2, the diagonal of the Hessian in f (..., B, L).
-
-    Softmax and inverse-ILR links: with G^T = (L, C) the rows lin(W[:, c]) (the logits of the
-    unit latent vector e_c: W e_c, or V W e_c) and p the class probabilities at f,
-    -sum_k G_kc^2 p_k + (sum_k G_kc p_k)^2 (the Hessian of log softmax is
-    -(diag p - p p^T), whatever the observed class). Gaussian link: -sum_k W_kc^2 / sigma^2.
-    """
-    if data.link == "gaussian":
-        return jnp.broadcast_to(-jnp.sum(W * W, axis=0) / data.noise_var, f.shape)
-    to_logits = simplex.helmert_apply if data.link == "ilr" else (lambda g: g)
-    G_t = to_logits(W.T)                                                    # (L, C)
-    p = jnp.exp(_LOG_LINKS[data.link](f @ W.T))                             # (..., B, C)
-    return -(p @ (G_t * G_t).T) + (p @ G_t.T) ** 2
-
-
-def _price_variance_term(data: SVGPData, f, W, var):
-    """A term of value 0 whose gradient is Price's estimate of d ELL / d var (module
-    docstring, ``"price"``): 1/2 sum_c h_ic (var_ic - stop_gradient(var_ic)), with the
-    curvature h held fixed. (S, B)."""
-    h = jax.lax.stop_gradient(log_likelihood_curvature(data, f, W))
-    return 0.5 * jnp.sum(h * (var - jax.lax.stop_gradient(var)), axis=-1)
-
-
 def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     """The SVGP classifier's generative model (module docstring); minibatch of size B.
 
@@ -624,7 +381,7 @@ def inducing_latent(data: SVGPData, kernel, hypers: dict, v, Xs, eps):
     Returns:
         (S, n, L) draws of W f(Xs).
     """
-    params = _kernel_params(hypers)
+    params = kernel_params(hypers)
     Z = hypers["inducing_inputs"]
     chol_mm = _chol_mm(data, kernel, params, Z)
     mean, var = svgp_conditional(data, kernel, params, Z, chol_mm, jnp.swapaxes(v, -1, -2), Xs)
@@ -632,91 +389,18 @@ def inducing_latent(data: SVGPData, kernel, hypers: dict, v, Xs, eps):
     return f @ hypers["mixing"].T
 
 
-def inducing_values(data: SVGPData, kernel, hypers: dict, v):
-    """u = L_mm v, the inducing values f(Zm), for whitened draws v (..., M, L) (per latent
-    factor L_mm,c with per-latent kernels or inducing inputs)."""
-    params = _kernel_params(hypers)
-    chol_mm = _chol_mm(data, kernel, params, hypers["inducing_inputs"])
-    if chol_mm.ndim == 2:
-        return jnp.einsum("ij,...jl->...il", chol_mm, v)
-    return jnp.einsum("lij,...jl->...il", chol_mm, v)
-
-
-def svi_result(key, params: dict, data: SVGPData, kernel, num_draws: int) -> dict:
-    """Optimised SVI parameters -> ``FitResult`` fields: point hyperparameters and
-    ``num_draws`` draws of v from q(v), shaped (S, M, L) (predictive kind ``"inducing"``)."""
-    hypers = {k: params[k] for k in ("kernel_variance", "kernel_lengthscale",
-                                     "inducing_inputs", "mixing")}
-    m, R = params["q_mean"], params["q_scale_tril"]                         # (L, M), (L, M, M)
-    e = jax.random.normal(key, (num_draws,) + m.shape)
-    v = m[None] + jnp.einsum("lij,slj->sli", R, e)
-    return dict(hypers=hypers, inducing=jnp.swapaxes(v, -1, -2), predictive_kind="inducing")
-
-
-VALIDATION_CHUNK = 1024
-"""Held-out points scored at once by ``validation_log_predictive`` (bounds its memory to
-O(L M chunk) for the projections and O(S chunk C) for the draws)."""
-
-
-def _chunk_log_predictive(key, params: dict, data: SVGPData, kernel, Xs, ys, num_draws: int):
-    """log p(y_i | x_i) for one chunk (n,) (``validation_log_predictive``)."""
-    kp = {"variance": params["kernel_variance"], "lengthscale": params["kernel_lengthscale"]}
-    Z = params["inducing_inputs"]
-    a, resid = _projection(data, kernel, kp, Z, _chol_mm(data, kernel, kp, Z), Xs)
-    mean, var = marginal_moments(a, resid, params["q_mean"], params["q_scale_tril"])
-    f = mean + jnp.sqrt(var) * jax.random.normal(key, (num_draws,) + mean.shape)
-    log_p = _LOG_LINKS[data.link](f @ params["mixing"].T)                    # (S, n, C)
-    log_p_y = jnp.take_along_axis(log_p, ys[None, :, None], axis=-1)[..., 0]  # (S, n)
-    return jax.scipy.special.logsumexp(log_p_y, axis=0) - jnp.log(num_draws)
-
-
-_chunk_log_predictive_jit = jax.jit(_chunk_log_predictive, static_argnums=(3, 6))
-
-
-def validation_log_predictive(key, params: dict, data: SVGPData, kernel, X, y,
-                              num_draws: int = 64):
-    """Log predictive probabilities of held-out labels under the current SVI parameters,
-    log p(y_i | x_i) = log E_q[link(W f_i)]_{y_i} (MATH.md section 4), for the SVI driver's
-    validation monitor (``ppgpc.infer.svi``, option ``validation_data``).
-
-    The expectation is over q's marginal at x_i, N(a_i^T m_c, k_ii - |a_i|^2 + |R_c^T a_i|^2)
-    per latent, estimated with ``num_draws`` draws per point. Each point's predictive
-    depends on its own marginal only, so this has the same expectation as the fitted
-    classifier's predictive (draws of v, then the SVGP conditional). The mean of the draws'
-    probabilities is biased low in log by about Var / (2 S p^2) (Jensen), the same for every
-    iterate scored with the same ``key``, which is what a comparison of iterates needs.
-
-    Args:
-        key: PRNG key (keep it fixed across calls to compare iterates on common draws).
-        params: constrained SVI parameters by site (``kernel_*``, ``inducing_inputs``,
-            ``mixing``, ``q_mean``, ``q_scale_tril``).
-        X: (n, D) held-out inputs, scaled as the training inputs; y: (n,) integer labels.
-        num_draws: S.
-
-    Returns:
-        (n,) log predictive probabilities.
-    """
-    if data.link == "gaussian":
-        raise ValueError("validation_log_predictive scores class labels; the Gaussian link "
-                         "has no categorical predictive")
-    X = jnp.asarray(X, dtype=jnp.float64)
-    y = jnp.asarray(y, dtype=jnp.int32)
-    n = X.shape[0]
-    chunk = min(VALIDATION_CHUNK, n)
-    out = []
-    for i, start in enumerate(range(0, n, chunk)):
-        Xs, ys = X[start:start + chunk], y[start:start + chunk]
-        pad = chunk - Xs.shape[0]
-        if pad:  # keep one compiled shape: pad the last chunk by repeating its first row
-            Xs = jnp.concatenate([Xs, jnp.broadcast_to(Xs[:1], (pad,) + Xs.shape[1:])])
-            ys = jnp.concatenate([ys, jnp.broadcast_to(ys[:1], (pad,))])
-        scores = _chunk_log_predictive_jit(jax.random.fold_in(key, i), params, data, kernel,
-                                           Xs, ys, int(num_draws))
-        out.append(scores[:chunk - pad])
-    return jnp.concatenate(out)
-
-
 # ------------------------------------------------------ full (non-sparse) latent model
+def num_latent(num_classes: int, link: str = "softmax") -> int:
+    """L: C latents for the softmax link, C - 1 for the inverse ILR."""
+    return _num_latent(_check_link(link), num_classes)
+
+
+def log_link(f: jax.Array, link: str = "softmax") -> jax.Array:
+    """log p(y = c | f): log softmax(f) (link ``"softmax"``, (..., C) -> (..., C)) or
+    log softmax(V f) (``"ilr"``, (..., C-1) -> (..., C))."""
+    return LOG_LINKS[_check_link(link)](f)
+
+
 def num_latent_softmax(num_classes: int) -> int:
     """L = C (softmax link)."""
     return num_classes
@@ -742,36 +426,17 @@ def latent_model(data: SVGPData, kernel, fixed_hypers: dict | None = None) -> No
     log-likelihood term per point for ``az.from_numpyro``; dims from
     ``ppgpc.infer.arviz_dims``).
     """
-    N, L = data.X.shape[0], data.num_latent
+    N = data.X.shape[0]
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
     chol_K = linalg.cholesky(gram(kernel, params, data.X)).factor
-    with numpyro.plate("latent", L, dim=-1):
-        w = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
-    f = numpyro.deterministic("f", chol_K @ w.T)
+    f = gp.whitened_latent(chol_K, data.num_latent)
     with numpyro.plate("data", N, dim=-1):
         numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](f)), obs=data.y)
 
 
 def latent_conditional(data: SVGPData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior: mean (n, L), variance (n, L)."""
-    mean, var = gp.conditional_from_latent(kernel, _kernel_params(hypers), data.X, f, Xs)
-    return mean, jnp.broadcast_to(var[:, None], mean.shape)
-
-
-def includes_hyper_prior(data: SVGPData) -> bool:
-    """Whether the objective adds the kernel's log prior (``prepare(kernel_prior=True)``):
-    SVI then fits type-II MAP kernel hyperparameters rather than type-II ML."""
-    return bool(data.kernel_prior)
-
-
-def own_inducing_values(data: SVGPData, kernel, hypers: dict, v):
-    """Each latent's own values u_c = f_c(Z_c) = L_mm,c v_c at its own inducing inputs
-    (``inducing_values``) when every latent has its own set (``shared_inducing=False``,
-    inducing inputs (L, M, D)), where the mixed latent W f(Z) is not defined; None with one
-    shared set (M, D), whose latent at Z is the fit's ordinary predictive there."""
-    if jnp.ndim(hypers["inducing_inputs"]) != 3:
-        return None
-    return inducing_values(data, kernel, hypers, v)
+    return gp.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs)
 
 
 def _prepare_for_link(link: str, X, y, num_classes: int, **options) -> SVGPData:

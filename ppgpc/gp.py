@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
 
 from ppgpc import linalg
 from ppgpc.kernels import gram, gram_diag
@@ -31,6 +33,8 @@ __all__ = [
     "predict",
     "sample_posterior_at_inputs",
     "conditional_from_latent",
+    "latent_conditional",
+    "whitened_latent",
     "loo_predictive",
 ]
 
@@ -148,6 +152,55 @@ def conditional_from_latent(kernel, params, X: jax.Array, f: jax.Array, Xs: jax.
     V = linalg.tri_solve(LK, Ksn.T)
     var = gram_diag(kernel, params, Xs) - jnp.sum(V * V, axis=0)
     return mean, jnp.maximum(var, 0.0)
+
+
+def latent_conditional(kernel, params, X: jax.Array, f: jax.Array, Xs: jax.Array):
+    """The prior GP's conditional of every latent at Xs given its values f at X, with the
+    variance given per latent: ``conditional_from_latent``'s
+
+        mean = K*n K^-1 f  (n, L),    var = k** - diag(K*n K^-1 Kn*)  (n,),
+
+    the variance broadcast to (n, L) (the latents share the kernel). Every model's
+    ``latent_conditional`` (the predictive of latent-form draws at new inputs) is this.
+
+    Args:
+        kernel, params: the kernel and its parameters (``kernels.kernel_params``).
+        X: (N, D) training inputs; f: (N, L) latent values at X; Xs: (n, D).
+
+    Returns:
+        mean (n, L) and variance (n, L).
+    """
+    mean, var = conditional_from_latent(kernel, params, X, f, Xs)
+    return mean, jnp.broadcast_to(var[:, None], mean.shape)
+
+
+def whitened_latent(chol_K: jax.Array, num_latent: int, mean=None) -> jax.Array:
+    """The whitened latent of every latent-form model, as NumPyro sites:
+
+        v_l ~ N(0, I_N)  (site ``f_white``, (L, N), inside the plate ``latent``),
+        f_l = chol(K_l) v_l + mean_l  (deterministic site ``f``, (N, L)),
+
+    which NUTS samples far better than the centred f ~ N(mean, K).
+
+    Args:
+        chol_K: (N, N) Cholesky factor of the Gram matrix shared by the latents, or
+            (L, N, N) one per latent.
+        num_latent: L.
+        mean: optional (L,) constant prior mean per latent (None: zero).
+
+    Returns:
+        (N, L) the latent f at the training inputs.
+    """
+    N = chol_K.shape[-1]
+    with numpyro.plate("latent", num_latent, dim=-1):
+        v = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
+    if chol_K.ndim == 2:
+        f = chol_K @ v.T                                            # (N, L)
+    else:
+        f = jnp.einsum("lij,lj->il", chol_K, v)                     # (N, L)
+    if mean is not None:
+        f = f + mean[None, :]
+    return numpyro.deterministic("f", f)
 
 
 def loo_predictive(posterior: ExactPosterior, Y: jax.Array, noise_var):

@@ -34,8 +34,8 @@ import numpyro.distributions as dist
 
 from ppgpc.validation import check_positive
 
-__all__ = ["Matern52", "RBF", "gram", "gram_diag", "kernel_log_prior", "make_kernel",
-           "sample_kernel_params", "site_name"]
+__all__ = ["Matern52", "RBF", "gram", "gram_diag", "kernel_log_prior", "kernel_params",
+           "make_kernel", "sample_kernel_params", "site_name"]
 
 SITE_PREFIX = "kernel_"
 
@@ -256,6 +256,19 @@ def make_kernel(spec):
 def site_name(param: str) -> str:
     """NumPyro site name of a kernel parameter: ``kernel_variance``, ``kernel_lengthscale``."""
     return SITE_PREFIX + param
+
+
+def kernel_params(hypers: Params) -> dict:
+    """The kernel parameters in a hyperparameter dict keyed by site name: every
+    ``kernel_<name>`` entry as ``<name>`` (``kernel_variance`` -> ``variance``); other sites
+    (``mean``, ``noise_scale``, ``inducing_inputs``, ...) are left out.
+
+    Example:
+        >>> kernel_params({"kernel_variance": 2.0, "kernel_lengthscale": 1.0, "mean": 0.0})
+        {'variance': 2.0, 'lengthscale': 1.0}
+    """
+    return {name.removeprefix(SITE_PREFIX): value for name, value in hypers.items()
+            if name.startswith(SITE_PREFIX)}
 
 
 def kernel_log_prior(kernel, input_dim: int, params: Params) -> jax.Array:

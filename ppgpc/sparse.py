@@ -38,15 +38,15 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpyro.distributions as dist
-from numpyro.distributions import constraints
 
 from ppgpc import linalg
+from ppgpc.inducing import (DEFAULT_NUM_INDUCING, InducingPrior, initial_inducing_inputs,
+                            resolve_num_inducing)
 from ppgpc.kernels import gram, gram_diag
-from ppgpc.kmeans import kmeans
 
 __all__ = [
     "DEFAULT_NUM_INDUCING",
+    "resolve_num_inducing",
     "SparseData",
     "SparsePosterior",
     "InducingPrior",
@@ -65,9 +65,6 @@ __all__ = [
     "predict_per_output",
     "sample_at_per_output",
 ]
-
-DEFAULT_NUM_INDUCING = 200
-"""The ILR paper's number of inducing points on letter, magic, htru2 and eeg (Table 2)."""
 
 DEFAULT_KMM_JITTER = 1e-6
 """Relative jitter added to K_mm (times the kernel variance): learned inducing inputs can
@@ -115,32 +112,6 @@ class SparsePosterior(NamedTuple):
     """() adaptive jitter the factorisations needed beyond the fixed K_mm jitter."""
 
 
-class InducingPrior(dist.ImproperUniform):
-    """The improper flat prior on inducing inputs, R^(M, D) with log density 0.
-
-    Inducing inputs are variational parameters, not random variables; making them a latent
-    site with a zero log prior lets the driver's optimiser fit them with the
-    hyperparameters. ``sample`` returns zeros only so that NumPyro's tracing utilities can
-    run the model without substituted values; those zeros are never used as a draw.
-    """
-
-    def __init__(self, shape):
-        super().__init__(constraints.real, (), event_shape=tuple(shape))
-
-    def sample(self, key, sample_shape=()):
-        return jnp.zeros(tuple(sample_shape) + self.event_shape)
-
-
-def initial_inducing_inputs(X, num_inducing: int, seed: int = 0, num_iters: int = 10):
-    """(M, D) k-means++ seeds of X refined by ``num_iters`` Lloyd steps, M = min(M, N)."""
-    X = jnp.asarray(X, dtype=jnp.float64)
-    if num_inducing < 1:
-        raise ValueError(f"num_inducing must be a positive integer, got {num_inducing}")
-    M = min(int(num_inducing), X.shape[0])
-    return kmeans(jax.random.PRNGKey(seed), X, M, num_iters)
-
-
-
 def make_prepare(dense_prepare, per_output_inducing: bool = False):
     """``prepare`` of a sparse spec: the dense model's ``prepare`` plus k-means++ inducing
     inputs (``initial_inducing_inputs``), returned as ``SparseData``.
@@ -149,10 +120,13 @@ def make_prepare(dense_prepare, per_output_inducing: bool = False):
         dense_prepare: the dense model's ``prepare``.
         per_output_inducing: whether the model accepts ``shared_inducing=False``, one set of
             inducing inputs per output (the outputs are the columns of ``base.targets``);
-            set l starts from k-means++ seeded with ``seed + l``, so the sets differ.
+            set l starts from k-means++ with the key ``fold_in(PRNGKey(seed), l)``, so the
+            sets differ.
+
+    ``num_inducing`` None is the default rule (``resolve_num_inducing``).
     """
 
-    def sparse_prepare(X, y, num_classes: int, *, num_inducing: int = DEFAULT_NUM_INDUCING,
+    def sparse_prepare(X, y, num_classes: int, *, num_inducing: int | None = None,
                        seed: int = 0, shared_inducing: bool = True, **options) -> SparseData:
         if not isinstance(shared_inducing, bool):
             raise TypeError(f"shared_inducing must be True or False, got {shared_inducing!r}")
@@ -163,9 +137,10 @@ def make_prepare(dense_prepare, per_output_inducing: bool = False):
         if shared_inducing:
             return SparseData(base, initial_inducing_inputs(base.X, num_inducing, seed))
         num_outputs = base.targets.shape[1]
-        return SparseData(base, jnp.stack([initial_inducing_inputs(base.X, num_inducing,
-                                                                   seed + l)
-                                           for l in range(num_outputs)]))
+        root = jax.random.PRNGKey(seed)
+        return SparseData(base, jnp.stack([
+            initial_inducing_inputs(base.X, num_inducing, key=jax.random.fold_in(root, l))
+            for l in range(num_outputs)]))
 
     return sparse_prepare
 

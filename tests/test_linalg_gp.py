@@ -3,11 +3,12 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
 import pytest
 from scipy.stats import lognorm, multivariate_normal
 
 from ppgpc import gp, linalg
-from ppgpc.kernels import RBF, Matern52, gram, kernel_log_prior, make_kernel
+from ppgpc.kernels import RBF, Matern52, gram, kernel_log_prior, kernel_params, make_kernel
 
 
 def _spd(n, seed):
@@ -269,3 +270,54 @@ def test_rbf_initial_params_start_at_the_prior_median_or_where_asked(ard):
         assert start["lengthscale"].shape == shape
     np.testing.assert_array_equal(default["lengthscale"], np.full(shape, 3.0))
     np.testing.assert_array_equal(asked["lengthscale"], np.full(shape, 0.7))
+
+
+# ------------------------------------------------- shared helpers of the model modules
+def test_latent_conditional_equals_the_closed_form_on_a_tiny_example():
+    """gp.latent_conditional (every model's ``latent_conditional``): mean K*n K^-1 f and
+    variance k** - K*n K^-1 Kn*, equal for every latent, against numpy's solve on 3 points
+    and 2 latents; at a training input it returns f itself with variance 0."""
+    kernel, params = RBF(ard=False), {"variance": 1.7, "lengthscale": 0.8}
+    X = np.array([[0.0], [0.7], [1.9]])
+    f = np.array([[0.3, -1.0], [1.1, 0.2], [-0.4, 0.9]])
+    Xs = np.array([[0.35], [3.0], [0.7]])
+
+    def k(a, b):
+        return 1.7 * np.exp(-0.5 * (a[:, None, 0] - b[None, :, 0]) ** 2 / 0.8**2)
+
+    K, Ksn = k(X, X), k(Xs, X)
+    want_mean = Ksn @ np.linalg.solve(K, f)
+    want_var = 1.7 - np.einsum("ij,ji->i", Ksn, np.linalg.solve(K, Ksn.T))
+    mean, var = gp.latent_conditional(kernel, params, jnp.asarray(X), jnp.asarray(f),
+                                      jnp.asarray(Xs))
+    assert mean.shape == (3, 2) and var.shape == (3, 2)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(var, np.repeat(want_var[:, None], 2, axis=1), rtol=1e-9,
+                               atol=1e-12)
+    np.testing.assert_allclose(mean[2], f[1], atol=1e-9)
+    assert float(var[2, 0]) < 1e-9
+
+
+@pytest.mark.parametrize("per_latent", [False, True])
+def test_whitened_latent_is_chol_times_the_white_site(per_latent):
+    """gp.whitened_latent: site ``f_white`` (L, N) standard normal, deterministic ``f`` (N, L)
+    = chol(K_l) v_l + mean_l, with one factor for all latents or one per latent."""
+    N, L = 4, 3
+    chol = np.stack([np.linalg.cholesky(_spd(N, s)) for s in range(L)])
+    chol_K = jnp.asarray(chol if per_latent else chol[0])
+    mean = jnp.array([0.5, -1.0, 2.0])
+    with numpyro.handlers.trace() as tr, numpyro.handlers.seed(rng_seed=3):
+        f = gp.whitened_latent(chol_K, L, mean)
+    v = np.asarray(tr["f_white"]["value"])
+    assert v.shape == (L, N) and f.shape == (N, L)
+    assert tr["f_white"]["fn"].batch_shape == (L,) and tr["f_white"]["fn"].event_shape == (N,)
+    want = np.stack([(chol[l] if per_latent else chol[0]) @ v[l] for l in range(L)], axis=1)
+    np.testing.assert_allclose(tr["f"]["value"], want + np.asarray(mean)[None, :], rtol=1e-12)
+
+
+def test_kernel_params_takes_the_kernel_sites_only():
+    hypers = {"kernel_variance": 2.0, "kernel_lengthscale": jnp.ones(3), "mean": 1.0,
+              "noise_scale": 0.5, "inducing_inputs": jnp.zeros((2, 3))}
+    params = kernel_params(hypers)
+    assert set(params) == {"variance", "lengthscale"} and params["variance"] == 2.0
+    assert float(gram(RBF(), params, jnp.zeros((1, 3)))[0, 0]) == 2.0

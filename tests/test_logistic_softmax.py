@@ -14,6 +14,8 @@ from ppgpc import LogisticSoftmaxGPClassifier, linalg
 from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.kernels import RBF, gram
 from ppgpc.models import logistic_softmax as lsm
+from ppgpc.models import logistic_softmax_cavi as lsm_cavi
+from ppgpc.models import logistic_softmax_svi as lsm_svi
 from ppgpc.polyagamma import polyagamma_mean
 
 HYPERS = {"kernel_variance": 4.0, "kernel_lengthscale": np.array([1.3, 1.0])}
@@ -150,7 +152,7 @@ def test_cavi_elbo_never_decreases(num_inducing):
 def test_sparse_cavi_predicts_with_q_of_f_star():
     """A sparse CAVI fit (M < N) is held as draws of the whitened inducing values and
     predicts with q's own predictive q(f*) = int p(f* | u) q(u) du. Its draws at new inputs
-    have that Gaussian's mean a*^T m_c and variance k** - |a*|^2 + a*^T S_c a* (``_q_f``,
+    have that Gaussian's mean a*^T m_c and variance k** - |a*|^2 + a*^T S_c a* (``q_f``,
     computed from the same CAVI run): means within 4.5 standard errors sd / sqrt(S),
     variances within 4.5 var sqrt(2 / (S - 1)), over 5 inputs x 3 classes."""
     X, y = toy_problem(30, 3, seed=4)
@@ -164,8 +166,8 @@ def test_sparse_cavi_predicts_with_q_of_f_star():
                    include_prior=True, learning_rate=0.05, seed=3)
     np.testing.assert_array_equal(result.hypers["inducing_inputs"][0, 0], res.inducing)
     Xs = np.array([[0.0, 0.0], [2.0, 0.0], [-1.0, 1.7], [-1.0, -1.7], [3.0, 3.0]])
-    proj = lsm._projection(result.kernel, res.hypers, jnp.asarray(Xs), res.inducing)
-    mean, var = (np.asarray(a) for a in lsm._q_f(proj, res.state.m, res.state.S))
+    proj = lsm_cavi.projection(result.kernel, res.hypers, jnp.asarray(Xs), res.inducing)
+    mean, var = (np.asarray(a) for a in lsm_cavi.q_f(proj, res.state.m, res.state.S))
     draws = np.asarray(result.predict_latent(Xs, key=jax.random.PRNGKey(5)))[0]  # (S, 5, 3)
     z_mean = (draws.mean(0) - mean) / np.sqrt(var / S)
     z_var = (draws.var(0, ddof=1) - var) / (var * np.sqrt(2.0 / (S - 1)))
@@ -347,9 +349,9 @@ def test_stochastic_step_with_everything_and_unit_step_is_a_cavi_sweep(cavi_prob
     """Full batch, all classes, rho = 1: one stochastic step equals one full CAVI sweep
     (from a state that is not the optimum), to rounding."""
     data, _ = cavi_problem
-    proj = jax.jit(lsm._projection, static_argnums=0)(RBF(), _jax_hypers(), data.X, data.X)
-    sweep = jax.jit(lsm._cavi_sweep)
-    state = lsm._init_state(20, 3, 20)
+    proj = jax.jit(lsm_cavi.projection, static_argnums=0)(RBF(), _jax_hypers(), data.X, data.X)
+    sweep = jax.jit(lsm_cavi.cavi_sweep)
+    state = lsm_cavi.init_q(20, 3, 20)
     for _ in range(2):
         state = sweep(data.onehot, proj, state)
     ref = sweep(data.onehot, proj, state)
@@ -359,7 +361,7 @@ def test_stochastic_step_with_everything_and_unit_step_is_a_cavi_sweep(cavi_prob
                           state.gamma, state.c)
     B, K = lsm.minibatch(jax.random.PRNGKey(0), 20, 3, 20, 3)
     new = _STEP(data.onehot, proj, sstate, B, K, 1.0)
-    m, S = jax.jit(lsm._moments_from_natural)(new.prec, new.eta1)
+    m, S = jax.jit(lsm_cavi.moments_from_natural)(new.prec, new.eta1)
     assert float(jnp.max(jnp.abs(ref.m - state.m))) > 1e-3  # the sweep does move
     for got, want in ((m, ref.m), (S, ref.S), (new.alpha, ref.alpha), (new.gamma, ref.gamma),
                       (new.c, ref.c)):
@@ -368,10 +370,10 @@ def test_stochastic_step_with_everything_and_unit_step_is_a_cavi_sweep(cavi_prob
 
 def test_stochastic_step_touches_only_the_minibatch(cavi_problem):
     data, _ = cavi_problem
-    start = lsm._svi_init_state(20, 3, 20)
+    start = lsm_svi.svi_init(20, 3, 20)
     B, K = lsm.minibatch(jax.random.PRNGKey(4), 20, 3, 5, 2)
     assert len(set(np.asarray(B).tolist())) == 5 and len(set(np.asarray(K).tolist())) == 2
-    proj_B = jax.jit(lsm._projection, static_argnums=0)(RBF(), _jax_hypers(), data.X[B], data.X)
+    proj_B = jax.jit(lsm_cavi.projection, static_argnums=0)(RBF(), _jax_hypers(), data.X[B], data.X)
     new = _STEP(data.onehot, proj_B, start, B, K, 0.5)
     other_c = np.setdiff1d(np.arange(3), np.asarray(K))
     other_i = np.setdiff1d(np.arange(20), np.asarray(B))
@@ -389,9 +391,9 @@ def test_stochastic_cavi_elbo_rises_to_near_the_full_optimum(cavi_problem):
     st = lsm.cavi(data, RBF(), _jax_hypers(), learn_hypers=False, max_iter=300, tol=0.0,
                   batch_size=5, class_batch_size=2, elbo_every=50, seed=1)
     assert len(st.elbo) == 6 and np.all(np.isfinite(st.elbo))
-    at_prior = float(lsm._svi_full_elbo(data.onehot, data.X, RBF(), {k: jnp.log(v) for k, v in
+    at_prior = float(lsm_svi.svi_full_elbo(data.onehot, data.X, RBF(), {k: jnp.log(v) for k, v in
                                                                     _jax_hypers().items()},
-                                        data.X, lsm._svi_init_state(20, 3, 20))[0])
+                                        data.X, lsm_svi.svi_init(20, 3, 20))[0])
     assert at_prior < full.elbo[-1] - 5.0
     assert st.elbo[-1] > full.elbo[-1] - 0.25, (st.elbo, full.elbo[-1])
     assert np.all(st.elbo <= full.elbo[-1] + 1e-6)

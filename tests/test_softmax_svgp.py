@@ -21,6 +21,7 @@ from ppgpc import SoftmaxSVGPClassifier, ILRGPClassifier, simplex, sparse
 from ppgpc.infer import fit
 from ppgpc.kernels import RBF, gram
 from ppgpc.models import softmax_svgp as svgp
+from ppgpc.models import softmax_svgp_elbo as svgp_elbo
 
 from conftest import SMALL, toy_problem
 
@@ -788,7 +789,7 @@ def test_validation_log_predictive_chunks_equal_one_pass(softmax_case, monkeypat
     Xv, yv = gen.normal(size=(10, 2)), gen.integers(0, 3, 10)
     key = jax.random.PRNGKey(2)
     whole = np.asarray(svgp.validation_log_predictive(key, params, data, KERNEL, Xv, yv, 20000))
-    monkeypatch.setattr(svgp, "VALIDATION_CHUNK", 4)
+    monkeypatch.setattr(svgp_elbo, "VALIDATION_CHUNK", 4)
     chunked = np.asarray(svgp.validation_log_predictive(key, params, data, KERNEL, Xv, yv, 20000))
     assert chunked.shape == (10,)
     # different draws per chunk: agreement to Monte Carlo error (relative s.e. of a mean of

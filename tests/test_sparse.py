@@ -10,6 +10,7 @@ from ppgpc import gp, sparse
 from ppgpc.infer import fit, to_inference_data
 from ppgpc.kernels import RBF, gram
 from ppgpc.kmeans import kmeans, kmeans_plus_plus_indices
+from ppgpc.models import dirichlet_gp, ilr_gp, logistic_softmax, softmax_svgp
 
 KERNEL = RBF(ard=True)
 PARAMS = {"variance": jnp.asarray(2.0), "lengthscale": jnp.asarray([0.8, 1.3])}
@@ -470,3 +471,51 @@ def test_map_outputs_rejects_other_axes_and_argument_counts():
     mapped = sparse.map_outputs(lambda x, y: x + y, (0, None))
     with pytest.raises(TypeError, match="expected 2 arguments .* got 3"):
         mapped(jnp.ones((2, 3)), jnp.ones(3), jnp.ones(3))
+
+
+# ------------------------------------------------------ the one rule for the number M
+def test_resolve_num_inducing_default_and_the_rule_above_n():
+    """None is min(DEFAULT_NUM_INDUCING, N); an integer M in 1..N is kept; M > N and
+    non-integers are refused with messages that name the values."""
+    assert sparse.DEFAULT_NUM_INDUCING == 200
+    assert sparse.resolve_num_inducing(None, 50) == 50
+    assert sparse.resolve_num_inducing(None, 5000) == 200
+    assert sparse.resolve_num_inducing(30, 50) == 30
+    assert sparse.resolve_num_inducing(50, 50) == 50
+    with pytest.raises(ValueError, match="num_inducing M = 51 exceeds the number of training "
+                                         "points N = 50"):
+        sparse.resolve_num_inducing(51, 50)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="num_inducing must be a positive integer"):
+            sparse.resolve_num_inducing(bad, 50)
+
+
+def test_every_sparse_model_applies_the_same_rule():
+    """The collapsed sparse models, the SVGP and the sparse CAVI all take M from
+    ``resolve_num_inducing``: min(200, N) by default, M > N refused with the same message."""
+    X, y = toy_problem(24, 3, seed=1)
+    prepares = (ilr_gp.sparse_prepare, dirichlet_gp.sparse_prepare, softmax_svgp.prepare)
+    for prepare in prepares:
+        data = prepare(X, y, 3)
+        assert data.inducing_init.shape == (24, 2), prepare
+        assert prepare(X, y, 3, num_inducing=5).inducing_init.shape == (5, 2)
+        with pytest.raises(ValueError, match="num_inducing M = 25 exceeds .* N = 24"):
+            prepare(X, y, 3, num_inducing=25)
+    data = logistic_softmax.prepare(X, y, 3)
+    hypers = {"kernel_variance": jnp.asarray(1.0), "kernel_lengthscale": jnp.asarray(1.0)}
+    with pytest.raises(ValueError, match="num_inducing M = 25 exceeds .* N = 24"):
+        logistic_softmax.cavi(data, RBF(ard=False), hypers, num_inducing=25, max_iter=1)
+    full = logistic_softmax.cavi(data, RBF(ard=False), hypers, num_inducing=24, max_iter=1)
+    assert not full.sparse  # M = N: the inducing inputs are the training inputs
+
+
+def test_per_output_inducing_inputs_start_from_distinct_streams():
+    """shared_inducing=False: set l starts from k-means++ with fold_in(PRNGKey(seed), l), so
+    the sets differ from each other and are fixed by the seed."""
+    X, y = toy_problem(30, 4, seed=2)
+    a = ilr_gp.sparse_prepare(X, y, 4, num_inducing=6, seed=3, shared_inducing=False)
+    b = ilr_gp.sparse_prepare(X, y, 4, num_inducing=6, seed=3, shared_inducing=False)
+    Z = np.asarray(a.inducing_init)
+    assert Z.shape == (3, 6, 2)
+    np.testing.assert_array_equal(Z, b.inducing_init)
+    assert not np.allclose(Z[0], Z[1]) and not np.allclose(Z[1], Z[2])
