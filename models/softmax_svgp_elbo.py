@@ -387,7 +387,7 @@ def includes_hyper_prior(data) -> bool:
     return bool(data.kernel_prior)
 
 
-def own_inducing_values(data: SVGPData, kernel, hypers: dict, v):
+def own_inducing_values(data, kernel, hypers: dict, v):
     """Each latent's own values u_c = f_c(Z_c) = L_mm,c v_c at its own inducing inputs
     (``inducing_values``) when every latent has its own set (``shared_inducing=False``,
     inducing inputs (L, M, D)), where the mixed latent W f(Z) is not defined; None with one
