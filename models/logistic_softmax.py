@@ -64,6 +64,7 @@ from jax.scipy.special import digamma, gammaln, xlogy
 from ppgpc import gp, linalg
 from ppgpc.infer.spec import ModelSpec
 from ppgpc.kernels import gram, gram_diag, kernel_log_prior, sample_kernel_params
+from ppgpc.progress import bar as progress_bar
 from ppgpc.validation import check_count
 from ppgpc.polyagamma import PolyaGamma, polyagamma_mean, sample_polyagamma
 
@@ -848,7 +849,7 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
          hyper_steps: int = 1, learning_rate: float = 0.05, seed: int = 0,
          batch_size: int | None = None, class_batch_size: int | None = None,
          step_size_delay: float = 1.0, step_size_power: float = 0.6,
-         elbo_every: int = 10) -> CAVIResult:
+         elbo_every: int = 10, progress: bool = False) -> CAVIResult:
     """Coordinate-ascent VI for the augmented model (appendix A.2), or its stochastic
     version with data minibatches and class subsampling (appendix A.3, Algorithm 2) when
     ``batch_size`` or ``class_batch_size`` is given.
@@ -869,6 +870,7 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
             rho_t = (t + delay)^-power, t = 0, 1, ... (power in (0.5, 1] for convergence).
         elbo_every: stochastic version: evaluate the full-data ELBO (``_svi_full_elbo``)
             every this many iterations; ``tol`` compares consecutive evaluations.
+        progress: show the iterations and the ELBO on stderr (``ppgpc.progress.bar``).
 
     Returns:
         ``CAVIResult``; with fixed hyperparameters the full version's ELBO trace never
@@ -911,6 +913,7 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
         sstate = _svi_init_state(N, C, Z.shape[0])
         key = jax.random.PRNGKey(seed)
         done, every = 0, int(elbo_every)
+        bar = progress_bar(max_iter, "CAVI (stochastic)", progress, unit="it")
         while done < max_iter:
             steps = min(every, max_iter - done)  # the last window may be shorter
             log_hypers, Z, sstate, opt_state = _stochastic_window(
@@ -922,11 +925,15 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
             done += steps
             value, state = _svi_full_elbo(Y, X, kernel, log_hypers, Z, sstate)
             trace.append(float(value))
+            bar.update(steps)
+            bar.set_postfix(elbo=f"{trace[-1]:.6g}", refresh=False)
             if _elbo_converged(trace, tol):
                 converged = True
                 break
+        bar.close()
     else:
         carry = (log_hypers, Z, state, opt_state, jnp.asarray(jnp.nan))
+        bar = progress_bar(max_iter, "CAVI", progress, unit="it")
         while len(trace) < max_iter and not converged:
             limit = min(CAVI_WINDOW, max_iter - len(trace))
             carry, values, done, converged = _cavi_window(
@@ -935,6 +942,9 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
                 include_prior=bool(include_prior), num_steps=int(hyper_steps))
             trace.extend(np.asarray(values)[:int(done)].tolist())
             converged = bool(converged)
+            bar.update(int(done))
+            bar.set_postfix(elbo=f"{trace[-1]:.6g}", refresh=False)
+        bar.close()
         log_hypers, Z, state, opt_state, _ = carry
     hypers = {k: jnp.exp(v) for k, v in log_hypers.items()}
     return CAVIResult(hypers, Z, state, np.asarray(trace), converged, Z.shape[0] < N)

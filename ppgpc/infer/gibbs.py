@@ -157,7 +157,8 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
         hypers = _check_hyperparameters(spec, data, kernel, given)
         info = {"hyperparameters": "given"}
     else:
-        hypers, info = spec.extras["fit_hypers"](data, kernel)
+        hypers, info = spec.extras["fit_hypers"](data, kernel,
+                                                 progress=bool(opts["progress_bar"]))
     init_fn, step_fn = spec.extras["gibbs_kernel"](data, kernel, hypers, **kernel_options)
     num_chains = int(opts["num_chains"])
     mcmc = MCMC(GibbsKernel(init_fn, step_fn), num_warmup=int(opts["num_warmup"]),
