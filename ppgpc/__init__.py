@@ -8,6 +8,7 @@ Public API:
     LogisticSoftmaxGPClassifier: the logistic-softmax GP (Polya-Gamma Gibbs / CAVI / NUTS).
     DirichletGPClassifier: the Dirichlet-based GP (GPD), exact or collapsed sparse.
     SoftmaxSVGPClassifier: the sparse variational GP classifier (SVGPC / Uncollapsed-ILR).
+    Selection: how ILR-GP's epsilon and GPD's alpha_eps are chosen (grid, validation).
     fit: the inference driver (``ppgpc.infer.fit``) for any model and method.
     load: load a saved estimator or ``FitResult`` (``est.save(path)``; no pickle).
     compare_posteriors: two posteriors compared variable by variable (``ppgpc.compare``).
@@ -25,7 +26,7 @@ from ppgpc import _config  # noqa: F401  (float64 before anything else)
 from ppgpc import datasets, gp, kernels, linalg, metrics, plotting, simplex  # noqa: F401
 from ppgpc import kmeans, sparse  # noqa: F401
 from ppgpc.estimators import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
-from ppgpc.estimators import SoftmaxSVGPClassifier
+from ppgpc.estimators import Selection, SoftmaxSVGPClassifier
 from ppgpc.infer import FitResult, fit, supported_methods
 from ppgpc.persistence import load
 from ppgpc import compare, diagnostics  # noqa: F401
@@ -42,6 +43,7 @@ __all__ = [
     "LogisticSoftmaxGPClassifier",
     "DirichletGPClassifier",
     "SoftmaxSVGPClassifier",
+    "Selection",
     "FitResult",
     "fit",
     "supported_methods",
