@@ -281,7 +281,8 @@ def test_driver_refuses_non_finite_predictions(toy):
     (lambda: SoftmaxSVGPClassifier(shared_kernel="no"),
      "shared_kernel must be True or False, got 'no'"),
     (lambda: SoftmaxSVGPClassifier(num_inducing=2.5), "num_inducing must be an integer"),
-    (lambda: SoftmaxSVGPClassifier(max_iter=0), "max_iter must be an integer >= 1"),
+    (lambda: SoftmaxSVGPClassifier(inference_options={"max_iter": 0}),
+     "max_iter must be an integer >= 1"),
     (lambda: ILRGPClassifier(inference="collapsed", num_inducing=2.7),
      "num_inducing must be an integer"),
     (lambda: ILRGPClassifier(epsilon="foo"), "epsilon must be a number in \\(0, 1\\) or 'auto'"),
@@ -290,8 +291,7 @@ def test_driver_refuses_non_finite_predictions(toy):
      "alpha_eps must be a finite positive number, 'auto' or 'train', got 'x'"),
     (lambda: ILRGPClassifier(max_exact_points=-5), "max_exact_points must be an integer >= 1"),
     (lambda: ILRGPClassifier(seed=1.5), "seed must be an integer >= 0, got 1.5"),
-    (lambda: LogisticSoftmaxGPClassifier(inference="cavi",
-                                         inference_options={"num_inducing": 0}),
+    (lambda: LogisticSoftmaxGPClassifier(inference="cavi", num_inducing=0),
      "num_inducing must be an integer >= 1, got 0"),
 ])
 def test_estimator_settings_are_checked(toy, make, match):
