@@ -14,6 +14,7 @@ from ppgpc import (
     SoftmaxSVGPClassifier,
 )
 from ppgpc.estimators import GPClassifierBase
+from ppgpc.estimators.conjugate import ConjugateClassifier  # the smoothing search
 from ppgpc.infer import fit
 from ppgpc.validation import (
     MAX_ABS_INPUT,
@@ -215,8 +216,8 @@ def test_estimator_inference_options_are_checked_before_the_smoothing_search(toy
     def no_search(*args, **kwargs):
         raise AssertionError("a validation fit ran before the options were checked")
 
-    monkeypatch.setattr(GPClassifierBase, "_loo_nll_of_fit", no_search)
-    monkeypatch.setattr(GPClassifierBase, "_held_out_nll", no_search)
+    monkeypatch.setattr(ConjugateClassifier, "_loo_nll_of_fit", no_search)
+    monkeypatch.setattr(ConjugateClassifier, "_held_out_nll", no_search)
     X, y = toy
     with pytest.raises(ValueError, match="num_draws must be an integer >= 1, got -1"):
         ILRGPClassifier(inference_options={"num_draws": -1}).fit(X, y)
@@ -306,7 +307,7 @@ def test_too_large_is_refused_before_any_validation_fit(toy, monkeypatch):
     def no_validation(*args, **kwargs):
         raise AssertionError("a validation fit ran before the size check")
 
-    monkeypatch.setattr(GPClassifierBase, "_held_out_nll", no_validation)
+    monkeypatch.setattr(ConjugateClassifier, "_held_out_nll", no_validation)
     X, y = toy
     with pytest.raises(ValueError, match="30 training points is too many.*limit is 20. "
                                          "Instead, use a sparse model"):
