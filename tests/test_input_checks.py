@@ -13,7 +13,6 @@ from ppgpc import (
     LogisticSoftmaxGPClassifier,
     SoftmaxSVGPClassifier,
 )
-from ppgpc.estimators import GPClassifierBase
 from ppgpc.estimators.conjugate import ConjugateClassifier  # the smoothing search
 from ppgpc.infer import fit
 from ppgpc.validation import (
