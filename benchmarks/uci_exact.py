@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ppgpc import Selection
 from ppgpc.experiments import (
     EXACT_CLASSIFIERS,
     PAPER_COMPARISON_HEADER,
@@ -56,8 +57,11 @@ def main(argv=None) -> int:
             model_options = {k: v for k, v in options.items()
                              if not (k == "tau" and "ILR" not in model)
                              and not (k == "validation" and model not in ("Exact-ILR", "GPD"))}
+            if "validation" in model_options:  # how the smoothing level is chosen
+                model_options["selection"] = Selection(
+                    validation=model_options.pop("validation"))
             if model_options.get("inference") == "nuts":  # no progress bars in the table
-                model_options["inference_options"] = {"progress_bar": False}
+                model_options["progress"] = False
             runs = [run_split(dataset, model, seed, **model_options) for seed in range(args.seeds)]
             cells = paper_comparison_cells(summarize(runs), PAPER_EXACT.get((dataset, model)))
             print(f"{dataset:8s} {model:10s} {cells}", flush=True)

@@ -11,7 +11,7 @@ maximise their ELBO by minibatch SVI: Adam at the paper's learning rate 0.01, wa
 cosine decay, ``--svi-epochs`` epochs of ``--batch-size`` minibatches, at least
 ``--min-svi-steps`` steps; Sparse-LSM runs ``--lsm-iterations`` iterations of the
 stochastic CAVI, minibatches of 128 points, ``LogisticSoftmaxGPClassifier(inference=
-"svi")``). Prints accuracy, NLL and
+"cavi")`` with a ``batch_size``). Prints accuracy, NLL and
 top-label ECE (10 bins), fit seconds, and the paper's row. Datasets come from
 ``PPGPC_DATA_DIR``.
 
@@ -28,6 +28,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from ppgpc.estimators import SoftmaxSVGPClassifier
 from ppgpc.experiments import (
     PAPER_COMPARISON_HEADER,
     PAPER_SPARSE,
@@ -48,17 +49,53 @@ def _svi_options(args, dataset: str) -> dict:
     n = len(load(dataset)[1]) - DATASETS[dataset].paper_n_test
     n = min(n, args.max_train) if args.max_train else n
     steps = max(args.min_svi_steps, int(args.svi_epochs * n / min(args.batch_size, n)))
-    return {"num_inducing": args.num_inducing, "batch_size": min(args.batch_size, n),
-            "max_iter": steps, "learning_rate": args.learning_rate,
-            "progress_bar": args.progress,
-            "shared_kernel": not args.per_latent, "shared_inducing": not args.per_latent,
-            "natural_gradient": args.natural_gradient, "ell_estimator": args.ell_estimator,
-            "validation_fraction": args.validation_fraction,
-            "kernel": _kernel(args), "kernel_prior": args.kernel_prior,
-            "variance_prior_on": args.variance_prior_on,
-            "initial_lengthscale": args.initial_lengthscale,
-            "initial_variance": args.initial_variance,
-            "inference_options": {"num_draws": args.num_draws, "tol": None}}
+    inference_options = {"batch_size": min(args.batch_size, n), "max_iter": steps,
+                         "learning_rate": args.learning_rate, "num_draws": args.num_draws,
+                         "tol": None}
+    if args.natural_gradient is not None:
+        inference_options["natural_gradient"] = args.natural_gradient
+    if args.validation_fraction is not None:
+        inference_options["validation_fraction"] = args.validation_fraction
+    options = {"num_inducing": args.num_inducing, "progress": args.progress,
+               "shared_kernel": not args.per_latent, "shared_inducing": not args.per_latent,
+               "kernel": _kernel(args), "kernel_prior": args.kernel_prior,
+               "inference_options": inference_options}
+    prepare = {k: v for k, v in (("ell_estimator", args.ell_estimator),
+                                 ("variance_prior_on", args.variance_prior_on),
+                                 ("initial_lengthscale", args.initial_lengthscale),
+                                 ("initial_variance", args.initial_variance))
+               if v != PREPARE_DEFAULTS[k]}
+    if prepare:  # options of the model's prepare that are no estimator options
+        options["prepare_options"] = prepare
+    return options
+
+
+PREPARE_DEFAULTS = {"ell_estimator": None, "variance_prior_on": "kernel",
+                    "initial_lengthscale": None, "initial_variance": 1.0}
+"""The ``--ell-estimator`` ... flags at which the estimator's own choice applies."""
+
+
+class SVGPWithPrepareOptions(SoftmaxSVGPClassifier):
+    """``SoftmaxSVGPClassifier`` whose SVI fits also pass ``prepare_options`` to the model's
+    ``prepare`` (``ppgpc.models.softmax_svgp.prepare``): the options this benchmark measured
+    and that left the estimator's API (``ell_estimator``, ``variance_prior_on``,
+    ``initial_lengthscale``, ``initial_variance``). Not saveable (not one of ppgpc's
+    estimators)."""
+
+    def __init__(self, *, prepare_options: dict | None = None, **params):
+        super().__init__(**params)
+        self.prepare_options = prepare_options
+
+    def _svi_model_options(self, num_samples: int, natural_gradient) -> dict:
+        return {**super()._svi_model_options(num_samples, natural_gradient),
+                **(self.prepare_options or {})}
+
+
+def _svgp_factory(link: str):
+    """A ``run_split`` factory of ``SVGPWithPrepareOptions`` with ``link``."""
+    def make(seed: int, **options):
+        return SVGPWithPrepareOptions(seed=seed, link=link, **options)
+    return make
 
 
 def _kernel(args):
@@ -184,22 +221,25 @@ def main(argv=None) -> int:
                        "inference_options": {"max_iter": args.max_iter,
                                              "num_draws": args.num_draws,
                                              "optimizer": args.hyper_optimizer,
-                                             "learning_rate": args.hyper_learning_rate,
-                                             "progress_bar": args.progress},
+                                             "learning_rate": args.hyper_learning_rate},
+                       "progress": args.progress,
                        **PAPER_SPARSE_OPTIONS.get((dataset, model), {})}
             if model in SVI_SPARSE_MODELS:
                 options = _svi_options(args, dataset)
             elif model == "Sparse-LSM":
-                options = {"inference_options": {"num_inducing": args.num_inducing,
-                                                 "max_iter": args.lsm_iterations,
+                options = {"num_inducing": args.num_inducing,
+                           "inference_options": {"max_iter": args.lsm_iterations,
                                                  "num_draws": args.num_draws}}
             else:  # Collapsed-ILR, Sparse-GPD
                 if args.learn_noise_scale:
                     options["learn_noise_scale"] = True
                 if args.per_latent:
                     options["shared_inducing"] = False
+            factory = None
+            if "prepare_options" in options:
+                factory = _svgp_factory("softmax" if model == "SVGPC" else "ilr")
             runs = [run_split(dataset, model, seed, max_train=args.max_train, **scaling,
-                              **options)
+                              factory=factory, **options)
                     for seed in range(args.first_seed, args.first_seed + args.seeds)]
             n_train = runs[0].estimator.result_.data.X.shape[0]
             if args.save_dir is not None:

@@ -302,8 +302,8 @@ SPEC = conjugate_spec(
     "ilr_gp", description="ILR-GP: conjugate GP regression on ILR targets (C-1 latent GPs)",
     module=globals(),
     sparse_alternative='use a sparse model: ILRGPClassifier(inference="collapsed") or '
-                       'inference="uncollapsed" (driver models "ilr_gp_sparse" and '
-                       '"ilr_gp_uncollapsed")')
+                       'SoftmaxSVGPClassifier(link="ilr") (driver models "ilr_gp_sparse" '
+                       'and "ilr_gp_uncollapsed")')
 
 
 # ------------------------------------------------------------- collapsed sparse ILR-GP

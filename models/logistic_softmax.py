@@ -192,7 +192,7 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
          hyper_steps: int = 1, learning_rate: float = 0.05, seed: int = 0,
          batch_size: int | None = None, class_batch_size: int | None = None,
          step_size_delay: float = 1.0, step_size_power: float = 0.6,
-         elbo_every: int = 10) -> CAVIResult:
+         elbo_every: int = 10, progress: bool = False) -> CAVIResult:
     """Coordinate-ascent VI for the augmented model (appendix A.2,
     ``logistic_softmax_cavi.run_cavi``), or its stochastic version with data minibatches
     and class subsampling (appendix A.3, Algorithm 2, ``logistic_softmax_svi``) when
@@ -217,6 +217,7 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
             rho_t = (t + delay)^-power, t = 0, 1, ... (power in (0.5, 1] for convergence).
         elbo_every: stochastic version: evaluate the full-data ELBO every this many
             iterations; ``tol`` compares consecutive evaluations.
+        progress: show the iterations and the ELBO on stderr (``ppgpc.progress.bar``).
 
     Returns:
         ``CAVIResult``; with fixed hyperparameters the full version's ELBO trace never
@@ -258,8 +259,9 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
         return run_stochastic_cavi(
             jax.random.fold_in(root, 1), Y, X, kernel, hypers, Z, batch_size=batch_size,
             class_batch_size=class_batch_size, step_size_delay=step_size_delay,
-            step_size_power=step_size_power, elbo_every=int(elbo_every), **common)
-    return run_cavi(Y, X, kernel, hypers, Z, **common)
+            step_size_power=step_size_power, elbo_every=int(elbo_every), progress=progress,
+            **common)
+    return run_cavi(Y, X, kernel, hypers, Z, progress=progress, **common)
 
 
 def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
@@ -291,7 +293,7 @@ SPEC = ModelSpec(
     # (predictive kind "inducing"), so the driver exempts it from max_exact_points;
     # Gibbs, NUTS and the full CAVI form N x N matrices
     sparse_alternative="use the sparse CAVI with M < N inducing inputs: "
-                       'LogisticSoftmaxGPClassifier(inference="svi") (M = 200 by '
-                       'default), or inference="cavi" with inference_options='
-                       '{"num_inducing": M}; driver: method="cavi", num_inducing=M',
+                       'LogisticSoftmaxGPClassifier(inference="cavi", num_inducing=M) '
+                       '(with inference_options={"batch_size": B} for minibatches); '
+                       'driver: method="cavi", num_inducing=M',
 )

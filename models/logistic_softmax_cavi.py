@@ -35,6 +35,7 @@ from jax.scipy.special import digamma, gammaln, xlogy
 from ppgpc import linalg
 from ppgpc.kernels import gram, gram_diag, kernel_log_prior, kernel_params
 from ppgpc.polyagamma import polyagamma_mean
+from ppgpc.progress import bar as progress_bar
 
 __all__ = [
     "CAVIState",
@@ -367,7 +368,7 @@ def _cavi_window(Y, X, kernel, carry: CAVICarry, learning_rate, limit, tol, *, l
 
 def run_cavi(Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool, learn_inducing: bool,
              include_prior: bool, max_iter: int, tol: float, steps_per_iteration: int,
-             learning_rate: float) -> CAVIResult:
+             learning_rate: float, progress: bool = False) -> CAVIResult:
     """CAVI to convergence: ``cavi_init``, then ``cavi_step`` in windows of ``CAVI_WINDOW``
     on the device until ``max_iter`` steps or a relative ELBO change below ``tol``.
 
@@ -375,10 +376,12 @@ def run_cavi(Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool, learn_inducin
         Y: (N, C) one-hot labels; X: (N, D); hypers: the starting kernel hyperparameters;
         Z: (M, D) the starting inducing inputs (X itself for the full version).
         steps_per_iteration: optimiser steps per outer iteration (``cavi_step``).
+        progress: show the iterations and the ELBO on stderr (``ppgpc.progress.bar``).
     """
     N, C = Y.shape
     carry = cavi_init(hypers, Z, N, C)
     trace, converged = [], False
+    bar = progress_bar(max_iter, "CAVI", progress, unit="it")
     while len(trace) < max_iter and not converged:
         limit = min(CAVI_WINDOW, max_iter - len(trace))
         carry, values, done, converged = _cavi_window(
@@ -387,6 +390,9 @@ def run_cavi(Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool, learn_inducin
             include_prior=bool(include_prior), num_steps=int(steps_per_iteration))
         trace.extend(np.asarray(values)[:int(done)].tolist())
         converged = bool(converged)
+        bar.update(int(done))
+        bar.set_postfix(elbo=f"{trace[-1]:.6g}", refresh=False)
+    bar.close()
     hypers = {k: jnp.exp(v) for k, v in carry.log_hypers.items()}
     return CAVIResult(hypers, carry.inducing, carry.q, np.asarray(trace), converged,
                       carry.inducing.shape[0] < N)

@@ -24,6 +24,7 @@ from ppgpc.models.logistic_softmax_cavi import (CAVIResult, CAVIState, Projectio
                                                 cavi_init, hyper_steps, init_q, lik_terms,
                                                 local_updates, moments_from_natural,
                                                 natural_targets, projection, q_f)
+from ppgpc.progress import bar as progress_bar
 
 __all__ = [
     "SVIState",
@@ -190,7 +191,8 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
                         learn_inducing: bool, include_prior: bool, max_iter: int, tol: float,
                         steps_per_iteration: int, learning_rate: float, batch_size: int,
                         class_batch_size: int, step_size_delay: float,
-                        step_size_power: float, elbo_every: int) -> CAVIResult:
+                        step_size_power: float, elbo_every: int,
+                        progress: bool = False) -> CAVIResult:
     """The stochastic CAVI loop: ``svi_init``, then ``elbo_every`` steps at a time on the
     device (step t's minibatch key is fold_in(key, t)), each window followed by the
     full-data ELBO (``svi_full_elbo``), until ``max_iter`` steps or a relative change of
@@ -201,6 +203,7 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
         hypers: starting kernel hyperparameters; Z: (M, D) starting inducing inputs.
         batch_size, class_batch_size: |B| <= N and |K| <= C (checked by the caller).
         step_size_delay, step_size_power: rho_t = (t + delay)^-power.
+        progress: show the iterations and the ELBO on stderr (``ppgpc.progress.bar``).
 
     Returns:
         ``CAVIResult`` whose ELBO trace holds one value per evaluation.
@@ -210,6 +213,7 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
     log_hypers, opt_state, state = start.log_hypers, start.opt_state, start.q
     sstate = svi_init(N, C, Z.shape[0])
     trace, converged, done = [], False, 0
+    bar = progress_bar(max_iter, "CAVI (stochastic)", progress, unit="it")
     while done < max_iter:
         steps = min(int(elbo_every), max_iter - done)  # the last window may be shorter
         log_hypers, Z, sstate, opt_state = _stochastic_window(
@@ -221,8 +225,11 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
         done += steps
         value, state = svi_full_elbo(Y, X, kernel, log_hypers, Z, sstate)
         trace.append(float(value))
+        bar.update(steps)
+        bar.set_postfix(elbo=f"{trace[-1]:.6g}", refresh=False)
         if _elbo_converged(trace, tol):
             converged = True
             break
+    bar.close()
     hypers = {k: jnp.exp(v) for k, v in log_hypers.items()}
     return CAVIResult(hypers, Z, state, np.asarray(trace), converged, Z.shape[0] < N)

@@ -8,6 +8,7 @@ Public API:
     LogisticSoftmaxGPClassifier: the logistic-softmax GP (Polya-Gamma Gibbs / CAVI / NUTS).
     DirichletGPClassifier: the Dirichlet-based GP (GPD), exact or collapsed sparse.
     SoftmaxSVGPClassifier: the sparse variational GP classifier (SVGPC / Uncollapsed-ILR).
+    Selection: how ILR-GP's epsilon and GPD's alpha_eps are chosen (grid, validation).
     fit: the inference driver (``ppgpc.infer.fit``) for any model and method.
     save, load: save a fitted estimator or ``FitResult`` to a folder and load it back
         (``ppgpc.saving``: netCDF arrays plus JSON, no pickle; ``est.save(path)`` too).
@@ -27,7 +28,7 @@ from ppgpc import _config  # noqa: F401  (float64 before anything else)
 from ppgpc import datasets, gp, kernels, linalg, metrics, plotting, simplex  # noqa: F401
 from ppgpc import kmeans, sparse  # noqa: F401
 from ppgpc.estimators import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
-from ppgpc.estimators import SoftmaxSVGPClassifier
+from ppgpc.estimators import Selection, SoftmaxSVGPClassifier
 from ppgpc.infer import FitResult, fit, supported_methods, to_inference_data
 from ppgpc.saving import load, save
 from ppgpc import compare, diagnostics  # noqa: F401
@@ -44,6 +45,7 @@ __all__ = [
     "LogisticSoftmaxGPClassifier",
     "DirichletGPClassifier",
     "SoftmaxSVGPClassifier",
+    "Selection",
     "FitResult",
     "fit",
     "supported_methods",

@@ -70,8 +70,15 @@ __all__ = ["save_result", "load_result", "save_estimator", "load_estimator", "lo
 # loads estimators passes the classes a save may name (``ppgpc.estimators.ESTIMATORS``);
 # ``ppgpc.save`` and ``ppgpc.load`` (``ppgpc.saving``) do so.
 
-FORMAT_VERSION = 1
-"""Version of the folder layout; bumped when it changes incompatibly."""
+FORMAT_VERSION = 2
+"""Version of the folder layout; bumped when it changes incompatibly. Version 2: estimator
+settings with a ``selection`` instead of grid and validation options, a
+``progress`` option, SVGP's SVI settings in ``inference_options``)."""
+
+READABLE_VERSIONS = (1, 2)
+"""Versions this ppgpc loads. A FitResult save is the same in both; an estimator saved in
+version 1 has its settings translated (``ppgpc.estimators._legacy``), or the load fails
+naming the version and the setting that has no equivalent."""
 
 _SETTINGS = "settings.json"
 _ARRAYS = "arrays.nc"
@@ -102,9 +109,9 @@ def _read_json(path: Path) -> dict:
         raise ValueError(f"{path} holds a JSON {type(payload).__name__}, not a ppgpc save's "
                          "settings")
     version = payload.get("format_version")
-    if version != FORMAT_VERSION:
-        raise ValueError(f"{path} has format version {version!r}; this ppgpc reads version "
-                         f"{FORMAT_VERSION}")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        raise ValueError(f"{path} has format version {version!r}; this ppgpc reads versions "
+                         f"{list(READABLE_VERSIONS)}")
     return payload
 
 
@@ -329,7 +336,9 @@ def load_result(path):
 
 # ------------------------------------------------------------------ estimators
 def _constructor_params(estimator) -> dict:
-    return {name: getattr(estimator, name) for name in _constructor_param_names(type(estimator))}
+    """The constructor parameters as a save stores them (the estimator's
+    ``_saved_params``: JSON-ready, e.g. a ``Selection`` as a dict)."""
+    return estimator._saved_params()
 
 
 def _params_from(where: Path, cls, params: dict) -> dict:
@@ -410,9 +419,31 @@ def _estimator_from(path: Path, payload: dict, classes: dict, expected=None):
                       f"estimators {sorted(classes)}")
     if expected is not None and not issubclass(cls, expected):
         raise TypeError(f"{path} holds a {cls.__name__}, not a {expected.__name__}")
-    estimator = cls(**_params_from(where, cls, payload["params"]))
     result = _result_from(path, payload["result"])
-    vars(estimator).update(fitted_from(where, payload["fitted"], result))
+    params, fitted = payload["params"], dict(payload["fitted"])
+    version = payload["format_version"]
+    if version != FORMAT_VERSION:  # settings of an older format, translated
+        saved = cls.__name__
+        try:
+            name, params, dropped = cls._upgrade_saved(params, version,
+                                                       int(np.shape(result.data.X)[0]))
+        except KeyError as err:
+            raise damaged(where, f"params.{err.args[0]}", "is missing") from None
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
+        cls = classes[name]
+        if expected is not None and not issubclass(cls, expected):
+            raise TypeError(f"{path} holds a {saved} saved in format version {version}, "
+                            f"which is now a {cls.__name__}, not a {expected.__name__}")
+        fitted = {k: v for k, v in fitted.items() if k not in dropped}
+    try:
+        params = cls._params_from_saved(_params_from(where, cls, params))
+    except (TypeError, ValueError) as err:
+        if "the save is damaged" in str(err):
+            raise
+        raise damaged(where, "params", f"does not make a {cls.__name__}: {err}") from None
+    estimator = cls(**params)
+    vars(estimator).update(fitted_from(where, fitted, result))
     estimator.result_ = result
     return estimator
 

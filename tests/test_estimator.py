@@ -7,14 +7,15 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from conftest import assert_estimator_conventions, toy_problem
-from ppgpc import ILRGPClassifier
+from ppgpc import ILRGPClassifier, Selection, SoftmaxSVGPClassifier
 
 
 @pytest.fixture(scope="module")
 def fitted():
     X, y = toy_problem(36, 3, seed=11)
     labels = np.array(["setosa", "versicolor", "virginica"])[y]
-    clf = ILRGPClassifier(epsilon="auto", epsilon_grid=(0.9, 0.999), seed=3).fit(X, labels)
+    clf = ILRGPClassifier(epsilon="auto", selection=Selection(grid=(0.9, 0.999)),
+                          seed=3).fit(X, labels)
     return clf, X, labels
 
 
@@ -122,7 +123,8 @@ def test_learned_noise_scale_is_reported_saved_and_refused_where_it_does_not_app
     assert loaded.noise_scale_ == clf.noise_scale_
     np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
     assert ILRGPClassifier(epsilon=0.99).fit(X, y).noise_scale_ is None
-    with pytest.raises(ValueError, match="learn_noise_scale.*categorical"):
+    # Uncollapsed-ILR (categorical likelihood, no noise to learn) is SVGP's ILR link now
+    with pytest.raises(ValueError, match="inference='uncollapsed'.*SoftmaxSVGPClassifier"):
         ILRGPClassifier(learn_noise_scale=True, inference="uncollapsed").fit(X, y)
     with pytest.raises(ValueError, match="learn_noise_scale must be True or False"):
         ILRGPClassifier(epsilon=0.99, learn_noise_scale="yes").fit(X, y)
@@ -149,8 +151,9 @@ def test_inducing_inputs_per_ilr_coordinate_are_fitted_saved_and_refused_where_t
     reloaded = ILRGPClassifier.load(scaled.save(tmp_path / "scaled"))
     np.testing.assert_array_equal(reloaded.noise_scale_, scaled.noise_scale_)
     np.testing.assert_array_equal(reloaded.predict_proba(X), scaled.predict_proba(X))
-    svgp = ILRGPClassifier(inference="uncollapsed", num_inducing=5, shared_inducing=False,
-                           inference_options={"max_iter": 20, "batch_size": 20}).fit(X, y)
+    svgp = SoftmaxSVGPClassifier(link="ilr", num_inducing=5, shared_inducing=False,
+                                 inference_options={"max_iter": 20, "batch_size": 20}
+                                 ).fit(X, y)
     assert svgp.result_.hypers["inducing_inputs"].shape[2:] == (2, 5, 2)
     with pytest.raises(ValueError, match="shared_inducing=False .* not 'map'"):
         ILRGPClassifier(epsilon=0.99, shared_inducing=False).fit(X, y)

@@ -30,7 +30,8 @@ SOURCES = {"ppgpc": ROOT / "ppgpc", "ppgpc.models": ROOT / "models"}
 
 LAYERS = [
     ("core", ["ppgpc._config", "ppgpc.validation", "ppgpc.linalg", "ppgpc.kernels", "ppgpc.gp",
-              "ppgpc.sparse", "ppgpc.simplex", "ppgpc.polyagamma", "ppgpc.kmeans"]),
+              "ppgpc.sparse", "ppgpc.inducing", "ppgpc.simplex", "ppgpc.polyagamma", "ppgpc.kmeans",
+              "ppgpc.progress"]),
     ("data and metrics", ["ppgpc.datasets", "ppgpc.datasets.*", "ppgpc.metrics",
                           "ppgpc.calibration", "ppgpc.recalibration", "ppgpc.conformal",
                           "ppgpc.plotting", "ppgpc.compare"]),

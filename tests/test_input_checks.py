@@ -13,7 +13,7 @@ from ppgpc import (
     LogisticSoftmaxGPClassifier,
     SoftmaxSVGPClassifier,
 )
-from ppgpc.estimators import GPClassifierBase
+from ppgpc.estimators.conjugate import ConjugateClassifier  # the smoothing search
 from ppgpc.infer import fit, to_inference_data
 from ppgpc.validation import (
     MAX_ABS_INPUT,
@@ -215,8 +215,8 @@ def test_estimator_inference_options_are_checked_before_the_smoothing_search(toy
     def no_search(*args, **kwargs):
         raise AssertionError("a validation fit ran before the options were checked")
 
-    monkeypatch.setattr(GPClassifierBase, "_loo_nll_of_fit", no_search)
-    monkeypatch.setattr(GPClassifierBase, "_held_out_nll", no_search)
+    monkeypatch.setattr(ConjugateClassifier, "_loo_nll_of_fit", no_search)
+    monkeypatch.setattr(ConjugateClassifier, "_held_out_nll", no_search)
     X, y = toy
     with pytest.raises(ValueError, match="num_draws must be an integer >= 1, got -1"):
         ILRGPClassifier(inference_options={"num_draws": -1}).fit(X, y)
@@ -281,7 +281,8 @@ def test_driver_refuses_non_finite_predictions(toy):
     (lambda: SoftmaxSVGPClassifier(shared_kernel="no"),
      "shared_kernel must be True or False, got 'no'"),
     (lambda: SoftmaxSVGPClassifier(num_inducing=2.5), "num_inducing must be an integer"),
-    (lambda: SoftmaxSVGPClassifier(max_iter=0), "max_iter must be an integer >= 1"),
+    (lambda: SoftmaxSVGPClassifier(inference_options={"max_iter": 0}),
+     "max_iter must be an integer >= 1"),
     (lambda: ILRGPClassifier(inference="collapsed", num_inducing=2.7),
      "num_inducing must be an integer"),
     (lambda: ILRGPClassifier(epsilon="foo"), "epsilon must be a number in \\(0, 1\\) or 'auto'"),
@@ -290,8 +291,7 @@ def test_driver_refuses_non_finite_predictions(toy):
      "alpha_eps must be a finite positive number, 'auto' or 'train', got 'x'"),
     (lambda: ILRGPClassifier(max_exact_points=-5), "max_exact_points must be an integer >= 1"),
     (lambda: ILRGPClassifier(seed=1.5), "seed must be an integer >= 0, got 1.5"),
-    (lambda: LogisticSoftmaxGPClassifier(inference="cavi",
-                                         inference_options={"num_inducing": 0}),
+    (lambda: LogisticSoftmaxGPClassifier(inference="cavi", num_inducing=0),
      "num_inducing must be an integer >= 1, got 0"),
 ])
 def test_estimator_settings_are_checked(toy, make, match):
@@ -306,7 +306,7 @@ def test_too_large_is_refused_before_any_validation_fit(toy, monkeypatch):
     def no_validation(*args, **kwargs):
         raise AssertionError("a validation fit ran before the size check")
 
-    monkeypatch.setattr(GPClassifierBase, "_held_out_nll", no_validation)
+    monkeypatch.setattr(ConjugateClassifier, "_held_out_nll", no_validation)
     X, y = toy
     with pytest.raises(ValueError, match="30 training points is too many.*limit is 20. "
                                          "Instead, use a sparse model"):

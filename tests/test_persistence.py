@@ -3,15 +3,17 @@
 import json
 import re
 import shutil
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 import ppgpc
 from fitted_cases import NUM_PRED, SPARSE_VARIANTS, fitted, initial_hyperparameters, toy
-from ppgpc import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
+from ppgpc import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier, Selection
 from ppgpc._save_format import encode
 from ppgpc.infer import FitResult
 from ppgpc.kernels import RBF, Matern52
@@ -204,7 +206,7 @@ def _classes(values):
     ("result", lambda p: p.pop("result"), "is missing"),
     ("(top level)", lambda p: p.update({"extra": 1}), "has unknown entries ['extra']"),
     ("params", lambda p: p["params"].update({"bogus": 1}),
-     "has unknown parameter(s) ['bogus']; ILRGPClassifier takes ['cv_folds',"),
+     "has unknown parameter(s) ['bogus']; ILRGPClassifier takes ['epsilon',"),
     ("params.seed", lambda p: p["params"].pop("seed"), "is missing"),
     ("class", lambda p: p.update({"class": "GPClassifierBase"}),
      "is 'GPClassifierBase', not one of ppgpc's estimators"),
@@ -240,3 +242,84 @@ def test_a_damaged_fit_result_save_names_the_entry(tmp_path):
         with pytest.raises(ValueError, match=re.escape(f"the save is damaged: entry '{entry}'")):
             load_result(copy)
         shutil.rmtree(copy)
+
+
+# ------------------------------------------------- saves of format version 1 (before issue 36)
+V1_SAVES = Path(__file__).parent / "data" / "saves_v1"
+"""Estimator saves written by format version 1 (``make_saves.py`` there, commit 091ae7d),
+with the training data, test inputs and each model's predictions in predictions.npz."""
+
+V1_TRANSLATIONS = {
+    "ilr_map": ("ILRGPClassifier", {"inference": "map", "selection": None}),
+    "gpd_map": ("DirichletGPClassifier",
+                {"selection": Selection(validation="cv", cv_folds=3)}),
+    "lsm_cavi": ("LogisticSoftmaxGPClassifier", {"inference": "cavi", "num_inducing": None}),
+    # LSM's stochastic CAVI: inference="cavi" with a batch size, M from the options
+    "lsm_svi": ("LogisticSoftmaxGPClassifier",
+                {"inference": "cavi", "num_inducing": 8,
+                 "inference_options": {"batch_size": 16, "max_iter": 20, "num_draws": 20}}),
+    # ILR's uncollapsed inference is SVGP's ILR link, with the SVI defaults it ran with
+    "ilr_uncollapsed": ("SoftmaxSVGPClassifier",
+                        {"link": "ilr", "inference": "svi", "num_inducing": 8,
+                         "inference_options": {"max_iter": 30, "learning_rate": 0.01,
+                                               "num_draws": 20}}),
+    # SVGP's SVI settings move into inference_options, progress_bar becomes progress
+    "svgp_moved": ("SoftmaxSVGPClassifier",
+                   {"progress": True, "inference_options": {
+                       "num_draws": 20, "batch_size": 16, "max_iter": 30,
+                       "learning_rate": 0.05, "validation_fraction": 0.2,
+                       "natural_gradient": 0.1}}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(V1_TRANSLATIONS))
+def test_a_version_1_save_loads_with_its_settings_translated(name):
+    """A version-1 save loads as today's estimator with the translated settings, predicts
+    what it did when saved, and a refit of the translated settings on the same data
+    reproduces the saved model (the translation keeps the fit). Both to rounding: the
+    predictions were computed in another process, whose compiled programs (the test suite
+    sets its own XLA flags) may differ in the last bits, and a refit's optimiser steps
+    carry that rounding on (1e-9 after 30 SVI steps); a setting translated wrongly (another
+    learning rate, step count, batch or M) moves the probabilities by 1e-2 or more."""
+    data = np.load(V1_SAVES / "predictions.npz")
+    assert json.loads((V1_SAVES / name / "settings.json").read_text())["format_version"] == 1
+    cls_name, params = V1_TRANSLATIONS[name]
+    loaded = ppgpc.load(V1_SAVES / name)
+    assert type(loaded).__name__ == cls_name
+    for key, value in params.items():
+        assert loaded.get_params()[key] == value, key
+    np.testing.assert_allclose(loaded.predict_proba(data["X_test"]), data[f"proba_{name}"],
+                               rtol=1e-9, atol=1e-12)
+    refit = clone(loaded).set_params(progress=False).fit(data["X"], data["y"])
+    np.testing.assert_allclose(refit.predict_proba(data["X_test"]), data[f"proba_{name}"],
+                               rtol=0, atol=1e-6)
+
+
+def test_a_version_1_setting_without_equivalent_fails_naming_version_and_setting(tmp_path):
+    with pytest.raises(ValueError, match="save format version 1, whose SoftmaxSVGPClassifier "
+                                         "setting initial_variance=0.5 has no equivalent"):
+        ppgpc.load(V1_SAVES / "svgp_removed")
+    with pytest.raises(TypeError, match="holds a ILRGPClassifier saved in format version 1, "
+                                        "which is now a SoftmaxSVGPClassifier"):
+        ILRGPClassifier.load(V1_SAVES / "ilr_uncollapsed")
+    copy = tmp_path / "v1"
+    shutil.copytree(V1_SAVES / "svgp_moved", copy)
+    payload = json.loads((copy / "settings.json").read_text())
+    payload["params"].pop("ell_estimator")
+    (copy / "settings.json").write_text(json.dumps(payload))
+    with pytest.raises(ValueError, match="the save is damaged: entry 'params.ell_estimator' "
+                                         "is missing"):
+        ppgpc.load(copy)
+
+
+def test_a_save_round_trips_a_selection(tmp_path):
+    X, y = toy()
+    clf = ILRGPClassifier(selection=Selection(grid=(0.9, 0.99), validation="holdout"),
+                          tau=0.1, progress=False, inference_options={
+                              "hyperparameters": initial_hyperparameters("ilr_gp"),
+                              "num_draws": 60}).fit(X, y)
+    loaded = ppgpc.load(clf.save(tmp_path / "clf"))
+    assert loaded.selection == clf.selection and loaded.epsilon_ == clf.epsilon_
+    settings = json.loads((tmp_path / "clf" / "settings.json").read_text())
+    assert settings["format_version"] == 2
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))

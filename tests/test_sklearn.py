@@ -70,7 +70,8 @@ def quick(cls, **params):
         base = dict(inference="cavi", inference_options={"max_iter": ITERATIONS,
                                                           "num_draws": 50})
     else:
-        base = dict(num_inducing=8, max_iter=SVI_STEPS, learning_rate=0.05)
+        base = dict(num_inducing=8, inference_options={"max_iter": SVI_STEPS,
+                                                       "learning_rate": 0.05})
     return cls(**{**base, **params})
 
 
@@ -78,7 +79,8 @@ GRIDS = {
     ILRGPClassifier: {"epsilon": [0.9, 0.99]},
     DirichletGPClassifier: {"alpha_eps": [0.01, 0.1]},
     LogisticSoftmaxGPClassifier: {"kernel": ["rbf", "rbf-ard"]},
-    SoftmaxSVGPClassifier: {"learning_rate": [0.02, 0.05]},
+    SoftmaxSVGPClassifier: {"inference_options": [
+        {"max_iter": SVI_STEPS, "learning_rate": rate} for rate in (0.02, 0.05)]},
 }
 """A parameter of each estimator for ``GridSearchCV`` to choose, two values."""
 

@@ -20,6 +20,7 @@ Options ``batch_size`` and ``class_batch_size`` (``None``: all points / all clas
 either selects the stochastic version, with step size rho_t = (t + step_size_delay) ^
 -step_size_power and a full-data ELBO evaluation every ``elbo_every`` iterations, whose
 values then form the trace) are passed to the model's ``cavi`` only when one is set.
+``progress_bar`` (default False) shows the iterations on stderr (``ppgpc.progress``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ CAVI_OPTIONS = {
     "step_size_delay": 1.0,
     "step_size_power": 0.6,
     "elbo_every": 10,
+    "progress_bar": False,
 }
 
 
@@ -58,7 +60,8 @@ def check_cavi_options(opts: dict) -> dict:
     return check_options(opts, counts=("max_iter", "num_draws", "num_inducing", "batch_size",
                                        "class_batch_size", "elbo_every"),
                          positive=("learning_rate",),
-                         flags=("learn_inducing", "include_prior", "learn_hyperparameters"),
+                         flags=("learn_inducing", "include_prior", "learn_hyperparameters",
+                                "progress_bar"),
                          optional=("num_inducing", "batch_size", "class_batch_size",
                                    "learn_hyperparameters"))
 
@@ -83,7 +86,8 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
         learn_hypers=opts["learn_hyperparameters"], learn_inducing=opts["learn_inducing"],
         include_prior=bool(opts["include_prior"]),
         max_iter=int(opts["max_iter"]), tol=float(opts["tol"]),
-        learning_rate=float(opts["learning_rate"]), seed=_integer_seed(key), **stochastic)
+        learning_rate=float(opts["learning_rate"]), seed=_integer_seed(key),
+        progress=bool(opts["progress_bar"]), **stochastic)
     num_draws = int(opts["num_draws"])
     if res.sparse:
         draws = spec.cavi.sample_q_v(key, res, num_draws)

@@ -157,7 +157,7 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
         hypers = check_hyperparameters(spec, data, kernel, given)
         info = {"hyperparameters": "given"}
     else:
-        hypers, info = spec.gibbs.fit_hypers(data, kernel)
+        hypers, info = spec.gibbs.fit_hypers(data, kernel, progress=bool(opts["progress_bar"]))
     init_fn, step_fn = spec.gibbs.gibbs_kernel(data, kernel, hypers, **kernel_options)
     num_chains = int(opts["num_chains"])
     mcmc = MCMC(GibbsKernel(init_fn, step_fn), num_warmup=int(opts["num_warmup"]),

@@ -45,7 +45,8 @@ optimisation. The model's data are traced arguments of it, so refitting on new t
 the same shape (an epsilon grid search, a new seed) compiles nothing new; it compiles once
 per model, ``include_prior``, ``optimizer`` and array shapes (``max_iter``, ``tol``,
 ``ftol`` and ``learning_rate`` are traced too). A per-iteration progress bar would need the
-host inside the loop: L-BFGS shows none; Adam with ``progress_bar=True`` runs in windows of
+host inside the loop: L-BFGS writes a line as it starts and one as it ends (with
+``progress_bar=True``); Adam with ``progress_bar=True`` runs in windows of
 ``ADAM_WINDOW`` steps (one jitted loop, compiled once) and updates the bar between them,
 and with ``progress_bar=False`` it is a single device call.
 """
@@ -64,6 +65,7 @@ from jax.flatten_util import ravel_pytree
 from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import seed, substitute, trace
 
+from ppgpc.progress import Timer, note
 from ppgpc.validation import check_count, check_positive
 
 __all__ = ["Minimum", "STOP_REASONS", "minimize", "minimize_sites", "OptimizationResult",
@@ -457,9 +459,10 @@ def optimize_sites(
             (up to ``max_iter`` steps of ``optax.adam(learning_rate)``, returning the last
             iterate; a non-finite objective stops the run with an error).
         learning_rate: Adam's step size in the unconstrained space (ignored by L-BFGS).
-        progress_bar: Adam only: show the steps with the running objective (tqdm, stderr),
-            updated every ``ADAM_WINDOW`` steps. L-BFGS runs as one device call and shows
-            no bar.
+        progress_bar: Adam shows the steps with the running objective (tqdm, stderr),
+            updated every ``ADAM_WINDOW`` steps; L-BFGS runs as one device call, so it
+            writes a line when it starts and one with its iterations and time when it ends
+            (``ppgpc.progress``). False writes nothing.
 
     Raises:
         ValueError: ``init_values`` misses or adds sites, an unknown ``optimizer``, a
@@ -491,13 +494,18 @@ def optimize_sites(
             for name in sites}
     scalars = dict(max_iter=max_iter, tol=float(tol), ftol=SCIPY_FTOL,
                    learning_rate=learning_rate)
+    timer = Timer()
     if optimizer == "adam" and progress_bar:
         params, best = _adam_with_progress(init, args, scalars["max_iter"], scalars["tol"],
                                            scalars["learning_rate"], model, include_prior)
     else:
+        note(f"L-BFGS: {'type-II MAP' if include_prior else 'type-II ML'} of "
+             f"{len(sites)} site(s) ...", progress_bar)
         params, best = _fit_sites(model, init, args, include_prior=include_prior,
                                   optimizer=optimizer, **scalars)
     best = jax.device_get(best)
+    note(f"{optimizer}: {int(best.num_iterations)} iterations, objective "
+         f"{-float(best.value):.6g}, {timer}", progress_bar)
     stop = STOP_REASONS[int(best.stop_reason)]
     if stop == "non-finite objective" and optimizer == "adam":
         raise ValueError(

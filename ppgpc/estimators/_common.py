@@ -1,0 +1,141 @@
+"""Helpers the estimators share: input scaling, the warnings of a fit, label checks and
+the iteration count of a result. Pure functions; no estimator state."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.utils.multiclass import check_classification_targets
+
+from ppgpc.datasets import Standardizer
+
+__all__ = ["fit_standardizer", "warn_of_collapsed_noise", "fitted_noise_scale",
+           "is_fitted_attribute", "iterations", "check_class_labels", "OUTLIER_SCORE",
+           "COLLAPSED_NOISE_SCALE", "SPARSE_NUM_DRAWS"]
+
+OUTLIER_SCORE = 20.0
+"""A z-scored training value this far from 0 makes ``fit`` warn that the column's scale is
+set by a few extreme values (and suggest ``standardize="robust"``)."""
+
+
+def _warn_of_extreme_values(zscores: Standardizer, X: np.ndarray, method: str) -> None:
+    """Warn when training values lie more than ``OUTLIER_SCORE`` standard deviations from
+    their column's mean (``zscores``: the z-score Standardizer of X): a few extreme values
+    then set the ``method`` scale and squash the rest of the column together."""
+    score = zscores.max_abs_score(X)
+    columns = np.flatnonzero(score > OUTLIER_SCORE)
+    if columns.size:
+        worst = columns[np.argmax(score[columns])]
+        warnings.warn(
+            f"{columns.size} input column(s) {columns.tolist()[:10]} have training values "
+            f"up to {score[worst]:.0f} standard deviations from the mean (column {worst}): "
+            f"a few extreme values set the {method} scale and squash the other values "
+            "together, which can stall the hyperparameter fit; consider "
+            "standardize='robust' (median / interquartile range) or removing the outliers",
+            UserWarning, stacklevel=4)
+
+
+def fit_standardizer(X: np.ndarray, standardize) -> Standardizer | None:
+    """The input scaling ``standardize`` asks for, fitted on X: True or ``"zscore"``,
+    ``"robust"``, ``"minmax"``, or False / None for none. Z-scores and min-max warn of
+    extreme training values (``_warn_of_extreme_values``)."""
+    if standardize is False or standardize is None:
+        return None
+    if standardize == "robust":
+        return Standardizer.fit(X, method="robust")
+    if standardize is True or standardize == "zscore":
+        zscores = Standardizer.fit(X)
+        _warn_of_extreme_values(zscores, X, "z-score")
+        return zscores
+    if standardize == "minmax":
+        _warn_of_extreme_values(Standardizer.fit(X), X, "min-max")
+        return Standardizer.fit(X, method="minmax")
+    raise ValueError("standardize must be True (or 'zscore'), 'robust', 'minmax' or False; "
+                     f"got {standardize!r}")
+
+
+COLLAPSED_NOISE_SCALE = 1e-6
+"""A learned noise scale below this (a noise standard deviation under 1/1000 of the default
+level) makes ``fit`` warn that the fit has collapsed onto interpolating its targets."""
+
+
+def warn_of_collapsed_noise(scale, names: np.ndarray, kind: str = "class(es)") -> None:
+    """Warn when a learned noise scale (a float, or one per class for GPD or per ILR
+    coordinate for Collapsed-ILR with per-coordinate inducing inputs: ``names`` names them,
+    ``kind`` says what they are) fell below ``COLLAPSED_NOISE_SCALE``.
+
+    Type-II maximum likelihood does this on exact GP regression of class labels without
+    label noise: the smoothed labels are constant within a class, an interpolating GP fits
+    them exactly, and the marginal likelihood keeps rising as the noise goes to zero, so the
+    optimiser runs to the boundary (glass, 60 points: 1e-92 for ILR-GP, 1e-24 to 1e-26 for
+    three of GPD's six classes). The fit then rests on the Cholesky jitter alone. MAP's
+    LogNormal(0, 1) prior holds the scale off zero on small sets (glass and wine, 150
+    points: 0.007 to 0.009) but not on larger ones (letter, 3000 points: 5e-19). Titsias's
+    bound does not do this: its trace term grows as the noise shrinks.
+    """
+    if scale is None:
+        return
+    values = np.atleast_1d(np.asarray(scale, dtype=float))
+    low = np.flatnonzero(values < COLLAPSED_NOISE_SCALE)
+    if not low.size:
+        return
+    where = "" if np.ndim(scale) == 0 else f" for {kind} {names[low].tolist()[:10]}"
+    warnings.warn(
+        f"the learned noise scale fell to {values[low].min():.2g} times the default noise "
+        f"level{where}: the GP interpolates the smoothed labels, as maximum likelihood tends "
+        "to on exact GP regression of labels without label noise, and the fit rests on the "
+        "Cholesky jitter; keep the default noise (learn_noise_scale=False): the "
+        "LogNormal(0, 1) prior of inference='map' holds the scale off zero only on small "
+        "data sets",
+        UserWarning, stacklevel=3)
+
+
+def fitted_noise_scale(result):
+    """The learned noise scale of a fit (its mean over draws under NUTS): a float for
+    ILR-GP, a (C-1,) array for Collapsed-ILR with per-coordinate inducing inputs, a (C,)
+    array for GPD; None when the model has no ``noise_scale`` site."""
+    scale = result.hypers.get("noise_scale")
+    if scale is None:
+        return None
+    value = np.asarray(scale).mean(axis=(0, 1))
+    return float(value) if value.ndim == 0 else value
+
+
+def is_fitted_attribute(name: str) -> bool:
+    """scikit-learn's convention: fitted state is in attributes named ``something_``."""
+    return name.endswith("_") and not name.startswith("_")
+
+
+_ITERATION_COUNTS = ("svi_steps", "cavi_iterations", "optimizer_iterations",
+                     "init_optimizer_iterations")
+"""``FitResult.info`` entries that count an optimiser's iterations, in the order ``n_iter_``
+reads them: SVI steps, CAVI iterations, L-BFGS / Adam iterations of type-II ML or MAP (of
+the final fit, or of the fit that started NUTS)."""
+
+
+def iterations(info: dict) -> int:
+    """The iterations of the optimiser that fitted a result (``_ITERATION_COUNTS``), 0 where
+    none ran (hyperparameters given, or sampled by MCMC)."""
+    return next((int(info[k]) for k in _ITERATION_COUNTS if k in info), 0)
+
+
+def check_class_labels(y: np.ndarray) -> None:
+    """Refuse a continuous target: y must hold class labels (scikit-learn's
+    ``check_classification_targets``: "Unknown label type: continuous").
+
+    scikit-learn calls every object array that does not start with a string "unknown"; an
+    object array of real numbers (a pandas column of mixed ints and floats, say) is judged
+    by its values instead, as a numeric array.
+    """
+    if y.dtype.kind == "O" and all(isinstance(v, numbers.Real) for v in y.tolist()):
+        check_classification_targets(np.asarray(y.tolist()))
+    else:
+        check_classification_targets(y)
+
+
+SPARSE_NUM_DRAWS = 256
+"""Default predictive draws for ``inference="collapsed"`` (the latent draws at the training
+inputs are (draws, N, L) floats, which 1000 draws make gigabytes on the large UCI sets)."""
+

@@ -1,0 +1,396 @@
+"""``GPClassifierBase``: what every ppgpc estimator shares.
+
+Every classifier follows the same conventions:
+
+* they are scikit-learn estimators (``BaseEstimator``, ``ClassifierMixin``): the
+  constructor only stores its arguments, so ``get_params``, ``set_params``, ``clone``,
+  pipelines, ``cross_val_score`` and ``GridSearchCV`` work, and inputs are checked with
+  scikit-learn's own helpers (``validate_data``, ``check_classification_targets``,
+  ``check_is_fitted``) before ppgpc's checks of what they leave out;
+* the same shared options, in this order: ``kernel``, ``inference``, ``standardize``,
+  ``seed``, ``max_exact_points``, ``progress``, ``inference_options``; the other options
+  define the model;
+* ``fit(X, y)`` takes any hashable labels; ``classes_`` holds the sorted unique labels and
+  the model sees their indices 0..C-1 (as scikit-learn does); ``n_features_in_`` and, for
+  inputs with string column names (a pandas DataFrame), ``feature_names_in_`` are recorded,
+  and predicting from columns that differ in name or order is refused;
+* ``predict_proba(X)`` returns a NumPy array (n, C) whose rows sum to 1, columns ordered as
+  ``classes_``; ``predict`` returns labels from ``classes_``; ``score`` is the accuracy;
+* ``to_inference_data(X=None)`` exports the posterior (and predictions at X) to ArviZ;
+* every random step derives its key from ``seed``, so fits are reproducible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from ppgpc import metrics
+from ppgpc.estimators._common import (
+    check_class_labels,
+    fit_standardizer,
+    fitted_noise_scale,
+    is_fitted_attribute,
+    iterations,
+    warn_of_collapsed_noise,
+)
+from ppgpc.estimators._legacy import upgrade
+from ppgpc.infer import fit as run_inference
+from ppgpc.infer import to_inference_data
+from ppgpc.infer.driver import check_method_options
+from ppgpc.models import get_spec
+from ppgpc.persistence import load_estimator, save_estimator
+from ppgpc.validation import (
+    MAX_EXACT_POINTS,
+    check_exact_size,
+    check_features,
+    check_flag,
+    check_labels,
+    check_seed,
+    check_size_limit,
+    encode_labels,
+)
+
+__all__ = ["GPClassifierBase", "SHARED_OPTIONS", "SHARED_DOC", "shared_doc", "ESTIMATOR_NAMES",
+           "saveable_estimators"]
+
+SHARED_OPTIONS = ("kernel", "inference", "standardize", "seed", "max_exact_points", "progress",
+                  "inference_options")
+"""The options every estimator has, in the order of their signatures."""
+
+SHARED_DOC = """\
+        kernel: ``"rbf-ard"`` (default), ``"rbf"``, ``"matern52-ard"``, ``"matern52"`` or a
+            kernel object of ``ppgpc.kernels``.
+        standardize: ``True`` (or ``"zscore"``) z-scores the inputs with the training
+            statistics; ``"robust"`` uses the median and interquartile range (for columns
+            with a few extreme values, which ``fit`` warns of); ``"minmax"`` maps the
+            training range onto [0, 1]; ``False`` uses the inputs as given.
+        seed: integer seed; every random step derives its key from it.
+        max_exact_points: refuse inference that forms N x N matrices above this many
+            points (None: no limit); sparse and minibatch inference ignore it.
+        progress: show progress on stderr for every loop of the fit (optimisers, samplers,
+            the smoothing search); False writes nothing to stderr.
+        inference_options: options of the inference method (``ppgpc.fit``'s method
+            options, checked before any work), e.g. ``{"num_draws": 500}``."""
+"""The docstring lines of the shared options, appended to each estimator's ``Args``."""
+
+
+def shared_doc(cls):
+    """Class decorator: the line ``{SHARED_DOC}`` of the docstring becomes ``SHARED_DOC``."""
+    cls.__doc__ = cls.__doc__.replace("{SHARED_DOC}", SHARED_DOC)
+    return cls
+
+
+class GPClassifierBase(ClassifierMixin, BaseEstimator):
+    """Shared machinery of the ppgpc estimators; subclasses set the model and its options.
+
+    A scikit-learn classifier: ``get_params`` / ``set_params`` read and write the
+    constructor's arguments, which ``fit`` checks (never ``__init__``); every estimator
+    pickles (``joblib`` workers need it; to keep a model, ``save`` it instead).
+
+    Attributes every estimator has after fit:
+        classes_: (C,) the sorted class labels.
+        n_features_in_: D, the number of input columns.
+        feature_names_in_: (D,) the column names, when X had string column names (a
+            pandas DataFrame); prediction then needs the same names in the same order.
+        n_iter_: iterations of the optimiser that the final fit records in
+            ``result_.info``: SVI steps, CAVI iterations, or L-BFGS / Adam iterations of
+            type-II ML / MAP (for NUTS and Gibbs, of the fit of their hyperparameters); 0
+            where it ran none (hyperparameters given or sampled).
+        standardizer_: the input scaling fitted on X (None with ``standardize=False``).
+        result_: the driver's ``FitResult``.
+    """
+
+    model_name: str = ""
+    has_noise_scale: bool = False
+    """Whether the model can learn a noise scale; ``fit`` then records ``noise_scale_``."""
+    inference_methods: dict = {}
+    """``inference`` setting -> driver method."""
+
+    def __init__(self, *, kernel="rbf-ard", inference: str = "exact",
+                 standardize: bool | str = True, seed: int = 0,
+                 max_exact_points: int | None = MAX_EXACT_POINTS, progress: bool = True,
+                 inference_options: dict | None = None):
+        self._store_params(locals())
+
+    def _store_params(self, arguments: dict) -> None:
+        """Store each constructor argument as the attribute of the same name.
+
+        The scikit-learn convention: a constructor only records its arguments (``fit``
+        checks them), and ``ppgpc.persistence`` saves and rebuilds an estimator from these
+        attributes. Every ``__init__`` calls this first, with its ``locals()``, which then
+        hold ``self`` and exactly the constructor's parameters.
+        """
+        for name, value in arguments.items():
+            if name not in ("self", "__class__"):
+                setattr(self, name, value)
+
+    # ------------------------------------------------------------------ hooks
+    def _select_model_options(self, X, y, num_classes) -> dict:
+        """The model options of the final fit, chosen from the data where the estimator
+        searches them (epsilon, alpha_eps); default: none."""
+        return {}
+
+    def _check_model_settings(self) -> None:
+        """Check the model-defining options (subclasses)."""
+
+    # --------------------------------------------------------------- helpers
+    def _method(self) -> str:
+        """The driver method of ``inference``; an unknown setting names the choices."""
+        try:
+            return self.inference_methods[self.inference]
+        except (KeyError, TypeError):
+            raise ValueError(f"{type(self).__name__} does not know inference="
+                             f"{self.inference!r}; choose from "
+                             f"{list(self.inference_methods)}") from None
+
+    def _given_options(self) -> dict:
+        """A copy of ``inference_options`` (empty when it is None)."""
+        if self.inference_options is None:
+            return {}
+        if not isinstance(self.inference_options, dict):
+            raise ValueError("inference_options must be a dict or None, got "
+                             f"{self.inference_options!r}")
+        return dict(self.inference_options)
+
+    def _run_driver(self, model_name: str, X, y, num_classes: int, *, method: str,
+                    model_options: dict, max_exact_points: int | None, options: dict):
+        """``ppgpc.infer.fit`` of ``model_name`` with this estimator's kernel and seed; the
+        method's ``progress_bar`` is ``progress`` unless ``options`` set it.
+
+        Args:
+            X: (N, D) standardised inputs; y: (N,) integer labels in 0..C-1.
+            options: the method's options (``ppgpc.infer.fit`` keywords).
+        """
+        options = {"progress_bar": bool(self.progress), **options}
+        return run_inference(
+            model_name, X, y, method=method, num_classes=num_classes, kernel=self.kernel,
+            model_options=model_options, seed=self.seed,
+            max_exact_points=max_exact_points, **options,
+        )
+
+    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
+        """The final fit (or, with ``method`` and ``options``, one fit of a search):
+        ``inference_options`` apply to the fits of the estimator's own method."""
+        method = method or self._method()
+        opts = self._given_options() if method == self._method() else {}
+        opts.update(options)
+        return self._run_driver(self.model_name, X, y, num_classes, method=method,
+                                model_options=model_options,
+                                max_exact_points=self.max_exact_points, options=opts)
+
+    def _check_fitted(self):
+        """scikit-learn's ``NotFittedError`` (a ValueError and AttributeError) before fit."""
+        check_is_fitted(self, "result_")
+
+    def _validate_X(self, X, *, reset: bool) -> np.ndarray:
+        """X as a finite float64 array (n, D).
+
+        scikit-learn's ``validate_data`` checks the array (2-D, numeric, not complex, not
+        sparse, not empty, at least 2 samples when fitting) and the columns: with
+        ``reset`` (fit) it records ``n_features_in_`` and, for string column names,
+        ``feature_names_in_``; otherwise it refuses a different number of columns, or names
+        that differ from fit's or come in another order. ppgpc's ``check_features`` then
+        names the rows with NaN or infinite values and refuses values that overflow the
+        kernel.
+        """
+        X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False,
+                          ensure_min_samples=2 if reset else 1)
+        return check_features(X)
+
+    def _transform(self, X) -> np.ndarray:
+        X = self._validate_X(X, reset=False)
+        return self.standardizer_.transform(X) if self.standardizer_ is not None else X
+
+    # ------------------------------------------------------------ public API
+    def fit(self, X, y):
+        """Fit the classifier.
+
+        Args:
+            X: (N, D) numeric inputs without NaN (an array, or a DataFrame whose column
+                names are then required, in the same order, for prediction).
+            y: (N,) class labels of any hashable type; at least two distinct classes. A
+                column (N, 1) is raveled with scikit-learn's ``DataConversionWarning``; a
+                continuous target is refused.
+
+        Returns:
+            self.
+        """
+        previous = {k: v for k, v in vars(self).items() if is_fitted_attribute(k)}
+        try:
+            self._method()  # validate the settings before any work
+            check_seed(self.seed)
+            X = self._validate_X(X, reset=True)  # records n_features_in_, feature_names_in_
+            y = check_labels(column_or_1d(y, warn=True), X.shape[0])
+            classes, codes = encode_labels(y)
+            check_class_labels(y)
+            self._check_settings()
+            # refuse a data set too large for the final fit now, before any validation fits
+            limit = self._exact_size_limit()
+            if limit is not None:
+                check_exact_size(X.shape[0], limit, type(self).__name__,
+                                 get_spec(self.model_name).sparse_alternative)
+            self.classes_ = classes
+            self.standardizer_ = fit_standardizer(X, self.standardize)
+            Xs = X if self.standardizer_ is None else self.standardizer_.transform(X)
+            C = len(self.classes_)
+            options = self._select_model_options(Xs, codes, C)
+            self.result_ = self._fit_driver(Xs, codes, C, options)
+            self.n_iter_ = iterations(self.result_.info)
+        except BaseException:
+            # a failed fit leaves the previous fit (or none) in place, never a mixture of
+            # new labels and scaling with an old posterior
+            for k in [k for k in vars(self) if is_fitted_attribute(k)]:
+                delattr(self, k)
+            vars(self).update(previous)
+            raise
+        if self.has_noise_scale:
+            self.noise_scale_ = fitted_noise_scale(self.result_)
+            warn_of_collapsed_noise(self.noise_scale_, *self._noise_scale_names())
+        return self
+
+    def _check_settings(self) -> None:
+        """Check the constructor settings ``fit`` needs before any work: the shared ones,
+        the model's (``_check_model_settings``) and ``inference_options`` (before a
+        smoothing search runs fits that would not use them)."""
+        check_size_limit(self.max_exact_points)
+        check_flag("progress", self.progress)
+        given = self._given_options()
+        if "progress_bar" in given:
+            raise ValueError("progress is the estimator option progress=True/False, not "
+                             "inference_options['progress_bar']")
+        self._check_model_settings()
+        check_method_options(self._method(), self._method_options(given))
+
+    def _method_options(self, given: dict) -> dict:
+        """The driver options that ``inference_options`` amount to (for the check before
+        fitting); subclasses remove keys they handle themselves."""
+        return given
+
+    def _exact_size_limit(self) -> int | None:
+        """The ``max_exact_points`` the final fit applies (None for a sparse inference)."""
+        return self.max_exact_points
+
+    def _noise_scale_names(self) -> tuple[np.ndarray, str]:
+        """What the entries of a per-entry ``noise_scale_`` stand for, for warnings: the
+        names and their kind. The base class: one per class."""
+        return self.classes_, "class(es)"
+
+    def predict_proba(self, X) -> np.ndarray:
+        """(n, C) predictive class probabilities, columns in the order of ``classes_``."""
+        self._check_fitted()
+        return self.result_.predict_proba(self._transform(X))
+
+    def predict(self, X) -> np.ndarray:
+        """(n,) most probable labels, taken from ``classes_``."""
+        self._check_fitted()
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    def _encode_known(self, y, num_samples: int) -> np.ndarray:
+        y = check_labels(y, num_samples)
+        index = {label: i for i, label in enumerate(self.classes_.tolist())}
+        unknown = sorted({v for v in y.tolist() if v not in index}, key=str)
+        if unknown:
+            raise ValueError(
+                f"y contains label(s) not seen during fit: {unknown[:10]}; known classes are "
+                f"{self.classes_.tolist()}"
+            )
+        return np.array([index[v] for v in y.tolist()], dtype=np.int64)
+
+    def score(self, X, y) -> float:
+        """Accuracy on (X, y); labels unseen during fit raise a ValueError."""
+        self._check_fitted()
+        Xs = self._transform(X)
+        codes = self._encode_known(y, Xs.shape[0])
+        return metrics.accuracy(self.result_.predict_proba(Xs), codes)
+
+    def evaluate(self, X, y, n_bins: int = 10) -> dict:
+        """Accuracy, NLL, Brier and ECE (``docs/math.md``) on (X, y)."""
+        self._check_fitted()
+        Xs = self._transform(X)
+        codes = self._encode_known(y, Xs.shape[0])
+        return metrics.evaluate(self.result_.predict_proba(Xs), codes, n_bins=n_bins)
+
+    def to_inference_data(self, X=None, y=None, *, thin=1, **kwargs):
+        """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given
+        (and the true labels y there, for ``ppgpc.diagnostics``).
+
+        Labels are exported as codes: every ``y`` variable and the ``class`` coordinate
+        hold 0..C-1, and ``classes_`` (the original labels) is the ``class_label``
+        coordinate along ``class``. Point hyperparameters (type-II ML / MAP) are one value
+        each in ``constant_data``, marked by ``attrs["point_estimate"]``.
+
+        ``thin`` keeps every ``thin``-th posterior draw; other keyword arguments
+        (``key``, ``feature_names``, ``max_bytes``) go to
+        ``ppgpc.infer.arviz_export.to_inference_data``.
+        """
+        self._check_fitted()
+        if X is None and y is not None:
+            raise ValueError("y gives the true labels of the predictions at X; pass X too "
+                             "(the training labels are exported in observed_data already)")
+        if "class_names" in kwargs or "y_pred" in kwargs:
+            raise TypeError("an estimator names the classes by classes_ and takes the true "
+                            "labels as y; do not pass class_names or y_pred")
+        X_pred = None if X is None else self._transform(X)
+        codes = None if y is None else self._encode_known(y, X_pred.shape[0])
+        return to_inference_data(self.result_, X_pred, class_names=self.classes_, y_pred=codes,
+                                 thin=thin, **kwargs)
+
+    def save(self, path):
+        """Save the fitted estimator to the folder ``path`` without pickle: netCDF arrays and
+        JSON settings (``ppgpc.persistence``). Load it with ``ppgpc.load(path)`` or
+        ``<Class>.load(path)``; the loaded estimator predicts bit for bit the same.
+
+        Returns:
+            The folder written.
+        """
+        return save_estimator(self, path, saveable_estimators())
+
+    @classmethod
+    def load(cls, path):
+        """Load an estimator saved by ``save`` (a TypeError if it is not a ``cls``)."""
+        return load_estimator(path, saveable_estimators(), expected=cls)
+
+    # ------------------------------------------------------------ saving
+    def _saved_params(self) -> dict:
+        """The constructor parameters as a save stores them (JSON-ready: a ``Selection``
+        as a dict)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    @classmethod
+    def _params_from_saved(cls, params: dict) -> dict:
+        """The constructor parameters of a save written by this version
+        (``_saved_params`` undone)."""
+        return dict(params)
+
+    @classmethod
+    def _upgrade_saved(cls, params: dict, version: int, num_samples: int):
+        """(class name, parameters, fitted attributes to drop) today of a save of this
+        class in the older format ``version`` (``ppgpc.estimators._legacy``); a setting
+        with no equivalent raises a ValueError naming the version and the setting."""
+        return upgrade(cls.__name__, params, version, num_samples)
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        return sorted(cls._get_param_names())
+
+
+ESTIMATOR_NAMES = ("ILRGPClassifier", "LogisticSoftmaxGPClassifier", "DirichletGPClassifier",
+                   "SoftmaxSVGPClassifier")
+"""The estimator classes a save may name (``ppgpc.estimators.ESTIMATORS`` holds them)."""
+
+
+def saveable_estimators() -> dict:
+    """ppgpc's own estimator classes by name: the subclasses of ``GPClassifierBase`` defined
+    in ``ppgpc.estimators`` under one of ``ESTIMATOR_NAMES`` (a subclass a user or a
+    benchmark derives is not among them, so a save never names a class a load would refuse).
+    Found through the class hierarchy, so this module need not import the modules above it.
+    """
+    found, todo = {}, [GPClassifierBase]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__name__ in ESTIMATOR_NAMES and cls.__module__.startswith("ppgpc.estimators."):
+            found[cls.__name__] = cls
+    return found

@@ -1,0 +1,168 @@
+"""``ILRGPClassifier``: conjugate GP regression on label-smoothed ILR targets."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ppgpc.estimators.base import shared_doc
+from ppgpc.estimators.conjugate import ConjugateClassifier
+from ppgpc.models.ilr_gp import DEFAULT_EPSILON, DEFAULT_TAU, EPSILON_GRID, TAU_GRID, prepare
+from ppgpc.progress import Timer, note
+from ppgpc.simplex import target_separation
+from ppgpc.validation import MAX_EXACT_POINTS, check_flag, check_positive, check_probability
+
+__all__ = ["ILRGPClassifier"]
+
+
+@shared_doc
+class ILRGPClassifier(ConjugateClassifier):
+    """The ILR-GP classifier (``docs/math.md``, section 1): GP regression on the
+    isometric log-ratio (ILR) coordinates of label-smoothed one-hot targets, with the
+    closed-form Gaussian posterior, and class probabilities by Monte Carlo through the
+    inverse ILR (softmax) link.
+
+    Args:
+        epsilon: label-smoothing level in (0, 1), or ``"auto"`` (default) to choose it by
+            held-out NLL (``selection``) and refit on all the data. It acts as an inverse
+            temperature of the fitted latent.
+        tau: the tolerance that sets the noise sigma relative to the targets, or
+            ``"auto"`` (default) to choose it jointly with epsilon by leave-one-out NLL;
+            where no leave-one-out search runs (``selection.validation`` ``"cv"`` or
+            ``"holdout"``, ``inference="collapsed"``), ``"auto"`` and None mean
+            ``ppgpc.models.ilr_gp.DEFAULT_TAU``.
+        noise_std: set sigma directly instead (overrides tau).
+        learn_noise_scale: fit a factor s on the noise variance, s sigma^2, with the kernel
+            hyperparameters (LogNormal(0, 1) prior under MAP and NUTS); one per ILR
+            coordinate with ``inference="collapsed", shared_inducing=False``. Exact type-II
+            ML tends to drive s to 0 on labels without noise (``fit`` warns).
+        num_inducing: inducing inputs M of ``inference="collapsed"`` (k-means++ start,
+            learned with the hyperparameters); None: ``ppgpc.sparse.DEFAULT_NUM_INDUCING``,
+            at most N.
+        shared_inducing: one set of M inducing inputs for all C-1 ILR coordinates
+            (default), or M per coordinate (``inference="collapsed"`` only; C-1 times the
+            cost per step).
+        selection: how ``epsilon="auto"`` is chosen: a ``ppgpc.Selection`` (grid,
+            validation scheme), None for its defaults (closed-form leave-one-out over
+            ``ppgpc.models.ilr_gp.EPSILON_GRID``).
+        inference: ``"map"`` (default: type-II MAP kernel hyperparameters, the kernel
+            priors of ``ppgpc.kernels`` included, then the closed-form posterior),
+            ``"exact"`` (type-II ML), ``"nuts"`` (NUTS over the hyperparameters; options
+            such as ``{"num_samples": 1000}`` in ``inference_options``) or
+            ``"collapsed"`` (Collapsed-ILR: Titsias's sparse bound, no size limit). The
+            uncollapsed sparse variational ILR classifier is
+            ``SoftmaxSVGPClassifier(link="ilr")``.
+{SHARED_DOC}
+
+    Attributes (after fit):
+        those of ``GPClassifierBase`` (classes_, n_features_in_, n_iter_, result_ ...);
+        epsilon_, epsilon_scores_ (held-out NLL per epsilon when searched, at the chosen
+        tau), tau_ (None with ``noise_std``), tau_scores_ (leave-one-out NLL per tau at the
+        chosen epsilon when searched), noise_std_ (sigma before any learned scale),
+        noise_scale_ (the fitted s, None unless ``learn_noise_scale``).
+
+    Example:
+        >>> from ppgpc import ILRGPClassifier
+        >>> from ppgpc.datasets import load
+        >>> X, y = load("wine")
+        >>> clf = ILRGPClassifier(epsilon=0.999, progress=False).fit(X, y)
+        >>> clf.predict_proba(X[:2]).shape
+        (2, 3)
+    """
+
+    model_name = "ilr_gp"
+    has_noise_scale = True
+    noun = "ILR coordinate"
+
+    def __init__(self, *, epsilon="auto", tau="auto", noise_std: float | None = None,
+                 learn_noise_scale: bool = False, num_inducing: int | None = None,
+                 shared_inducing: bool = True, selection=None, kernel="rbf-ard",
+                 inference: str = "map", standardize: bool | str = True, seed: int = 0,
+                 max_exact_points: int | None = MAX_EXACT_POINTS, progress: bool = True,
+                 inference_options: dict | None = None):
+        self._store_params(locals())
+
+    def _method(self) -> str:
+        if self.inference == "uncollapsed":
+            raise ValueError("ILRGPClassifier does not know inference='uncollapsed'; the "
+                             "uncollapsed sparse variational ILR classifier is "
+                             "SoftmaxSVGPClassifier(link='ilr')")
+        return super()._method()
+
+    def _noise_scale_names(self) -> tuple[np.ndarray, str]:
+        """Collapsed-ILR's per-entry noise scale is one per ILR coordinate, (C-1,)."""
+        return np.arange(len(self.classes_) - 1), "ILR coordinate(s)"
+
+    def _check_model_settings(self) -> None:
+        super()._check_model_settings()
+        if self.epsilon != "auto":
+            check_probability("epsilon", self.epsilon, "or 'auto'")
+        if self.tau not in ("auto", None):
+            check_probability("tau", self.tau, "or 'auto'")
+        if self.noise_std is not None:
+            check_positive("noise_std", self.noise_std)
+        check_flag("learn_noise_scale", self.learn_noise_scale)
+
+    def _fixed_tau(self) -> float:
+        """The tolerance of a fit that does not search it: the given ``tau``, or
+        ``DEFAULT_TAU`` for ``None`` and for ``"auto"`` where no leave-one-out search runs."""
+        return DEFAULT_TAU if self.tau in (None, "auto") else float(self.tau)
+
+    def _options_for(self, epsilon: float, tau: float | None = None) -> dict:
+        options = {"epsilon": float(epsilon),
+                   "tau": self._fixed_tau() if tau is None else float(tau)}
+        if self.noise_std is not None:
+            options["noise_std"] = float(self.noise_std)
+        if self.learn_noise_scale:
+            options["learn_noise_scale"] = True
+        return options
+
+    def _loo_joint_scores(self, X, y, num_classes, epsilons, taus) -> dict:
+        """{(epsilon, tau): leave-one-out NLL}, from ONE fit per tau. The ILR targets of
+        level epsilon are a(epsilon) = log(1 + C epsilon / (1 - epsilon)) times fixed unit
+        targets and the noise scales with them, so a type-II ML fit at one level is the fit
+        at any other with the latent scaled by a(epsilon) / a(reference)
+        (``ppgpc.infer.loo``): each tau's fit scores the whole epsilon grid by rescaling its
+        leave-one-out predictive. A fixed ``noise_std`` breaks the scaling: then every
+        epsilon is fitted (and tau does not apply)."""
+        if self.noise_std is not None:
+            scores = self._loo_grid_scores(X, y, num_classes, epsilons, "epsilon")
+            return {(e, taus[0]): v for e, v in scores.items()}
+        reference = target_separation(num_classes, DEFAULT_EPSILON)
+        scales = [target_separation(num_classes, float(e)) / reference for e in epsilons]
+        scores = {}
+        for i, tau in enumerate(taus):
+            timer = Timer()
+            nll = self._loo_nll_of_fit(X, y, num_classes,
+                                       self._options_for(DEFAULT_EPSILON, tau), scales)
+            scores.update({(float(e), float(tau)): float(v) for e, v in zip(epsilons, nll)})
+            best = int(np.argmin(nll))
+            note(f"tau {tau:g} ({i + 1}/{len(taus)}): leave-one-out NLL {float(nll[best]):.4f}"
+                 f" at epsilon {float(epsilons[best]):g} ({len(epsilons)} epsilon value(s), "
+                 f"{timer})", self.progress)
+        return scores
+
+    def _select_model_options(self, X, y, num_classes) -> dict:
+        selection = self._selection()
+        search_tau = self.tau == "auto" and self.noise_std is None and self._uses_loo()
+        epsilons = ((EPSILON_GRID if selection.grid is None else selection.grid)
+                    if self.epsilon == "auto" else (float(self.epsilon),))
+        self.epsilon_scores_ = self.tau_scores_ = None
+        if self._uses_loo() and (self.epsilon == "auto" or search_tau):
+            taus = TAU_GRID if search_tau else (self._fixed_tau(),)
+            scores = self._loo_joint_scores(X, y, num_classes, epsilons, taus)
+            epsilon, tau = min(scores, key=scores.get)
+            if self.epsilon == "auto":
+                self.epsilon_scores_ = {e: v for (e, t), v in scores.items() if t == tau}
+            if search_tau:
+                self.tau_scores_ = {t: v for (e, t), v in scores.items() if e == epsilon}
+        elif self.epsilon == "auto":  # cross-validation or holdout, with refits
+            epsilon, self.epsilon_scores_ = self._search_grid(X, y, num_classes, epsilons,
+                                                              "epsilon")
+            tau = self._fixed_tau()
+        else:
+            epsilon, tau = epsilons[0], self._fixed_tau()
+        self.epsilon_ = float(epsilon)
+        self.tau_ = None if self.noise_std is not None else float(tau)
+        options = self._options_for(self.epsilon_, self.tau_)
+        self.noise_std_ = float(np.sqrt(prepare(X[:1], y[:1], num_classes, **options).noise_var))
+        return options

@@ -1,0 +1,143 @@
+"""``LogisticSoftmaxGPClassifier``: the logistic-softmax GP through its Polya-Gamma
+augmentation (Gibbs, CAVI) or NUTS."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ppgpc import metrics
+from ppgpc.estimators.base import GPClassifierBase, shared_doc
+from ppgpc.estimators.options import check_minibatch_options, hold_out
+from ppgpc.kernels import make_kernel
+from ppgpc.models.logistic_softmax import fit_hypers, prepare
+from ppgpc.sparse import resolve_num_inducing
+from ppgpc.validation import MAX_EXACT_POINTS, check_count
+
+__all__ = ["LogisticSoftmaxGPClassifier"]
+
+STOCHASTIC_MAX_ITER = 1000
+"""Iterations of the stochastic CAVI when ``inference_options`` gives no ``max_iter`` (its
+steps are cheap and noisy; the full CAVI's default is 300 and stops at convergence)."""
+
+
+@shared_doc
+class LogisticSoftmaxGPClassifier(GPClassifierBase):
+    """The logistic-softmax GP classifier (``docs/math.md``, section 3): p(y = k | f) =
+    sigma(f_k) / sum_c sigma(f_c) with one latent GP per class, inferred through its
+    Polya-Gamma augmentation. Every inference predicts by averaging the likelihood over
+    posterior (or variational) draws of f.
+
+    Args:
+        num_inducing: inducing inputs M of ``inference="cavi"``: None (default) is the
+            full CAVI (Z = X), an integer M < N the sparse CAVI, predicting through q's own
+            p(f* | u) at O(N M^2) cost with no size limit. With a ``batch_size`` in
+            ``inference_options`` (the stochastic CAVI), None means
+            ``ppgpc.sparse.DEFAULT_NUM_INDUCING``, at most N.
+        inference: ``"gibbs"`` (default): the exact blocked Gibbs sampler, kernel
+            hyperparameters fitted first by type-II MAP on the CAVI ELBO, given in
+            ``inference_options["hyperparameters"]``, or sampled in every sweep with
+            ``{"hyperparameters": "sample"}``. ``"cavi"``: mean-field coordinate-ascent VI
+            with hyperparameter learning; full, sparse (``num_inducing``) or stochastic
+            (minibatches: ``inference_options`` with ``batch_size``, and ``max_iter``,
+            ``learning_rate``, ``validation_fraction``, ``class_batch_size``). ``"nuts"``:
+            NUTS on the non-augmented latent model, hyperparameters as for Gibbs, or sampled
+            with ``{"sample_hyperparameters": True}``.
+{SHARED_DOC}
+
+    Attributes (after fit): those of ``GPClassifierBase`` (classes_, n_features_in_,
+    n_iter_, result_ ...). With ``validation_fraction``, ``result_.info`` has the held-out
+    NLL of the fit (``validation_nll``, ``best_validation_nll``, ``validation_size``).
+
+    Example:
+        >>> from ppgpc import LogisticSoftmaxGPClassifier
+        >>> from ppgpc.datasets import load
+        >>> X, y = load("wine")
+        >>> clf = LogisticSoftmaxGPClassifier(inference="cavi", progress=False).fit(X, y)
+        >>> clf.predict_proba(X[:2]).shape
+        (2, 3)
+    """
+
+    model_name = "logistic_softmax"
+    inference_methods = {"gibbs": "gibbs", "cavi": "cavi", "nuts": "nuts"}
+
+    def __init__(self, *, num_inducing: int | None = None, kernel="rbf-ard",
+                 inference: str = "gibbs", standardize: bool | str = True, seed: int = 0,
+                 max_exact_points: int | None = MAX_EXACT_POINTS, progress: bool = True,
+                 inference_options: dict | None = None):
+        self._store_params(locals())
+
+    def _method(self) -> str:
+        if self.inference == "svi":
+            raise ValueError("LogisticSoftmaxGPClassifier does not know inference='svi'; the "
+                             "stochastic CAVI is inference='cavi' with a batch_size in "
+                             "inference_options")
+        return super()._method()
+
+    def _stochastic(self) -> bool:
+        """Whether the CAVI runs on minibatches (a batch size of points or classes)."""
+        given = self._given_options()
+        return self.inference == "cavi" and (given.get("batch_size") is not None
+                                             or given.get("class_batch_size") is not None)
+
+    def _check_model_settings(self) -> None:
+        given = self._given_options()
+        if "num_inducing" in given:
+            raise ValueError("give num_inducing to the constructor "
+                             "(LogisticSoftmaxGPClassifier(num_inducing=M)), not in "
+                             "inference_options")
+        if self.num_inducing is not None:
+            check_count("num_inducing", self.num_inducing)
+            if self.inference != "cavi":
+                raise ValueError("num_inducing applies to inference='cavi', not "
+                                 f"{self.inference!r}")
+
+    def _method_options(self, given: dict) -> dict:
+        if self.inference == "cavi":
+            given = check_minibatch_options(given)
+        elif "validation_fraction" in given:
+            raise ValueError("validation_fraction applies to inference='cavi', not "
+                             f"{self.inference!r}")
+        return given
+
+    def _exact_size_limit(self) -> int | None:
+        """None for the sparse and stochastic CAVI (no N x N matrix; the driver checks
+        that M < N itself)."""
+        if self.num_inducing is not None or self._stochastic():
+            return None
+        return self.max_exact_points
+
+    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
+        method = method or self._method()
+        given = self._given_options()
+        if method == "cavi":
+            return self._cavi(X, y, num_classes, given, options)
+        if method == "nuts":
+            options.setdefault("form", given.get("form", "latent"))
+            if given.get("hyperparameters") is None and not given.get("sample_hyperparameters"):
+                hypers, _ = fit_hypers(prepare(X, y, num_classes), make_kernel(self.kernel),
+                                       progress=bool(self.progress))
+                options["hyperparameters"] = {k: np.asarray(v) for k, v in hypers.items()}
+        return super()._fit_driver(X, y, num_classes, model_options, method=method, **options)
+
+    def _cavi(self, X, y, num_classes, given: dict, options: dict):
+        """The CAVI fit: full, sparse or stochastic, on all points or with a stratified
+        ``validation_fraction`` held out and scored."""
+        opts = check_minibatch_options(given, len(y))
+        X_fit, y_fit, held_out = hold_out(X, y, given.get("validation_fraction"), self.seed)
+        if self._stochastic():
+            opts["num_inducing"] = resolve_num_inducing(self.num_inducing, len(y_fit))
+            opts.setdefault("max_iter", STOCHASTIC_MAX_ITER)
+        elif self.num_inducing is not None:
+            opts["num_inducing"] = int(self.num_inducing)
+        opts.update(options)
+        result = self._run_driver(self.model_name, X_fit, y_fit, num_classes, method="cavi",
+                                  model_options={}, max_exact_points=self.max_exact_points,
+                                  options=opts)
+        if held_out is not None:
+            X_val, y_val = held_out
+            nll = float(metrics.nll(result.predict_proba(X_val), y_val))
+            steps = int(result.info["cavi_iterations"])
+            result.info.update(validation_nll=[nll], validation_steps=[steps],
+                               best_validation_nll=nll, best_step=steps,
+                               validation_size=int(len(y_val)))
+        return result

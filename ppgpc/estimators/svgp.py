@@ -1,0 +1,148 @@
+"""``SoftmaxSVGPClassifier``: the sparse variational GP classifier (SVGPC, and
+Uncollapsed-ILR with ``link="ilr"``), fitted by minibatch SVI."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ppgpc.estimators.base import GPClassifierBase, shared_doc
+from ppgpc.estimators.options import check_minibatch_options, hold_out
+from ppgpc.sparse import resolve_num_inducing
+from ppgpc.infer.svi import default_batch_size
+from ppgpc.models.softmax_svgp import LINKS
+from ppgpc.validation import MAX_EXACT_POINTS, check_count, check_flag
+
+__all__ = ["SoftmaxSVGPClassifier"]
+
+
+@shared_doc
+class SoftmaxSVGPClassifier(GPClassifierBase):
+    """The sparse variational GP classifier of Hensman et al. (2015) (``docs/math.md``,
+    section 4): L latent GPs with M whitened inducing values each, a full-covariance
+    Gaussian q(v_c), a learned L x L mixing matrix W before the link, and kernel
+    hyperparameters and inducing inputs learned on the ELBO by minibatch SVI (Adam with a
+    warm-up and cosine learning-rate schedule; ``ppgpc.infer.svi``).
+
+    Args:
+        num_inducing: inducing inputs M <= N (k-means++ start); None:
+            ``ppgpc.sparse.DEFAULT_NUM_INDUCING``, at most N.
+        link: ``"softmax"`` (default, SVGPC, L = C) or ``"ilr"`` (Uncollapsed-ILR,
+            L = C - 1, softmax(V W f)).
+        likelihood_samples: draws per point of the expected log-likelihood estimate
+            (default 10).
+        shared_kernel: one set of kernel hyperparameters for all latents (default) or one
+            per latent.
+        shared_inducing: one set of M inducing inputs for all latents (default) or M per
+            latent (with ``shared_kernel=False``: GPyTorch's batch-shaped multitask SVGP).
+        kernel_prior: False (default): the kernel hyperparameters maximise the ELBO (type-II
+            ML); True: the ELBO plus the kernel's log prior (type-II MAP), which keeps ARD
+            lengthscales from running away.
+        inference: ``"svi"`` (default) or ``"nuts"``: NUTS on the full, non-sparse GP with
+            the same link (W = I) for small N, with kernel hyperparameters from an SVI fit
+            unless given in ``inference_options["hyperparameters"]`` (or sampled, with
+            ``{"sample_hyperparameters": True}``).
+{SHARED_DOC}
+            The minibatch keys of ``"svi"``: ``batch_size`` (default min(256, N)),
+            ``max_iter`` and ``learning_rate`` (default 500 steps at 0.1 when a step sees
+            every point, 5000 at 0.01 with minibatches: ``FULL_BATCH_STEPS``,
+            ``MINIBATCH_STEPS``), ``validation_fraction`` (a stratified share held out; SVI
+            keeps the iterate with the lowest held-out NLL, its trace in
+            ``result_.info["validation_nll"]``); and any other SVI option, e.g.
+            ``natural_gradient`` (a step size in (0, 1] for natural-gradient steps on q(v)).
+
+    Attributes (after fit): those of ``GPClassifierBase`` (classes_, n_features_in_,
+    n_iter_, result_: ``result_.info`` has the ELBO, steps and seconds per epoch,
+    ``result_.sample_stats["elbo"]`` the ELBO trace).
+
+    Example:
+        >>> from ppgpc import SoftmaxSVGPClassifier
+        >>> from ppgpc.datasets import load
+        >>> X, y = load("wine")
+        >>> clf = SoftmaxSVGPClassifier(num_inducing=20, progress=False,
+        ...                             inference_options={"batch_size": 64}).fit(X, y)
+        >>> clf.predict_proba(X[:2]).shape
+        (2, 3)
+    """
+
+    inference_methods = {"svi": "svi", "nuts": "nuts"}
+
+    FULL_BATCH_STEPS = (500, 0.1)
+    """Default (max_iter, learning_rate) when every step sees all training points."""
+    MINIBATCH_STEPS = (5000, 0.01)
+    """Default (max_iter, learning_rate) with minibatches (B < N)."""
+
+    def __init__(self, *, num_inducing: int | None = None, link: str = "softmax",
+                 likelihood_samples: int = 10, shared_kernel: bool = True,
+                 shared_inducing: bool = True, kernel_prior: bool = False,
+                 kernel="rbf-ard", inference: str = "svi", standardize: bool | str = True,
+                 seed: int = 0, max_exact_points: int | None = MAX_EXACT_POINTS,
+                 progress: bool = True, inference_options: dict | None = None):
+        self._store_params(locals())
+
+    @property
+    def model_name(self) -> str:
+        return "softmax_svgp" if self.link == "softmax" else "ilr_gp_uncollapsed"
+
+    def _exact_size_limit(self) -> int | None:
+        return self.max_exact_points if self.inference == "nuts" else None
+
+    def _check_model_settings(self) -> None:
+        if self.link not in LINKS:
+            raise ValueError(f"unknown link {self.link!r}; choose from {list(LINKS)}")
+        for name in ("shared_kernel", "shared_inducing", "kernel_prior"):
+            check_flag(name, getattr(self, name))
+        if self.num_inducing is not None:
+            check_count("num_inducing", self.num_inducing)
+        check_count("likelihood_samples", self.likelihood_samples)
+
+    def _method_options(self, given: dict) -> dict:
+        if self.inference == "svi":
+            return check_minibatch_options(given)
+        if "validation_fraction" in given:
+            raise ValueError("validation_fraction applies to inference='svi', not 'nuts'")
+        return given
+
+    def _svi_model_options(self, num_samples: int, natural_gradient) -> dict:
+        """The model's ``prepare`` options of an SVI fit on ``num_samples`` points."""
+        return {"num_inducing": resolve_num_inducing(self.num_inducing, num_samples),
+                "seed": self.seed,
+                # natural gradients need the never-positive curvature of Price's estimator
+                "ell_estimator": "marginal" if natural_gradient is None else "price",
+                "likelihood_samples": self.likelihood_samples,
+                "shared_kernel": self.shared_kernel, "shared_inducing": self.shared_inducing,
+                "kernel_prior": self.kernel_prior}
+
+    def _svi(self, X, y, num_classes, **options):
+        # inference_options belong to the chosen method: with inference="nuts" they are NUTS
+        # options, and the preliminary SVI fit (for the hyperparameters) must not get them
+        given = self._given_options() if self.inference == "svi" else {}
+        opts = check_minibatch_options(given, len(y))
+        X, y, held_out = hold_out(X, y, given.get("validation_fraction"), self.seed)
+        if held_out is not None:
+            opts["validation_data"] = held_out
+        batch_size = opts.get("batch_size")
+        if batch_size is None:
+            batch_size = default_batch_size(len(y))
+        steps, rate = (self.FULL_BATCH_STEPS if batch_size >= len(y)
+                       else self.MINIBATCH_STEPS)
+        opts = {"max_iter": steps, "learning_rate": rate, **opts, **options}
+        return self._run_driver(self.model_name, X, y, num_classes, method="svi",
+                                model_options=self._svi_model_options(
+                                    len(y), opts.get("natural_gradient")),
+                                max_exact_points=None, options=opts)
+
+    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
+        method = method or self._method()
+        if method == "svi":
+            return self._svi(X, y, num_classes, **options)
+        opts = {"form": "latent", **self._given_options(), **options}
+        if not self.shared_kernel:
+            raise ValueError("inference='nuts' runs the full GP with one kernel for all "
+                             "latents; use shared_kernel=True with it")
+        if opts.get("hyperparameters") is None and not opts.get("sample_hyperparameters"):
+            svi = self._svi(X, y, num_classes, num_draws=1)
+            opts["hyperparameters"] = {k: np.asarray(v[0, 0]) for k, v in svi.hypers.items()
+                                       if k.startswith("kernel_")}
+        return self._run_driver(self.model_name, X, y, num_classes, method=method,
+                                model_options={"num_inducing": 1, "seed": self.seed},
+                                max_exact_points=self.max_exact_points, options=opts)
