@@ -249,7 +249,7 @@ def test_learned_class_noise_scales_enter_the_density_bound_and_estimator(tmp_pa
 
     Xf, yf = toy_problem(40, 3, seed=4)
     # Type-II ML drives class 1's scale to about 1e-11 on these well-separated blobs: fit
-    # says so and names the class (ppgpc.estimators._warn_of_collapsed_noise).
+    # says so and names the class (ppgpc.estimators._common.warn_of_collapsed_noise).
     with pytest.warns(UserWarning, match=r"noise scale fell to .* for class\(es\) \[1\]:"):
         clf = DirichletGPClassifier(alpha_eps=0.01, learn_noise_scale=True,
                                     inference="exact").fit(Xf, yf)

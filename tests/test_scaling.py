@@ -9,7 +9,7 @@ import pytest
 from conftest import toy_problem
 from ppgpc import ILRGPClassifier, estimators
 from ppgpc.datasets import Standardizer
-from ppgpc.estimators import _fit_standardizer
+from ppgpc.estimators._common import fit_standardizer
 
 
 def test_robust_standardizer_uses_median_and_iqr():
@@ -65,17 +65,17 @@ def test_extreme_z_scores_are_reported():
     X = np.random.default_rng(3).normal(size=(2000, 3))
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        assert _fit_standardizer(X, True) is not None
+        assert fit_standardizer(X, True) is not None
     X[7, 2] = 1e4
     with pytest.warns(UserWarning, match=r"1 input column\(s\) \[2\] have training values up "
                                          r"to 4[0-9] standard deviations.*standardize='robust'"):
-        _fit_standardizer(X, True)
+        fit_standardizer(X, True)
     with pytest.warns(UserWarning, match=r"1 input column\(s\) \[2\].*set the min-max scale"):
-        _fit_standardizer(X, "minmax")
+        fit_standardizer(X, "minmax")
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        assert _fit_standardizer(X, "robust") is not None
-    assert _fit_standardizer(X, False) is None
+        assert fit_standardizer(X, "robust") is not None
+    assert fit_standardizer(X, False) is None
 
 
 def test_fit_warns_through_the_same_check(with_outlier, monkeypatch):
