@@ -52,7 +52,7 @@ from ppgpc import linalg, metrics
 from ppgpc.datasets.synthetic import mixture_problem
 from ppgpc.experiments import print_table_header
 from ppgpc.infer import fit
-from ppgpc.infer.optimize import log_density_terms
+from ppgpc.infer.sites import log_density_terms
 from ppgpc.kernels import make_kernel
 from ppgpc.models import get_spec
 

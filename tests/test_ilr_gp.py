@@ -233,7 +233,7 @@ def test_type_ii_ml_recovers_a_noise_level_far_from_proposition_1():
     cov = K + 9.0 * data.noise_var * np.eye(N)
     Z = np.linalg.cholesky(cov) @ gen.normal(size=(N, 2))
     data = data._replace(targets=jnp.asarray(Z))
-    from ppgpc.infer.optimize import optimize_sites
+    from ppgpc.infer.sites import optimize_sites
 
     opt = optimize_sites(ilr_gp.collapsed_model, ilr_gp.initial_hypers(data, kernel),
                          args=(data, kernel), include_prior=False)

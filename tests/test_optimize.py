@@ -12,8 +12,8 @@ import pytest
 from compile_count import count_compilations
 from conftest import toy_problem
 from ppgpc.infer import fit
-from ppgpc.infer.optimize import (STOP_REASONS, _site_objective, minimize, minimize_sites,
-                                  optimize_sites)
+from ppgpc.infer.optimize import STOP_REASONS, minimize
+from ppgpc.infer.sites import _site_objective, minimize_sites, optimize_sites
 
 X_SCALE = np.random.default_rng(4).normal(scale=2.5, size=200)
 

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, register_method
-from ppgpc.infer.optimize import optimize_sites
+from ppgpc.infer.sites import optimize_sites
 from ppgpc.validation import check_options
 
 __all__ = ["OPTIMIZER_OPTIONS", "point_hypers", "check_posterior", "run_exact", "run_map",
