@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import toy_problem
-from ppgpc import ILRGPClassifier, estimators
+from ppgpc import ILRGPClassifier
 from ppgpc.datasets import Standardizer
+from ppgpc.estimators import _common as estimator_checks
 from ppgpc.estimators._common import fit_standardizer
 
 
@@ -80,7 +81,7 @@ def test_extreme_z_scores_are_reported():
 
 def test_fit_warns_through_the_same_check(with_outlier, monkeypatch):
     X, y = with_outlier  # 24 points: the largest possible z-score is sqrt(23) = 4.8
-    monkeypatch.setattr(estimators, "OUTLIER_SCORE", 4.0)
+    monkeypatch.setattr(estimator_checks, "OUTLIER_SCORE", 4.0)
     with pytest.warns(UserWarning, match=r"1 input column\(s\) \[1\]"):
         ILRGPClassifier(epsilon=0.99).fit(X, y)
 
