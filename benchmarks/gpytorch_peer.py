@@ -1,7 +1,7 @@
 """GPyTorch's exact Dirichlet GP classifier, the peer the speed benchmarks compare with.
 
 The model follows GPyTorch's Dirichlet classification example (Milios et al. 2018, the GPD
-of MATH.md section 2 as GPyTorch ships it): ``DirichletClassificationLikelihood`` turns the
+of docs/math.md section 2 as GPyTorch ships it): ``DirichletClassificationLikelihood`` turns the
 labels into C log-normal regression targets with fixed heteroscedastic noise (plus a learned
 noise per class, ``learn_additional_noise=True``); an ``ExactGP`` with one constant mean and
 one scaled RBF kernel per class (batch shape [C]) regresses them; the hyperparameters take

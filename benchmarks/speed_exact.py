@@ -2,8 +2,8 @@
 
 One optimiser step of type-II ML is one value-and-gradient of the collapsed log marginal
 likelihood. ILR-GP's C-1 latents share one noise level, so a step costs one Cholesky of
-K + sigma^2 I (O(N^3), forward and backward) plus O(N^2 (C-1)) for the solves (MATH.md
-section 1); GPD's noise differs per class, so it needs C Choleskys (MATH.md section 2), and
+K + sigma^2 I (O(N^3), forward and backward) plus O(N^2 (C-1)) for the solves (docs/math.md
+section 1); GPD's noise differs per class, so it needs C Choleskys (docs/math.md section 2), and
 so does GPyTorch's Dirichlet GP (``gpytorch_peer.py``, a kernel per class; conjugate
 gradients above 800 points, its default, unless ``--gpytorch-cholesky``).
 

@@ -1,4 +1,4 @@
-"""Speed of the Pólya-Gamma Gibbs sampler's building blocks (MATH.md section 3).
+"""Speed of the Pólya-Gamma Gibbs sampler's building blocks (docs/math.md section 3).
 
 Part (a), ``--part draws``: Pólya-Gamma draws per second of ``ppgpc.polyagamma`` (jitted,
 timed after a warm-up call, ``block_until_ready``) against the ``polyagamma`` package

@@ -1,5 +1,5 @@
 """Part (b) of the Gibbs speed benchmark: effective samples per second of the latent f for the
-logistic-softmax blocked Gibbs sampler (MATH.md section 3) against NUTS on the same
+logistic-softmax blocked Gibbs sampler (docs/math.md section 3) against NUTS on the same
 (non-augmented) posterior, with the same fixed kernel hyperparameters.
 
 For each (N, C): Gaussian blobs in 2-D, RBF kernel (variance 4, lengthscale 1). Every sampler

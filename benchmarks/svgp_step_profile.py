@@ -2,7 +2,7 @@
 
 Each part of the minibatch ELBO is timed on its own, forward and forward plus gradient
 (``jax.grad`` of a scalar of the part's output), with the model's own functions
-(``models/softmax_svgp.py``), at one layout (MATH.md section 4):
+(``models/softmax_svgp.py``), at one layout (docs/math.md section 4):
 
 * ``K_mm Cholesky``: the kernel at the inducing inputs and its Cholesky factor (one per
   latent in the per-latent layout);

@@ -1,4 +1,4 @@
-"""GPD: Dirichlet-based GP classification (Milios et al. 2018; MATH.md section 2).
+"""GPD: Dirichlet-based GP classification (Milios et al. 2018; docs/math.md section 2).
 
 Model, for N points and C classes (L = C latent GPs):
 
@@ -137,7 +137,7 @@ def lognormal_targets(alpha):
 def prepare(X, y, num_classes: int, *, alpha_eps: float = DEFAULT_ALPHA_EPS,
             shared_kernel: bool = True, predict_from: str = "latent",
             learn_noise_scale: bool = False) -> GPDData:
-    """Log-normal targets and noise for labels y (MATH.md section 2).
+    """Log-normal targets and noise for labels y (docs/math.md section 2).
 
     Args:
         X: (N, D) inputs; y: (N,) integer labels in 0..num_classes-1.
@@ -401,7 +401,7 @@ def _per_class(Z) -> bool:
 
 
 def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
-    """Titsias bound summed over classes, each with its own noise s2_:c (MATH.md section 2,
+    """Titsias bound summed over classes, each with its own noise s2_:c (docs/math.md section 2,
     Sparse GPD); with ``shared_inducing=False`` each class at its own inducing inputs.
 
     Sites: ``kernel_*``, ``mean``, ``noise_scale`` (when learned), ``inducing_inputs``

@@ -1,4 +1,4 @@
-"""ILR-GP: GP regression on isometric-log-ratio targets of smoothed labels (MATH.md section 1).
+"""ILR-GP: GP regression on isometric-log-ratio targets of smoothed labels (docs/math.md section 1).
 
 Model, for N points, C classes and L = C - 1 ILR coordinates:
 
@@ -26,18 +26,15 @@ NumPyro sites (stable names, shared with the other classifiers):
   (C-1) tr(K - Q) / (2 sigma^2) under a small fixed sigma^2 forces lengthscales long
   enough that M inducing points reproduce K, underfitting many-class problems.
 
-``SPARSE_SPEC`` is Collapsed-ILR (Titsias's bound, MATH.md section 1; ``ppgpc.sparse``): the
+``SPARSE_SPEC`` is Collapsed-ILR (Titsias's bound, docs/math.md section 1; ``ppgpc.sparse``): the
 same sites with the factor ``collapsed_bound`` in place of ``z`` and the inducing inputs as
 the site ``inducing_inputs`` (M, D) with a flat improper prior, fitted with the
 hyperparameters (methods ``exact`` and ``map``; NUTS over inducing inputs is refused). With
 ``shared_inducing=False`` (a ``prepare`` option) each ILR coordinate has its own M inducing
 inputs, ``inducing_inputs`` (C-1, M, D), and its own factorisation: C-1 times the cost, and
 (C-1) M basis functions in all instead of M; a learned noise scale (``learn_noise_scale``)
-is then one per coordinate, ``noise_scale`` (C-1,). On letter (26 classes, M = 200) L-BFGS
-fits give test accuracy / NLL 0.920 / 0.274 per coordinate (200 iterations) and 0.913 /
-0.306 shared; with a learned noise scale per coordinate as well, 100 Adam steps at
-learning rate 0.1 (``optimizer="adam"``, ``max_iter=100``) give 0.959 / 0.138 / 0.010
-accuracy / NLL / ECE (the paper: 0.95 / 0.16 / 0.04; ``benchmarks/uci_sparse.py``).
+is then one per coordinate, ``noise_scale`` (C-1,) (measurements on letter:
+``docs/benchmarks.md``).
 
 The ``z`` site is a Gaussian density of transformed targets, not comparable across models:
 model comparison uses the categorical log-likelihood ``log_link(f)[y]`` (``ppgpc.infer``).

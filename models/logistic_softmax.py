@@ -1,4 +1,4 @@
-"""Logistic-softmax GP classifier with its conjugate augmentation (MATH.md section 3).
+"""Logistic-softmax GP classifier with its conjugate augmentation (docs/math.md section 3).
 
 Model, for N points and C classes (one latent GP per class, one shared kernel):
 
@@ -27,7 +27,7 @@ NumPyro sites (stable names, shared with the other classifiers):
 Inference (all through ``ppgpc.infer.fit``); the algorithms live in modules of their own
 and are re-exported here:
 
-* ``"gibbs"``: the blocked Gibbs sampler of MATH.md section 3 (``gibbs_kernel``, module
+* ``"gibbs"``: the blocked Gibbs sampler of docs/math.md section 3 (``gibbs_kernel``, module
   ``logistic_softmax_gibbs``), an init/step pair over ``GibbsState`` plugged into NumPyro's
   ``MCMC``; hyperparameters fixed or sampled by an HMC step per sweep (HMC-within-Gibbs,
   ``hyper_potential``);

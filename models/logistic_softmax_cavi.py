@@ -1,4 +1,4 @@
-"""Coordinate-ascent VI for the augmented logistic-softmax GP (appendix A.2; MATH.md
+"""Coordinate-ascent VI for the augmented logistic-softmax GP (appendix A.2; docs/math.md
 section 3), full (inducing inputs Z = X) or sparse (M < N inducing inputs), as an init/step
 pair over ``CAVICarry`` looped on the device in windows of ``CAVI_WINDOW`` steps.
 
@@ -173,7 +173,7 @@ def local_updates(Y, m_f, s_f, alpha, num_classes: int, inner_iters: int = 5):
         alpha_i = 1 + C / k sum_{c in K} gamma_ic                    (13), (17) if k < C
 
     with (12) and (13)/(17) alternated ``inner_iters`` times (appendix A.2). The factor 1/2
-    of (12), missing in the appendix and MATH.md, is derived in the module docstring; the
+    of (12), missing in the appendix and docs/math.md, is derived in the module docstring; the
     ratio is computed in log space with an overflow-free log cosh.
 
     Returns:

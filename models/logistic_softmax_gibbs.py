@@ -1,4 +1,4 @@
-"""The blocked Gibbs sampler of the logistic-softmax GP (MATH.md section 3), as a pure
+"""The blocked Gibbs sampler of the logistic-softmax GP (docs/math.md section 3), as a pure
 init/step pair over ``GibbsState`` (BlackJAX style), and its HMC-within-Gibbs step on the
 kernel hyperparameters.
 
@@ -105,7 +105,7 @@ def f_block(key, K, chol_K, omega, kappa):
 
 def hyper_potential(kernel, X, f, log_hypers: dict) -> jax.Array:
     """Potential energy (negative log density, up to a constant) of the log-hyperparameters
-    given the latent, the target of the HMC-within-Gibbs step (MATH.md section 3):
+    given the latent, the target of the HMC-within-Gibbs step (docs/math.md section 3):
 
         -log p(log theta | f) = -sum_c log N(f^c | 0, K_theta) - log p(theta) - sum log theta
                               = 1/2 sum_c |L^-1 f^c|^2 + C/2 log|K_theta|
@@ -140,8 +140,7 @@ def hyper_sampler(data, kernel, *, num_warmup: int, algo: str = "HMC",
     ``HMCGibbs`` does) and then takes one transition; step size and diagonal mass matrix
     adapt during the first ``num_warmup`` steps. ``algo="HMC"`` (default) takes
     ``num_steps`` leapfrog steps and compiles in a fraction of NUTS's time inside the Gibbs
-    sweep (measured on a loaded 2-core machine: about 30 s more than fixed hyperparameters,
-    against 120 s for NUTS); ``algo="NUTS"`` builds trees up to ``max_tree_depth``.
+    sweep (``docs/benchmarks.md``); ``algo="NUTS"`` builds trees up to ``max_tree_depth``.
 
     Mixing: this is the centred conditional theta | f, whose lengthscale moves slowly when
     f is well determined (with the likelihood removed, N = 6, C = 2, its ESS was about 0.5%
@@ -185,7 +184,7 @@ def gibbs_kernel(data, kernel, hypers: dict, *, collapse_lambda: bool = False,
                  target_accept: float = 0.8):
     """The blocked Gibbs sampler as a pure ``(init, step)`` pair (BlackJAX style).
 
-    One sweep draws, each from its full conditional (MATH.md section 3):
+    One sweep draws, each from its full conditional (docs/math.md section 3):
 
     0. with ``sample_hypers``: the kernel hyperparameters theta | f by one HMC (or NUTS)
        step on ``hyper_potential`` (HMC-within-Gibbs), then K_theta and its Cholesky factor;

@@ -1,5 +1,5 @@
 """Stochastic CAVI for the augmented logistic-softmax GP: data minibatches and class
-subsampling (appendix A.3, Algorithm 2; MATH.md section 3), as an init/step pair over
+subsampling (appendix A.3, Algorithm 2; docs/math.md section 3), as an init/step pair over
 ``SVIState`` looped on the device in windows between full-data ELBO evaluations.
 
 One step draws a minibatch B of points and K of classes, updates their local parameters,

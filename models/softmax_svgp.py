@@ -1,5 +1,5 @@
-"""Sparse variational GP classifier (Hensman et al. 2015; MATH.md section 4), with a softmax
-link (SVGPC, C latents) or the inverse ILR link (Uncollapsed-ILR, C-1 latents; MATH.md
+"""Sparse variational GP classifier (Hensman et al. 2015; docs/math.md section 4), with a softmax
+link (SVGPC, C latents) or the inverse ILR link (Uncollapsed-ILR, C-1 latents; docs/math.md
 section 1 "Uncollapsed sparse" and the ILR paper's section 3.3).
 
 Model, for N points, C classes, L latent functions (L = C for ``link="softmax"``, C - 1 for

@@ -1,5 +1,5 @@
 """The pieces of the sparse variational GP classifier's ELBO estimator and its held-out
-scoring (MATH.md section 4), apart from the model (``ppgpc.models.softmax_svgp``, which
+scoring (docs/math.md section 4), apart from the model (``ppgpc.models.softmax_svgp``, which
 re-exports the public ones).
 
 * ``WhitenedPrior``: N(0, I_M) per latent, with its KL from q(v) = N(m, R R^T) registered
@@ -135,9 +135,8 @@ def _per_latent(data, fn, *more_axes):
     other, and the step never ends. Seen on 2 cores at letter's size (L = 25, M = 200,
     B = 512) in four of four unpinned runs while the other core was busy (gdb: both pool
     threads in ``lapack_dtrsm_ffi``, waiting in ``ParallelBatchMap``); with the loop, two of
-    two such runs finished. One latent at a time makes unbatched calls and costs nothing
-    there: 0.425 s a step against 0.452 s with ``vmap``, each measured alone on one idle
-    core (``benchmarks/svgp_step_profile.py`` times the parts).
+    two such runs finished. One latent at a time makes unbatched calls and is no slower
+    (``docs/benchmarks.md``; ``benchmarks/svgp_step_profile.py`` times the parts).
     """
     kernel_axis, inducing_axis = _latent_axes(data)
     if kernel_axis is None and inducing_axis is None:
@@ -165,7 +164,7 @@ def _projection(data, kernel, params, Z, chol_mm, Xs):
 
 
 def svgp_conditional(data, kernel, params, Z, chol_mm, v, Xs):
-    """p(f(Xs) | v) for whitened inducing values (MATH.md section 4).
+    """p(f(Xs) | v) for whitened inducing values (docs/math.md section 4).
 
     Args:
         data: ``SVGPData`` (whether kernel and inducing inputs are shared by the latents).
@@ -248,7 +247,7 @@ _chunk_log_predictive_jit = jax.jit(_chunk_log_predictive, static_argnums=(3, 6)
 def validation_log_predictive(key, params: dict, data, kernel, X, y,
                               num_draws: int = 64):
     """Log predictive probabilities of held-out labels under the current SVI parameters,
-    log p(y_i | x_i) = log E_q[link(W f_i)]_{y_i} (MATH.md section 4), for the SVI driver's
+    log p(y_i | x_i) = log E_q[link(W f_i)]_{y_i} (docs/math.md section 4), for the SVI driver's
     validation monitor (``ppgpc.infer.svi``, option ``validation_data``).
 
     The expectation is over q's marginal at x_i, N(a_i^T m_c, k_ii - |a_i|^2 + |R_c^T a_i|^2)

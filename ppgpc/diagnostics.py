@@ -1,4 +1,4 @@
-"""Calibration diagnostics from an ArviZ ``InferenceData`` or from arrays (MATH.md section 5).
+"""Calibration diagnostics from an ArviZ ``InferenceData`` or from arrays (docs/math.md section 7).
 
 The metrics themselves live in ``ppgpc.metrics`` (accuracy, NLL, Brier, ECE and its
 reliability table); this module gets probabilities and labels out of an ``InferenceData``,

@@ -4,7 +4,7 @@ Exact setting (ILR paper, section 5 and appendix B): for each seed, hold out 50 
 (stratified, ``ppgpc.datasets.paper_split``); the classifier gets the other points and
 chooses its own smoothing parameter from them (by closed-form leave-one-out NLL by
 default, where the paper used one 10% split); report accuracy, NLL and ECE
-(MATH.md section 5) on the test points, plus the fit time.
+(docs/math.md section 7) on the test points, plus the fit time.
 
 Every classifier runs with its estimator's defaults: what the protocol reports is what a
 user gets. For Exact-ILR and GPD those are type-II MAP kernel hyperparameters and the
@@ -332,7 +332,7 @@ def epsilon_overlap_sweep(sigmas, epsilons, *, n_train: int = 200, n_test: int =
 
     For each overlap level sigma one training and one test set are drawn
     (``ppgpc.datasets.synthetic.mixture_problem``); Exact-ILR is fitted with each fixed
-    epsilon and scored on the test set (accuracy, NLL, top-label ECE; MATH.md section 5),
+    epsilon and scored on the test set (accuracy, NLL, top-label ECE; docs/math.md section 7),
     next to the scores of the true class probabilities.
 
     Args:

@@ -1,6 +1,6 @@
 """Exact GP regression for several outputs that share one kernel and one noise vector.
 
-MATH.md section 1 (Exact model): with Y (N, L) holding L independent outputs that all have
+docs/math.md section 1 (Exact model): with Y (N, L) holding L independent outputs that all have
 covariance K + diag(noise), ONE Cholesky factor L L^T = K + diag(noise) serves every
 output:
 
@@ -9,7 +9,7 @@ output:
     var(x*)  = k** - k*^T (K + S)^-1 k*               (the same for every output),
 
 S = diag(noise). The cost is O(N^3 + N^2 L). Heteroscedastic models whose noise differs
-per output (GPD, MATH.md section 2) call these functions once per output under ``vmap``.
+per output (GPD, docs/math.md section 2) call these functions once per output under ``vmap``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ A kernel is a small frozen object that knows
 ``vmap``; shape errors are raised there with the shapes named. A pair function written with
 dot products (as the RBF's is) becomes matrix products under that ``vmap``.
 
-Notation follows MATH.md: RBF k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)) and Matern-5/2
+Notation follows docs/math.md: RBF k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)) and Matern-5/2
 k(x, x') = s^2 (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r) with r = |x - x'| / l, the
 lengthscale l a scalar (isotropic) or a vector of length D (ARD, one per input dimension).
 Both share parameters, priors and starting values (``_Stationary``) and differ only in the
@@ -137,7 +137,7 @@ class _Stationary(abc.ABC):
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
 class RBF(_Stationary):
-    """Squared-exponential kernel k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)) (MATH.md notation).
+    """Squared-exponential kernel k(x, x') = s^2 exp(-|x - x'|^2 / (2 l^2)) (docs/math.md notation).
 
     Fields, parameters, priors and starting values as for every stationary kernel
     (``_Stationary``: ``ard``, ``lengthscale_prior_scale``; ``variance``, ``lengthscale``).

@@ -1,4 +1,4 @@
-"""Predictive metrics for probabilistic classifiers (MATH.md section 5).
+"""Predictive metrics for probabilistic classifiers (docs/math.md section 7).
 
 Every function takes class probabilities ``probs`` of shape ``(n, C)`` (each row on the
 simplex) and integer labels ``y`` of shape ``(n,)`` with values in ``0..C-1``. NumPy and
@@ -8,9 +8,9 @@ Expected calibration error (ECE) comes in several flavours and the papers we rep
 disagree on which one they report, so every ECE output names its kind:
 
 * ``"binary"``: the score is ``p(y = 1 | x)`` and the observed frequency in a bin is the
-  fraction of points with label 1 (MATH.md section 5 for ``C == 2``; the ILR-GP paper).
+  fraction of points with label 1 (docs/math.md section 7 for ``C == 2``; the ILR-GP paper).
 * ``"top-label"``: the score is the confidence ``max_c p(c | x)`` and the observed
-  frequency is the top-label accuracy (MATH.md section 5 for ``C > 2``; Milios et al.).
+  frequency is the top-label accuracy (docs/math.md section 7 for ``C > 2``; Milios et al.).
 * ``"classwise"``: the mean over classes ``c`` of the ECE of the one-vs-rest score
   ``p(c | x)`` against the indicator ``y == c`` (Kull et al. 2019; Galy-Fajou et al.).
 * ``"auto"`` resolves to ``"binary"`` when ``C == 2`` and to ``"top-label"`` otherwise.
@@ -365,7 +365,7 @@ def ece(probs: ArrayLike, y: ArrayLike, n_bins: int = 10, kind: str = "auto") ->
 
 
 def evaluate(probs: ArrayLike, y: ArrayLike, n_bins: int = 10) -> dict[str, float | str]:
-    """All metrics of MATH.md section 5 in one dictionary.
+    """All metrics of docs/math.md section 7 in one dictionary.
 
     Args:
         probs: Class probabilities, shape ``(n, C)``.

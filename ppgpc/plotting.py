@@ -1,4 +1,4 @@
-"""Reliability diagrams (MATH.md section 5), headless-safe.
+"""Reliability diagrams (docs/math.md section 7), headless-safe.
 
 matplotlib is imported lazily inside the functions; nothing here selects a backend or
 touches pyplot. Without an ``ax`` the figures are plain :class:`matplotlib.figure.Figure`

@@ -1,6 +1,6 @@
 """Pólya-Gamma random variables PG(b, z): a JAX-native sampler, moments and density.
 
-The Pólya-Gamma augmentation of MATH.md section 3 draws one omega_ic ~ PG(y'_ic + n_ic,
+The Pólya-Gamma augmentation of docs/math.md section 3 draws one omega_ic ~ PG(y'_ic + n_ic,
 |f_ic|) per point and class in every Gibbs sweep (block 4). This module provides that draw
 as a pure, jit- and vmap-able function, the closed-form moments used by the tests and by
 CAVI, the alternating-series density, and a NumPyro distribution wrapping all three.
@@ -12,7 +12,7 @@ Definition (Polson, Scott & Windle 2013). For b > 0 and real z,
 
 so PG(b, z) is the sum of b independent PG(1, z) variables for integer b, it depends on z
 only through |z|, and PG(0, z) is the point mass at 0. Its Laplace transform is
-E[exp(-t omega)] = cosh^b(z/2) / cosh^b(sqrt(z^2/4 + t/2)), whence (MATH.md section 3)
+E[exp(-t omega)] = cosh^b(z/2) / cosh^b(sqrt(z^2/4 + t/2)), whence (docs/math.md section 3)
 
     E[PG(b, z)]   = b / (2 z) tanh(z / 2)                              (b / 4 at z = 0),
     Var[PG(b, z)] = b (sinh z - z) / (4 z^3 cosh^2(z / 2))             (b / 24 at z = 0).
@@ -84,7 +84,7 @@ def sample_polyagamma(
     *,
     exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
 ) -> jax.Array:
-    """Draw omega ~ PG(b, z) elementwise (MATH.md section 3, Gibbs block 4).
+    """Draw omega ~ PG(b, z) elementwise (docs/math.md section 3, Gibbs block 4).
 
     Integer b in [0, exact_threshold] is drawn exactly, as the sum of b Devroye PG(1, |z|)
     draws (b = 0 gives exactly 0); larger or non-integer b uses the three-cumulant
@@ -149,7 +149,7 @@ def _sample_flat(key: jax.Array, b: jax.Array, z: jax.Array, threshold: jax.Arra
 
 
 class PolyaGamma(dist.Distribution):
-    """The Pólya-Gamma distribution PG(b, z) as a NumPyro distribution (MATH.md section 3).
+    """The Pólya-Gamma distribution PG(b, z) as a NumPyro distribution (docs/math.md section 3).
 
     Batch shape is the broadcast of the shapes of ``b`` and ``z``; event shape is ().
     ``sample`` calls `sample_polyagamma`, ``log_prob`` `polyagamma_log_prob` (see its

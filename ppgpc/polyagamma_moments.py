@@ -123,7 +123,7 @@ def _kappa3_unit(z: jax.Array) -> jax.Array:
 
 @jax.jit
 def polyagamma_mean(b: ArrayLike, z: ArrayLike) -> jax.Array:
-    """Mean of PG(b, z) (MATH.md section 3).
+    """Mean of PG(b, z) (docs/math.md section 3).
 
     E[PG(b, z)] = b tanh(|z|/2) / (2|z|), b / 4 at z = 0, evaluated by a Taylor series for
     |z| < 0.5 and by an overflow-free form above (about b / (2|z|) for large |z|).
@@ -151,7 +151,7 @@ def _scaled_by_b(unit_moment, b: ArrayLike, z: ArrayLike) -> jax.Array:
 
 @jax.jit
 def polyagamma_variance(b: ArrayLike, z: ArrayLike) -> jax.Array:
-    """Variance of PG(b, z) (MATH.md section 3).
+    """Variance of PG(b, z) (docs/math.md section 3).
 
     Var[PG(b, z)] = b (sinh z - z) / (4 z^3 cosh^2(z/2)), b / 24 at z = 0; evaluated as
     b (2 tanh(z/2) - z sech^2(z/2)) / (4 z^3) (about b / (2 z^3) for large z, no overflow) and

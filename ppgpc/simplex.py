@@ -1,4 +1,4 @@
-"""Simplex transforms (MATH.md section 1): Helmert ILR and its inverse, CLR, ALR,
+"""Simplex transforms (docs/math.md section 1): Helmert ILR and its inverse, CLR, ALR,
 label smoothing and the Proposition 1 noise level.
 
 The Helmert basis V (C x (C-1)) has column j (j = 1..C-1) equal to 1/sqrt(j(j+1)) in rows
@@ -59,7 +59,7 @@ def _helmert_basis_host(num_classes: int) -> np.ndarray:
 
 
 def helmert_basis(num_classes: int) -> jax.Array:
-    """Dense Helmert basis V of shape (C, C-1) (MATH.md section 1): column j (1-based) holds
+    """Dense Helmert basis V of shape (C, C-1) (docs/math.md section 1): column j (1-based) holds
     1 / sqrt(j (j + 1)) in rows 1..j and -j / sqrt(j (j + 1)) in row j + 1. Built on the host
     (it is a constant); the O(C) ``helmert_apply`` / ``helmert_transpose_apply`` are what
     traced code uses."""

@@ -1,6 +1,6 @@
 """Collapsed sparse GP regression (Titsias 2009) for several outputs, and its optimal q(u).
 
-MATH.md section 1 (Collapsed sparse) and section 2 (Sparse GPD). With M inducing inputs Zm,
+docs/math.md section 1 (Collapsed sparse) and section 2 (Sparse GPD). With M inducing inputs Zm,
 Q = K_nm K_mm^-1 K_mn and a diagonal noise Lambda = diag(noise) shared by the L outputs
 Y (N, L), the collapsed evidence lower bound is
 
@@ -206,7 +206,7 @@ def collapsed_bound_two_level(kernel, params, X: jax.Array, Y: jax.Array, Z: jax
     """Titsias's bound summed over L outputs whose noise takes two values per output:
     ``noise_in[l]`` on the points of group l and ``noise_out[l]`` elsewhere.
 
-    This is sparse GPD's structure (MATH.md section 2: output l is class l, its group the
+    This is sparse GPD's structure (docs/math.md section 2: output l is class l, its group the
     points labelled l, the noise s2(1 + alpha_eps) there and s2(alpha_eps) elsewhere). It
     equals ``collapsed_bound`` called once per output with noise (N,), but shares the work:
     with A0 = L_m^-1 K_mn and w_il = 1 / noise_il,

@@ -1,4 +1,4 @@
-"""GPD model module (MATH.md section 2) and DirichletGPClassifier."""
+"""GPD model module (docs/math.md section 2) and DirichletGPClassifier."""
 
 import functools
 

@@ -1,4 +1,4 @@
-"""ILR-GP model module (MATH.md section 1) through the driver."""
+"""ILR-GP model module (docs/math.md section 1) through the driver."""
 
 import functools
 
@@ -191,7 +191,7 @@ def test_predict_proba_uses_many_predictive_draws_even_when_few_were_stored():
 # ------------------------------------------------------------ learned noise scale
 def test_learned_noise_scale_enters_the_density_as_a_factor_on_sigma_squared():
     """collapsed_model with learn_noise_scale: the z density is the MVN with s sigma^2 and
-    the total adds the LogNormal(0, 1) prior of s (MATH.md section 1, ILR paper section 5)."""
+    the total adds the LogNormal(0, 1) prior of s (docs/math.md section 1, ILR paper section 5)."""
     X, y = toy_problem(12, 3)
     data = ilr_gp.prepare(X, y, 3, epsilon=0.99, tau=0.05, learn_noise_scale=True)
     kernel = RBF(ard=True)

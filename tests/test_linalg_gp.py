@@ -1,4 +1,4 @@
-"""Cholesky with adaptive jitter, and the exact multi-output GP algebra (MATH.md section 1)."""
+"""Cholesky with adaptive jitter, and the exact multi-output GP algebra (docs/math.md section 1)."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""Logistic-softmax GP (MATH.md section 3): link, Gibbs conditionals, Gibbs against NUTS on
+"""Logistic-softmax GP (docs/math.md section 3): link, Gibbs conditionals, Gibbs against NUTS on
 the plain model, CAVI, ArviZ export and the estimator."""
 
 import dataclasses

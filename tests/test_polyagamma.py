@@ -1,4 +1,4 @@
-"""Statistical tests of ppgpc.polyagamma (MATH.md section 3).
+"""Statistical tests of ppgpc.polyagamma (docs/math.md section 3).
 
 Tolerances come from Monte Carlo error: a sample mean must lie within Z_TOL standard errors
 of the closed form (standard error from the known variance), a sample variance within Z_TOL

@@ -1,4 +1,4 @@
-"""Simplex transforms (MATH.md section 1) and Proposition 1."""
+"""Simplex transforms (docs/math.md section 1) and Proposition 1."""
 
 import math
 

@@ -22,7 +22,7 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
   KDE from ``az.summary``/``az.plot_posterior``; kept without a draw dim, they broadcast
   against the draws, survive ``idata.sel(draw=...)`` and ``az.concat`` as data does.
 * ``log_likelihood``: ``y`` [obs], the categorical log p(y_i | f_i) of the observed labels
-  (MATH.md: the Gaussian target sites of ILR-GP and GPD are not comparable across models),
+  (docs/math.md: the Gaussian target sites of ILR-GP and GPD are not comparable across models),
   so that ``az.loo``/``az.waic``/``az.compare`` compare models on the same footing.
   For ILR-GP and GPD this term is the right utility but not the right importance ratio:
   their posterior was conditioned on a Gaussian pseudo-likelihood, so ``az.loo`` on this

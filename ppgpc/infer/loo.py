@@ -15,7 +15,7 @@ score is a smooth function of r). The leave-one-out NLL is -1/N sum_i log p(y_i 
 The factor r rescales the latent before the link. It is what makes one ILR fit serve a
 whole grid of smoothing levels: the ILR targets of level epsilon are a(epsilon) times fixed
 unit targets, a(epsilon) = log(1 + C epsilon / (1 - epsilon)), and Proposition 1's noise
-standard deviation is proportional to a(epsilon) too (MATH.md section 1). Scaling targets
+standard deviation is proportional to a(epsilon) too (docs/math.md section 1). Scaling targets
 and noise by a scales the type-II ML optimum's kernel variance by a^2 and leaves the
 lengthscales where they were, so the fitted latent of level epsilon' is exactly
 a(epsilon') / a(epsilon) times that of level epsilon: epsilon is an inverse temperature of

@@ -8,7 +8,7 @@ Whatever the method, a fitted classifier is held as
 * ``latent``: draws of the latent f at the training inputs, (chain, draw, N, L), or None
   for kind ``"inducing"``;
 * ``inducing``: for kind ``"inducing"`` only, draws of the whitened inducing values v
-  (chain, draw, M, L) of a sparse variational fit (SVGP, MATH.md section 4, or the
+  (chain, draw, M, L) of a sparse variational fit (SVGP, docs/math.md section 4, or the
   logistic-softmax GP's sparse CAVI, section 3);
 * ``predictive_kind``: how a draw turns into latent values at new inputs:
   ``"conjugate"`` (condition the GP on the Gaussian targets with that draw's hyperparameters
