@@ -149,7 +149,7 @@ _MIN_VAR = 1e-10
                    meta_fields=["num_classes", "link", "ell_estimator",
                                 "likelihood_samples", "shared_kernel", "shared_inducing",
                                 "kernel_prior", "variance_prior_on", "initial_variance",
-                                "initial_lengthscale"])
+                                "initial_lengthscale", "learn_mixing"])
 @dataclasses.dataclass(frozen=True)
 class SVGPData:
     """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
@@ -191,6 +191,9 @@ class SVGPData:
     """Starting kernel variance of SVI."""
     initial_lengthscale: Optional[float] = None
     """Starting lengthscale(s) of SVI; None: sqrt(D) (``kernel.initial_params``)."""
+    learn_mixing: bool = True
+    """Learn the mixing matrix W (a ``numpyro.param``), or hold W = I: the independent-
+    latent classifier that ``latent_model`` (NUTS) samples exactly."""
 
     @property
     def num_inducing(self) -> int:
@@ -244,7 +247,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
             shared_kernel: bool = True, shared_inducing: bool = True,
             kernel_prior: bool = False, variance_prior_on: str = "kernel",
             initial_variance: float = 1.0,
-            initial_lengthscale: float | None = None) -> SVGPData:
+            initial_lengthscale: float | None = None,
+            learn_mixing: bool = True) -> SVGPData:
     """Data, link and k-means++ inducing inputs.
 
     Args:
@@ -275,7 +279,12 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
         initial_lengthscale: the lengthscale SVI starts every input's (and every latent's)
             lengthscale from; None (default): sqrt(D), the median of the lengthscale prior
             (``kernel.initial_params``). GPyTorch starts from softplus(0) = 0.693 for both.
+        learn_mixing: learn W (default), or hold W = I, so that the model is the one the
+            full latent model (``latent_model``, NUTS) samples and the two posteriors can be
+            compared as the same model.
     """
+    if not isinstance(learn_mixing, bool):
+        raise ValueError(f"learn_mixing must be True or False, got {learn_mixing!r}")
     _check_link(link)
     if not isinstance(kernel_prior, bool):
         raise ValueError(f"kernel_prior must be True or False, got {kernel_prior!r}")
@@ -302,7 +311,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
                     shared_kernel=bool(shared_kernel), shared_inducing=bool(shared_inducing),
                     kernel_prior=kernel_prior, variance_prior_on=variance_prior_on,
                     initial_variance=initial_variance,
-                    initial_lengthscale=initial_lengthscale)
+                    initial_lengthscale=initial_lengthscale,
+                    learn_mixing=learn_mixing)
 
 
 def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
@@ -558,7 +568,7 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     L, M = data.num_latent, data.num_inducing
     B = _resolve_batch(batch_size, N)
     params, Z = _params_sites(data, kernel)
-    W = numpyro.param("mixing", jnp.eye(L))
+    W = numpyro.param("mixing", jnp.eye(L)) if data.learn_mixing else jnp.eye(L)
     if data.kernel_prior:  # outside the data plate: not scaled by N / B
         numpyro.factor("kernel_log_prior", kernel_log_prior(kernel, data.X.shape[1],
                                                             prior_params(data, params, W)))
@@ -646,7 +656,8 @@ def svi_result(key, params: dict, data: SVGPData, kernel, num_draws: int) -> dic
     """Optimised SVI parameters -> ``FitResult`` fields: point hyperparameters and
     ``num_draws`` draws of v from q(v), shaped (S, M, L) (predictive kind ``"inducing"``)."""
     hypers = {k: params[k] for k in ("kernel_variance", "kernel_lengthscale",
-                                     "inducing_inputs", "mixing")}
+                                     "inducing_inputs")}
+    hypers["mixing"] = params["mixing"] if data.learn_mixing else jnp.eye(data.num_latent)
     m, R = params["q_mean"], params["q_scale_tril"]                         # (L, M), (L, M, M)
     e = jax.random.normal(key, (num_draws,) + m.shape)
     v = m[None] + jnp.einsum("lij,slj->sli", R, e)
@@ -665,7 +676,8 @@ def _chunk_log_predictive(key, params: dict, data: SVGPData, kernel, Xs, ys, num
     a, resid = _projection(data, kernel, kp, Z, _chol_mm(data, kernel, kp, Z), Xs)
     mean, var = marginal_moments(a, resid, params["q_mean"], params["q_scale_tril"])
     f = mean + jnp.sqrt(var) * jax.random.normal(key, (num_draws,) + mean.shape)
-    log_p = _LOG_LINKS[data.link](f @ params["mixing"].T)                    # (S, n, C)
+    W = params["mixing"] if data.learn_mixing else jnp.eye(data.num_latent)
+    log_p = _LOG_LINKS[data.link](f @ W.T)                                  # (S, n, C)
     log_p_y = jnp.take_along_axis(log_p, ys[None, :, None], axis=-1)[..., 0]  # (S, n)
     return jax.scipy.special.logsumexp(log_p_y, axis=0) - jnp.log(num_draws)
 

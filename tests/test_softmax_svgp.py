@@ -928,3 +928,23 @@ def test_default_steps_depend_on_whether_a_step_sees_every_point():
     assert mini.result_.info["svi_steps"] == SoftmaxSVGPClassifier.MINIBATCH_STEPS[0] == 5000
     given = SoftmaxSVGPClassifier(num_inducing=5, max_iter=100, learning_rate=0.05).fit(X, y)
     assert given.result_.info["svi_steps"] == 100
+
+
+def test_identity_mixing_holds_w_at_the_identity():
+    """``learn_mixing=False``: W is no parameter of the model, the fit reports W = I and
+    predicts softmax of the latent draws unmixed; a non-boolean value is refused."""
+    import numpyro
+
+    X, y = toy_problem(40, 3, seed=3)
+    for learn, has_param in [(True, True), (False, False)]:
+        data = svgp.prepare(X, y, 3, num_inducing=10, learn_mixing=learn)
+        trace = numpyro.handlers.trace(numpyro.handlers.seed(svgp.model, 0)).get_trace(
+            data, KERNEL)
+        assert ("mixing" in trace) == has_param
+    res = fit("softmax_svgp", X, y, method="svi", max_iter=300, num_draws=16, seed=1,
+              progress_bar=False, model_options={"num_inducing": 10, "learn_mixing": False})
+    np.testing.assert_array_equal(np.asarray(res.hypers["mixing"][0, 0]), np.eye(3))
+    probs = res.predict_proba(X)
+    assert probs.shape == (40, 3) and np.mean(probs.argmax(1) == y) > 0.9
+    with pytest.raises(ValueError, match="learn_mixing must be True or False"):
+        svgp.prepare(X, y, 3, learn_mixing="no")
