@@ -898,8 +898,8 @@ where the Pareto k of that point's importance weights is below the "good" thresh
 (min(1 - 1 / log10 S, 0.7) for S draws; ArviZ's rule). The last two columns split the gap
 between the exact and the PSIS value into the points with good k and the rest: the exact
 value is the one to use for these models, and PSIS is what remains for models without a
-closed form. `az.loo` on the export is off for the reason given above, by more than PSIS's
-own error.
+closed form. `az.loo` on the export weights the draws by the categorical term, the wrong
+ratio for these two models (above); its column shows how far that moves the estimate.
 """),
     md("""
 `az.compare` ranks the models on these ELPD values (exact for the conjugate models, PSIS for
