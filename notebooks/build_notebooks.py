@@ -893,12 +893,14 @@ pd.DataFrame(rows).T[["exact LOO", "PSIS-LOO", "az.loo on the export", "PSIS se"
                       "points with k above good", "exact - PSIS, good-k points",
                       "exact - PSIS, other points"]]"""),
     md("""
-How to read it: PSIS-LOO is an estimate of the exact value, trustworthy point by point only
-where the Pareto k of that point's importance weights is below the "good" threshold
-(min(1 - 1 / log10 S, 0.7) for S draws; ArviZ's rule). The last two columns split the gap
-between the exact and the PSIS value into the points with good k and the rest: the exact
-value is the one to use for these models, and PSIS is what remains for models without a
-closed form. `az.loo` on the export weights the draws by the categorical term, the wrong
+How to read it: PSIS-LOO is an estimate of the exact value. A point's Pareto k below the
+"good" threshold (min(1 - 1 / log10 S, 0.7) for S draws; ArviZ's rule) says that its
+estimate converges at the usual Monte Carlo rate, not that it is exact: when many points
+sit near the threshold (a smoothing level close to 1 makes the pseudo-likelihood sharp and
+the importance weights heavy-tailed), their small errors add up. The last two columns split
+the gap between the exact and the PSIS value into the points with good k and the rest. For
+these models the exact value is the one to use; PSIS is what remains for models without a
+closed form, and its k values say how far to trust it. `az.loo` on the export weights the draws by the categorical term, the wrong
 ratio for these two models (above); its column shows how far that moves the estimate.
 """),
     md("""
@@ -918,7 +920,10 @@ the true label with probability at least 90%, and at most 90% + 1/65 on average 
 calibration sets. The probabilities decide how small the sets can be: sharp, well-ranked
 probabilities give mostly single labels. Class-conditional sets (one threshold per class,
 about 21 calibration points each) promise 90% for every class separately. With 50 test
-points, a coverage estimate has a standard error of about 0.04.
+points, a coverage estimate has a standard error of about 0.04. A randomised APS set can be
+empty (a point whose most probable label alone scores above the threshold, after its
+uniform draw); filling it with the top label would break the upper coverage bound, so
+`ppgpc.conformal` leaves it empty and the table counts such sets.
 """),
     code("""
 rows = {}
