@@ -366,13 +366,14 @@ def mcmc_diagnostics(idata, name):
     md("""
 ## 1. Exact ILR-GP against NUTS on its latent form
 
-The exact fit learns the kernel hyperparameters by type-II maximum likelihood and draws
-the latent functions from the closed-form Gaussian posterior. NUTS then samples the same
+The exact fit (`inference="exact"`; the estimator's default, `"map"`, would add the kernel
+priors) learns the kernel hyperparameters by type-II maximum likelihood and draws the latent
+functions from the closed-form Gaussian posterior. NUTS then samples the same
 latent functions (C - 1 = 2 per point, whitened) with the hyperparameters fixed at the same
 type-II ML values (the driver's default for `form="latent"`).
 """),
     code("""
-exact, t_exact = timed(ILRGPClassifier(epsilon=0.99))
+exact, t_exact = timed(ILRGPClassifier(epsilon=0.99, inference="exact"))   # type-II ML
 nuts_ilr, t_nuts_ilr = timed(ILRGPClassifier(epsilon=0.99, inference="nuts",
                                              inference_options=dict(form="latent", **NUTS)))
 idata_exact, idata_nuts_ilr = exact.to_inference_data(), nuts_ilr.to_inference_data()
@@ -456,9 +457,11 @@ Reading the tables: for the two exact pairs (ILR-GP, logistic-softmax) the stand
 differences should be small, the z-scores within Monte Carlo error and the energy test
 should not flag a difference. For SVGP, fitted here on the very model NUTS samples (W = I,
 M = N, the same kernel hyperparameters), whatever differences remain are the variational
-approximation's own: typically the variances of q are too small where the likelihood is
-strongly non-Gaussian. (With the learned W of SVGPC's default the model itself differs, and
-this comparison could not separate the two.) Times include JAX compilation, which dominates at the small size.
+approximation's own; the table says how large they are (standardised mean differences of
+the class probabilities) and in which direction q's spread is off (the sd ratios, SVGP over
+NUTS, below 1 where q is too narrow and above 1 where it is too wide). With the learned W of
+SVGPC's default the model itself differs, and this comparison could not separate the two.
+Times include JAX compilation, which dominates at the small size.
 """),
 ]
 
