@@ -56,30 +56,11 @@ import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, sparse
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
-from ppgpc.spec import collapsed_sparse_spec, conjugate_spec
+from ppgpc.spec import CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
 
-__all__ = [
-    "GPDData",
-    "GPDOptions",
-    "NOISE_SCALE_PRIOR",
-    "DEFAULT_ALPHA_EPS",
-    "ALPHA_EPS_GRID",
-    "lognormal_targets",
-    "prepare",
-    "collapsed_model",
-    "latent_model",
-    "condition",
-    "predict",
-    "sample_train",
-    "loo_predictive",
-    "latent_conditional",
-    "num_latent",
-    "log_link",
-    "initial_hypers",
-    "SPEC",
-    "SPARSE_SPEC",
-]
+__all__ = ["GPDData", "GPDOptions", "NOISE_SCALE_PRIOR", "DEFAULT_ALPHA_EPS", "ALPHA_EPS_GRID",
+           "lognormal_targets", *CONJUGATE_MODULE_NAMES]
 
 DEFAULT_ALPHA_EPS = 0.01
 """Milios et al.'s usual value; the ILR paper's choice on glass and thyroid."""

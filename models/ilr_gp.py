@@ -53,31 +53,11 @@ import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, simplex, sparse
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
-from ppgpc.spec import collapsed_sparse_spec, conjugate_spec
+from ppgpc.spec import CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
 
-__all__ = [
-    "ILRData",
-    "ILROptions",
-    "NOISE_SCALE_PRIOR",
-    "DEFAULT_EPSILON",
-    "DEFAULT_TAU",
-    "EPSILON_GRID",
-    "TAU_GRID",
-    "prepare",
-    "collapsed_model",
-    "latent_model",
-    "condition",
-    "predict",
-    "sample_train",
-    "loo_predictive",
-    "latent_conditional",
-    "num_latent",
-    "log_link",
-    "initial_hypers",
-    "SPEC",
-    "SPARSE_SPEC",
-]
+__all__ = ["ILRData", "ILROptions", "NOISE_SCALE_PRIOR", "DEFAULT_EPSILON", "DEFAULT_TAU",
+           "EPSILON_GRID", "TAU_GRID", *CONJUGATE_MODULE_NAMES]
 
 DEFAULT_EPSILON = 0.999
 """Label-smoothing level used when no validation search is asked for."""

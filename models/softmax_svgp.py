@@ -132,7 +132,7 @@ _LOG_LINKS = LOG_LINKS  # (the name the specs below use)
                    meta_fields=["num_classes", "link", "ell_estimator",
                                 "likelihood_samples", "shared_kernel", "shared_inducing",
                                 "kernel_prior", "variance_prior_on", "initial_variance",
-                                "initial_lengthscale"])
+                                "initial_lengthscale", "learn_mixing"])
 @dataclasses.dataclass(frozen=True)
 class SVGPData:
     """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
@@ -174,6 +174,9 @@ class SVGPData:
     """Starting kernel variance of SVI."""
     initial_lengthscale: Optional[float] = None
     """Starting lengthscale(s) of SVI; None: sqrt(D) (``kernel.initial_params``)."""
+    learn_mixing: bool = True
+    """Learn the mixing matrix W (a ``numpyro.param``), or hold W = I: the independent-
+    latent classifier that ``latent_model`` (NUTS) samples exactly."""
 
     @property
     def num_inducing(self) -> int:
@@ -216,7 +219,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
             shared_kernel: bool = True, shared_inducing: bool = True,
             kernel_prior: bool = False, variance_prior_on: str = "kernel",
             initial_variance: float = 1.0,
-            initial_lengthscale: float | None = None) -> SVGPData:
+            initial_lengthscale: float | None = None,
+            learn_mixing: bool = True) -> SVGPData:
     """Data, link and k-means++ inducing inputs.
 
     Args:
@@ -247,10 +251,13 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
         initial_lengthscale: the lengthscale SVI starts every input's (and every latent's)
             lengthscale from; None (default): sqrt(D), the median of the lengthscale prior
             (``kernel.initial_params``). GPyTorch starts from softplus(0) = 0.693 for both.
+        learn_mixing: learn W (default), or hold W = I: the model ``latent_model`` (NUTS)
+            samples, so that the two posteriors are of one model.
     """
+    for name, flag in (("learn_mixing", learn_mixing), ("kernel_prior", kernel_prior)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
     _check_link(link)
-    if not isinstance(kernel_prior, bool):
-        raise ValueError(f"kernel_prior must be True or False, got {kernel_prior!r}")
     if variance_prior_on not in VARIANCE_PRIOR_ON:
         raise ValueError(f"unknown variance_prior_on {variance_prior_on!r}; choose from "
                          f"{list(VARIANCE_PRIOR_ON)}")
@@ -274,7 +281,8 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
                     shared_kernel=bool(shared_kernel), shared_inducing=bool(shared_inducing),
                     kernel_prior=kernel_prior, variance_prior_on=variance_prior_on,
                     initial_variance=initial_variance,
-                    initial_lengthscale=initial_lengthscale)
+                    initial_lengthscale=initial_lengthscale,
+                    learn_mixing=learn_mixing)
 
 
 def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
@@ -285,9 +293,7 @@ def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
     shared by the latents, or (L, M, D) one set per latent; ``shared_kernel`` as for
     ``prepare``."""
     ell_estimator, likelihood_samples = _check_ell(ell_estimator, likelihood_samples)
-    X = jnp.asarray(X, dtype=jnp.float64)
-    Y = jnp.asarray(Y, dtype=jnp.float64)
-    Z = jnp.asarray(Z, dtype=jnp.float64)
+    X, Y, Z = (jnp.asarray(a, dtype=jnp.float64) for a in (X, Y, Z))
     if Z.ndim == 3 and Z.shape[0] != Y.shape[1]:
         raise ValueError(f"per-latent inducing inputs Z {Z.shape} need one set per target "
                          f"column, L = {Y.shape[1]}")
@@ -298,7 +304,6 @@ def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
                     shared_kernel=bool(shared_kernel), shared_inducing=Z.ndim == 2)
 
 
-# ----------------------------------------------------------------- SVGP conditional
 def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     """The SVGP classifier's generative model (module docstring); minibatch of size B.
 
@@ -315,7 +320,7 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     L, M = data.num_latent, data.num_inducing
     B = _resolve_batch(batch_size, N)
     params, Z = _params_sites(data, kernel)
-    W = numpyro.param("mixing", jnp.eye(L))
+    W = numpyro.param("mixing", jnp.eye(L)) if data.learn_mixing else jnp.eye(L)
     if data.kernel_prior:  # outside the data plate: not scaled by N / B
         numpyro.factor("kernel_log_prior", kernel_log_prior(kernel, data.X.shape[1],
                                                             prior_params(data, params, W)))

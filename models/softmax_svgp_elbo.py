@@ -236,7 +236,8 @@ def _chunk_log_predictive(key, params: dict, data, kernel, Xs, ys, num_draws: in
     a, resid = _projection(data, kernel, kp, Z, _chol_mm(data, kernel, kp, Z), Xs)
     mean, var = marginal_moments(a, resid, params["q_mean"], params["q_scale_tril"])
     f = mean + jnp.sqrt(var) * jax.random.normal(key, (num_draws,) + mean.shape)
-    log_p = LOG_LINKS[data.link](f @ params["mixing"].T)                    # (S, n, C)
+    W = params["mixing"] if data.learn_mixing else jnp.eye(data.num_latent)
+    log_p = LOG_LINKS[data.link](f @ W.T)                                   # (S, n, C)
     log_p_y = jnp.take_along_axis(log_p, ys[None, :, None], axis=-1)[..., 0]  # (S, n)
     return jax.scipy.special.logsumexp(log_p_y, axis=0) - jnp.log(num_draws)
 
@@ -370,7 +371,8 @@ def svi_result(key, params: dict, data, kernel, num_draws: int) -> dict:
     """Optimised SVI parameters -> ``FitResult`` fields: point hyperparameters and
     ``num_draws`` draws of v from q(v), shaped (S, M, L) (predictive kind ``"inducing"``)."""
     hypers = {k: params[k] for k in ("kernel_variance", "kernel_lengthscale",
-                                     "inducing_inputs", "mixing")}
+                                     "inducing_inputs")}
+    hypers["mixing"] = params["mixing"] if data.learn_mixing else jnp.eye(data.num_latent)
     m, R = params["q_mean"], params["q_scale_tril"]                         # (L, M), (L, M, M)
     e = jax.random.normal(key, (num_draws,) + m.shape)
     v = m[None] + jnp.einsum("lij,slj->sli", R, e)

@@ -320,7 +320,7 @@ This notebook holds each against NUTS on a model that needs no conjugacy:
 | --- | --- | --- |
 | exact ILR-GP latent posterior | NUTS on ILR-GP's latent form (`form="latent"`), same hyperparameters | yes, exactly (both are the same Gaussian) |
 | logistic-softmax Gibbs on the augmented model | NUTS on the non-augmented latent model, same hyperparameters | yes, exactly (the augmentation is exact) |
-| softmax SVGP, variational q | NUTS on the full softmax GP (W = I), hyperparameters from the SVGP fit | no: q is a Gaussian approximation; the comparison shows how far off it is |
+| softmax SVGP with W = I, variational q | NUTS on the same full softmax GP (W = I), hyperparameters from the SVGP fit | no: q is a Gaussian approximation; the comparison shows how far off it is |
 
 Each comparison uses `ppgpc.compare.compare_posteriors` on the latent functions at the
 training inputs: per variable the largest standardised mean difference (smd), the largest
@@ -341,7 +341,7 @@ the code paths in CI; the statistics are then weak.
 import arviz as az
 from scipy.special import softmax
 
-from ppgpc import ILRGPClassifier, LogisticSoftmaxGPClassifier, SoftmaxSVGPClassifier
+from ppgpc import ILRGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.compare import compare_posteriors
 from ppgpc.datasets.synthetic import mixture_problem
 
@@ -366,13 +366,14 @@ def mcmc_diagnostics(idata, name):
     md("""
 ## 1. Exact ILR-GP against NUTS on its latent form
 
-The exact fit learns the kernel hyperparameters by type-II maximum likelihood and draws
-the latent functions from the closed-form Gaussian posterior. NUTS then samples the same
+The exact fit (`inference="exact"`; the estimator's default, `"map"`, would add the kernel
+priors) learns the kernel hyperparameters by type-II maximum likelihood and draws the latent
+functions from the closed-form Gaussian posterior. NUTS then samples the same
 latent functions (C - 1 = 2 per point, whitened) with the hyperparameters fixed at the same
 type-II ML values (the driver's default for `form="latent"`).
 """),
     code("""
-exact, t_exact = timed(ILRGPClassifier(epsilon=0.99))
+exact, t_exact = timed(ILRGPClassifier(epsilon=0.99, inference="exact"))   # type-II ML
 nuts_ilr, t_nuts_ilr = timed(ILRGPClassifier(epsilon=0.99, inference="nuts",
                                              inference_options=dict(form="latent", **NUTS)))
 idata_exact, idata_nuts_ilr = exact.to_inference_data(), nuts_ilr.to_inference_data()
@@ -397,19 +398,32 @@ print(f"Gibbs: {t_gibbs:.1f} s, NUTS: {t_nuts_lsm:.1f} s")
 cmp_lsm"""),
     code("cmp_lsm.plot(max_panels=8)"),
     md("""
-## 3. Softmax SVGP against NUTS on the full softmax GP
+## 3. Softmax SVGP against NUTS on the same softmax GP
 
-SVGPC uses M = N inducing points here, so the only approximation left is the Gaussian form
-of q. NUTS runs with the kernel hyperparameters the SVGP fit learned. The SVGP's learned mixing matrix W enters the link, softmax(W f), while the NUTS reference
-has W = I, so we compare what both models agree on the meaning of: the class probabilities
-p(y = c | f_i) at the training inputs, one per posterior draw.
+SVGPC's default model mixes its latents before the link, softmax(W f), with a learned L x L
+matrix W; under it W f is a GP whose outputs are correlated (covariance var W W^T), which
+is not the model NUTS samples here (independent latents, W = I, `latent_model` of
+`models/softmax_svgp.py`). Comparing the two would blame the model difference on the
+variational approximation. So this section fits the SVGP with W held at the identity
+(`learn_mixing=False`, a model option of `softmax_svgp` reached through `ppgpc.fit`) and
+M = N inducing points: the model, the inducing set and the kernel hyperparameters (NUTS
+runs with the ones the SVGP fit learned) are then the same, and the only difference left is
+the Gaussian form of q. Both fits see the same inputs (the mixture is already on unit
+scale, so no standardisation). We compare the class probabilities softmax(f_i) at the
+training inputs, one per posterior draw.
 """),
     code("""
-svgp, t_svgp = timed(SoftmaxSVGPClassifier(num_inducing=N, max_iter=500 if SMALL else 3000))
-kernel_hypers = {name: np.asarray(value[0, 0]) for name, value in svgp.result_.hypers.items()
+start = time.perf_counter()
+svgp = ppgpc.fit("softmax_svgp", X, y, method="svi", max_iter=500 if SMALL else 3000,
+                 progress_bar=False, model_options=dict(num_inducing=N, learn_mixing=False))
+t_svgp = time.perf_counter() - start
+kernel_hypers = {name: np.asarray(value[0, 0]) for name, value in svgp.hypers.items()
                  if name.startswith("kernel_")}      # the SVGP fit's kernel hyperparameters
-nuts_full, t_nuts_full = timed(SoftmaxSVGPClassifier(
-    inference="nuts", inference_options=dict(hyperparameters=kernel_hypers, **NUTS)))
+start = time.perf_counter()
+nuts_full = ppgpc.fit("softmax_svgp", X, y, method="nuts", form="latent",
+                      hyperparameters=kernel_hypers, **NUTS)
+t_nuts_full = time.perf_counter() - start
+print("W of the SVGP fit:", np.asarray(svgp.hypers["mixing"][0, 0]).tolist())
 idata_svgp, idata_nuts_full = svgp.to_inference_data(), nuts_full.to_inference_data()
 probs_svgp = {"p": softmax(idata_svgp.posterior["f"].values, axis=-1)}
 probs_nuts = {"p": softmax(idata_nuts_full.posterior["f"].values, axis=-1)}
@@ -420,7 +434,7 @@ cmp_svgp"""),
     md("## Summary: agreement, MCMC diagnostics and timing"),
     code("""
 summary = pd.concat({"ILR-GP: exact vs NUTS": cmp_ilr.table, "LSM: Gibbs vs NUTS": cmp_lsm.table,
-                     "softmax GP: SVGP vs NUTS": cmp_svgp.table})
+                     "softmax GP (W = I): SVGP vs NUTS": cmp_svgp.table})
 summary[["n_elements", "max_abs_smd", "max_abs_z", "sd_ratio_min", "sd_ratio_max", "p_value",
          "different"]]"""),
     code("""
@@ -441,9 +455,13 @@ timing"""),
     md("""
 Reading the tables: for the two exact pairs (ILR-GP, logistic-softmax) the standardised mean
 differences should be small, the z-scores within Monte Carlo error and the energy test
-should not flag a difference. For SVGP the differences are real and show the variational
-approximation: typically the variances of q are too small where the likelihood is
-strongly non-Gaussian. Times include JAX compilation, which dominates at the small size.
+should not flag a difference. For SVGP, fitted here on the very model NUTS samples (W = I,
+M = N, the same kernel hyperparameters), whatever differences remain are the variational
+approximation's own; the table says how large they are (standardised mean differences of
+the class probabilities) and in which direction q's spread is off (the sd ratios, SVGP over
+NUTS, below 1 where q is too narrow and above 1 where it is too wide). With the learned W of
+SVGPC's default the model itself differs, and this comparison could not separate the two.
+Times include JAX compilation, which dominates at the small size.
 """),
 ]
 
@@ -457,14 +475,17 @@ posteriors of the wine data, all through ArviZ:
 
 1. **MCMC convergence**: trace and rank plots, R-hat and effective sample sizes (`az.summary`)
    for NUTS on ILR-GP's kernel hyperparameters (the collapsed model of MATH.md section 1) and
-   for the logistic-softmax Gibbs sampler's latent functions (section 3);
-2. **model comparison by PSIS-LOO** (`az.loo`, `az.compare`) on the categorical
-   log-likelihood of the labels, which every ppgpc model exports on the same footing;
-3. **posterior predictive checks** on the class frequencies.
+   for the logistic-softmax Gibbs sampler (section 3), with a verdict read from them;
+2. **model comparison by leave-one-out** (`az.compare`) on the categorical log-likelihood of
+   the labels, the same utility for every model, with the right estimator per fit
+   (`ppgpc.infer.exact_loo`, `ppgpc.infer.psis_loo`), and only for fits whose chains passed;
+3. **a posterior predictive check that can fail**: per confidence bin, the observed fraction
+   of correctly predicted labels against its distribution under replicated labels.
 
-The committed copy ran at full size (4 chains of 500 draws); `PPGPC_NOTEBOOK_SIZE=small`
-runs 2 short chains so that CI can execute the notebook in about a minute: its R-hat values
-then say "not converged yet", as they should.
+The committed copy ran at full size (NUTS: 4 chains of 500 draws; Gibbs: 4 chains of 8000
+sweeps thinned by 4 after 1000 warm-up sweeps); `PPGPC_NOTEBOOK_SIZE=small` runs 2 short
+chains so that CI can execute the notebook in about a minute: its R-hat values then say
+"not converged yet", as they should, and the verdicts below say so.
 """),
     code(SETUP + '''
 
@@ -475,6 +496,8 @@ from ppgpc.datasets import load, paper_split
 
 NUM_CHAINS = 2 if SMALL else 4
 NUM_WARMUP, NUM_SAMPLES = (100, 100) if SMALL else (500, 500)
+GIBBS = dict(num_warmup=100, num_samples=100, thinning=1) if SMALL else dict(
+    num_warmup=1000, num_samples=8000, thinning=4)     # 2000 kept draws per chain
 X, y = load("wine")
 split = paper_split(X, y, seed=0)
 X_fit = np.concatenate([split.X_train, split.X_val])
@@ -515,17 +538,46 @@ print(f"divergences: {int(idata_ilr.sample_stats['diverging'].sum())}, "
 ## 2. The logistic-softmax Gibbs sampler
 
 Blocked Gibbs on the Polya-Gamma augmented model samples 3 x 128 latent values; the (ARD)
-kernel hyperparameters are fixed at their CAVI-ELBO optimum. Here we look at the distribution of
-R-hat and ESS over all of them, and at the trace of the least well mixed one.
+kernel hyperparameters are fixed at their CAVI-ELBO optimum. A Gibbs sweep is cheap but
+the chains move slowly along one direction: where all f_c are negative the logistic-softmax
+probabilities sigma(f_c) / sum_k sigma(f_k) are nearly those of a softmax, which does not
+change when every f_c moves by the same amount, so only the prior pins the common level of
+the latents and the sampler drifts along it. A run of 500 draws per chain left one chain
+stuck there (R-hat up to 1.24, bulk ESS 12); this run is 16 times longer and thinned by 4.
+
+We read R-hat and ESS twice: on the latent values f, and on the pointwise log-likelihood
+log p(y_i | f_i), the quantity that leave-one-out and the predictions use. The rule
+(Vehtari et al. 2021): R-hat below 1.01 and bulk ESS above 100 per chain for every
+quantity used.
 """),
     code('''
 start = time.perf_counter()
 lsm = LogisticSoftmaxGPClassifier(inference="gibbs", inference_options=dict(
-    num_warmup=NUM_WARMUP, num_samples=NUM_SAMPLES, num_chains=NUM_CHAINS)).fit(X_fit, y_fit)
+    num_chains=NUM_CHAINS, **GIBBS)).fit(X_fit, y_fit)
 print(f"Gibbs: {time.perf_counter() - start:.1f} s")
 idata_lsm = lsm.to_inference_data()
 f_summary = az.summary(idata_lsm, var_names=["f"], kind="diagnostics")
-print(f_summary[["r_hat", "ess_bulk", "ess_tail"]].describe().loc[["min", "50%", "max"]])'''),
+ll_summary = az.summary(idata_lsm.log_likelihood, var_names=["y"], kind="diagnostics")
+pd.concat({"latent f": f_summary[["r_hat", "ess_bulk", "ess_tail"]].describe(),
+           "log p(y_i | f_i)": ll_summary[["r_hat", "ess_bulk", "ess_tail"]].describe()},
+          axis=1).loc[["min", "50%", "max"]]'''),
+    code('''
+def verdict(summary, name):
+    ok = summary["r_hat"].max() < 1.01 and summary["ess_bulk"].min() > 100 * NUM_CHAINS
+    print(f"{name}: max R-hat {summary['r_hat'].max():.3f}, min bulk ESS "
+          f"{summary['ess_bulk'].min():.0f} -> {'converged' if ok else 'NOT converged'}")
+    return ok
+
+verdict(f_summary, "Gibbs, latent f")
+lsm_converged = verdict(ll_summary, "Gibbs, log p(y_i | f_i)")'''),
+    md("""
+How to read the two verdicts: the log-likelihood terms are what leave-one-out, the
+predictive probabilities and the check of section 4 use, so when they pass the LSM fit
+enters the comparison below. When the latent values fail while the log-likelihood passes,
+the chains have not yet agreed on the common level of the latents, the direction the
+probabilities barely depend on: statements about f itself (its posterior mean, its
+intervals) would then need a longer run, the probabilities do not.
+"""),
     code('''
 worst = f_summary["ess_bulk"].idxmin()                       # e.g. "f[17, 2]"
 obs, latent = (int(v) for v in worst[2:-1].split(","))
@@ -535,52 +587,78 @@ az.plot_trace(idata_lsm, var_names=["f"], coords={"obs": [obs], "latent": [laten
 fig.suptitle(f"lowest bulk ESS: {worst}")
 plt.tight_layout()'''),
     md("""
-## 3. PSIS-LOO across models
+## 3. Leave-one-out across models
 
-All ppgpc models export `log_likelihood["y"]`, the log-probability of each observed label
-under each posterior draw, so `az.compare` ranks them on expected log predictive density.
-We add the exact GPD fit (its latent draws come from the conjugate posterior). Latent-GP
-models have one latent value per observation, so high Pareto-k values are common: they say
-that leaving a point out moves its own latent value a lot, and that the PSIS estimate for
-that point is unreliable (the warnings below are expected; the k plot shows which points).
+Every model is scored on the same utility, the log-probability of each held-out label,
+log p(y_i | y_-i). The importance ratios must come from the likelihood the posterior was
+conditioned on: for ILR-GP and GPD that is a Gaussian pseudo-likelihood of transformed
+targets, not the categorical term in `log_likelihood["y"]`, so `az.loo` on the export
+weights their draws wrongly. `ppgpc.infer.psis_loo` uses the right ratios (NUTS on ILR-GP,
+Gibbs on LSM), and `ppgpc.infer.exact_loo` is the closed form for the conjugate GPD fit with
+point hyperparameters; both return ArviZ's `ELPDData`, which `az.compare` ranks. A fit
+enters only if its chains passed the checks above.
 """),
     code('''
+from ppgpc.infer import exact_loo, psis_loo
+
 gpd = DirichletGPClassifier(alpha_eps=0.01).fit(X_fit, y_fit)
 idata_gpd = gpd.to_inference_data()
-models = {"Exact-ILR (NUTS)": idata_ilr, "GPD (exact)": idata_gpd, "LSM (Gibbs)": idata_lsm}
-comparison = az.compare(models, ic="loo")
+ilr_converged = summary["r_hat"].max() < 1.01 and summary["ess_bulk"].min() > 100 * NUM_CHAINS
+elpd = {"GPD (exact)": exact_loo(gpd.result_)}
+for name, fit_, ok in [("Exact-ILR (NUTS)", ilr, ilr_converged), ("LSM (Gibbs)", lsm, lsm_converged)]:
+    if ok:
+        elpd[name] = psis_loo(fit_.result_)
+    else:
+        print(f"{name} left out of the comparison: its chains did not pass the checks")
+comparison = az.compare(elpd)
 comparison'''),
     code('''
+loo_ilr = psis_loo(ilr.result_)
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
-az.plot_compare(comparison, ax=axes[0])
-az.plot_khat(az.loo(idata_ilr, pointwise=True), ax=axes[1])
-axes[1].set_title("Pareto k, Exact-ILR (NUTS)")
+if len(comparison) > 1:
+    az.plot_compare(comparison, ax=axes[0])
+else:                                  # (the small size: short chains fail the checks)
+    axes[0].set_axis_off()
+    axes[0].set_title("only one fit passed the checks: nothing to compare")
+az.plot_khat(loo_ilr, ax=axes[1])
+axes[1].set_title(f"Pareto k, Exact-ILR (NUTS), good below {loo_ilr.good_k:.2f}")
 plt.tight_layout()'''),
     md("""
-## 4. Posterior predictive checks on the class frequencies
+## 4. A posterior predictive check that can fail
 
-Labels replicated from each posterior draw (`posterior_predictive["y"]`) should reproduce
-the observed class frequencies. The table gives the observed frequency of each class and the
-central 94% interval of the replicated frequencies; the plot shows the replicated label
-histograms against the observed one.
+Replicated class frequencies say little: any model with a class intercept reproduces them.
+A sharper statistic is how often the predicted label is right among the points the model is
+sure about to a given degree. `ppgpc.diagnostics.confidence_ppc` cuts the training points
+into equal-mass bins of their top-label confidence (at least 10 points each) and, per bin,
+sets the observed fraction of points whose label is the predicted one against the same
+fraction under each posterior draw's replicated labels (`posterior_predictive["y"]`). An
+over-confident model puts the observed points below the grey bars (the central 95% of the
+replicated fractions), an under-confident one above. It is an in-sample check (the labels
+also shaped the posterior), so a pass is weaker evidence than a fail; notebook 06 checks
+the probabilities on held-out points.
 """),
     code('''
-rows = []
-for name, idata in models.items():
-    pp = idata.posterior_predictive["y"]
-    observed = idata.observed_data["y"]
-    for c in range(3):
-        freq = (pp == c).mean("obs")
-        lo, hi = np.quantile(freq.values, [0.03, 0.97])
-        rows.append({"model": name, "class": c, "observed": float((observed == c).mean()),
-                     "replicated 3%": lo, "replicated 97%": hi})
-pd.DataFrame(rows).set_index(["model", "class"])'''),
-    code('''
-fig, axes = plt.subplots(1, 3, figsize=(12, 3))
-for ax, (name, idata) in zip(axes, models.items()):
-    az.plot_ppc(idata, num_pp_samples=100, ax=ax, random_seed=0)
+from ppgpc.diagnostics import confidence_ppc
+from ppgpc.plotting import confidence_ppc_diagram
+
+models = {"Exact-ILR (NUTS)": idata_ilr, "GPD (exact)": idata_gpd, "LSM (Gibbs)": idata_lsm}
+checks = {name: confidence_ppc(idata) for name, idata in models.items()}
+fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+for ax, (name, ppc) in zip(axes, checks.items()):
+    confidence_ppc_diagram(ppc, ax=ax, label=name, show_counts=False)
     ax.set_title(name)
 plt.tight_layout()'''),
+    code('''
+pd.DataFrame({name: {"bins": ppc.count.size,
+                     "bins outside the 95% band": int(np.sum((ppc.accuracy < ppc.band_lower)
+                                                             | (ppc.accuracy > ppc.band_upper))),
+                     "smallest two-sided p": ppc.p_value.min()}
+              for name, ppc in checks.items()}).T'''),
+    md("""
+Reading the check: with B bins, about 5% of them fall outside their bands by chance, so one
+bin out of 10 just outside is no alarm; several on the same side, or a two-sided p-value
+far below 0.05 / B, say that the model's confidence does not match how often it is right.
+"""),
 ]
 
 
@@ -695,12 +773,284 @@ plt.tight_layout()'''),
 ]
 
 
+# ------------------------------------------------------------ 06 checking the probabilities
+CHECKS = [
+    md("""
+# Checking the probabilities
+
+A classifier that reports probabilities makes a claim that can be checked: among the points
+it gives 80%, about 80% should carry the predicted label. This notebook checks the ppgpc
+classifiers four ways, each a call into the library:
+
+1. **Leave-one-out** (`ppgpc.infer.exact_loo`, `ppgpc.infer.psis_loo`): the exact closed-form
+   LOO of the conjugate models against its PSIS estimate, and `az.compare` over models.
+2. **Conformal prediction sets** (`ppgpc.ConformalClassifier`): sets of labels that cover
+   the true one with probability at least 1 - alpha whatever the probabilities' quality,
+   beside the GP probabilities themselves; their sizes show how sharp the probabilities are.
+3. **Calibration tests** on the UCI sets: the squared kernel calibration error with a
+   p-value (`ppgpc.skce_test`) and equal-mass reliability bins with consistency bands
+   (`ppgpc.calibration.reliability_bands`).
+4. **Post-hoc recalibration** (`ppgpc.fit_temperature`): a temperature-scaled scikit-learn
+   `GaussianProcessClassifier` (Laplace approximation, one-vs-rest) beside the GP classifiers,
+   raw and temperature-scaled.
+
+**Data.** Wine (bundled) for sections 1, 2 and 4: the ILR paper's 50 stratified test points
+(seed 0), and the other 128 points cut in half, stratified: 64 to fit on, 64 held out to
+calibrate the conformal sets and the temperatures (never used for fitting). Section 3 uses
+every UCI set it finds: the three bundled ones, and the large ones (letter, magic, htru2,
+eeg) if their CSV files are in the folder named by `PPGPC_DATA_DIR` (`ppgpc.datasets`).
+
+**Size.** The committed copy ran at full size (smoothing levels chosen by the estimators'
+default cross-validation, 1000 resamples per test, all bundled sets).
+`PPGPC_NOTEBOOK_SIZE=small` fixes the smoothing levels, uses 200 resamples and only wine in
+section 3.
+"""),
+    code(SETUP + """
+
+import warnings
+
+import arviz as az
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process import GaussianProcessClassifier
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from ppgpc import (ConformalClassifier, DirichletGPClassifier, ILRGPClassifier,
+                   LogisticSoftmaxGPClassifier, fit_temperature, skce_test)
+from ppgpc.datasets import DatasetNotFoundError, available, load, paper_split, train_validation_split
+from ppgpc.diagnostics import calibration_table
+from ppgpc.infer import exact_loo, psis_loo
+
+N_RESAMPLES = 200 if SMALL else 1000
+X, y = load("wine")
+split = paper_split(X, y, seed=0)
+X_rest = np.concatenate([split.X_train, split.X_val])
+y_rest = np.concatenate([split.y_train, split.y_val])
+halves = train_validation_split(X_rest, y_rest, seed=0, val_fraction=0.5)
+X_fit, y_fit, X_cal, y_cal = halves.X_train, halves.y_train, halves.X_val, halves.y_val
+X_test, y_test = split.X_test, split.y_test
+print(f"fit {len(y_fit)}, calibrate {len(y_cal)}, test {len(y_test)} points; "
+      f"classes {sorted(set(y.tolist()))}")"""),
+    md("""
+## The classifiers
+
+Three ppgpc classifiers with their defaults (ARD RBF kernel, inputs z-scored inside the
+estimator) and scikit-learn's GP classifier on z-scored inputs with a constant times ARD
+RBF kernel, its hyperparameters by maximum marginal likelihood of its Laplace approximation.
+"""),
+    code("""
+smoothing = dict(ilr=dict(epsilon=0.99), gpd=dict(alpha_eps=0.01)) if SMALL else dict(ilr={}, gpd={})
+classifiers = {
+    "Exact-ILR": ILRGPClassifier(**smoothing["ilr"]),
+    "GPD": DirichletGPClassifier(**smoothing["gpd"]),
+    "LSM (CAVI)": LogisticSoftmaxGPClassifier(inference="cavi"),
+    "sklearn GPC": make_pipeline(StandardScaler(), GaussianProcessClassifier(
+        ConstantKernel() * RBF(np.ones(X.shape[1])), random_state=0)),
+}
+for name, clf in classifiers.items():
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        # scikit-learn warns when an ARD lengthscale reaches its bound of 1e5: that input
+        # is switched off, which is what ARD is for
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf.fit(X_fit, y_fit)
+    print(f"{name:12s} {time.perf_counter() - start:5.1f} s", flush=True)
+classes = classifiers["Exact-ILR"].classes_
+index = {name: np.searchsorted(classes, labels)              # labels as indices 0..C-1
+         for name, labels in [("fit", y_fit), ("cal", y_cal), ("test", y_test)]}"""),
+    md("""
+## 1. Exact LOO against PSIS-LOO
+
+Exact-ILR and GPD condition a Gaussian posterior on transformed targets, so with their point
+hyperparameters the leave-one-out latent predictive has a closed form (Rasmussen and Williams
+section 5.4.2); `exact_loo` pushes it through the link to log p(y_i | y_-i). `psis_loo`
+estimates the same from the 1000 posterior draws by Pareto-smoothed importance sampling, with
+the ratios taken from the Gaussian pseudo-likelihood the posterior was conditioned on. The
+last column is `az.loo` on the export's categorical log-likelihood, which uses that term as the
+ratio too: the wrong weights for these two models. For LSM (CAVI: draws from a Gaussian
+variational posterior) only PSIS applies; its Pareto k says how far to trust it.
+"""),
+    code("""
+rows, elpd = {}, {}
+for name in ["Exact-ILR", "GPD", "LSM (CAVI)"]:
+    result = classifiers[name].result_
+    psis = psis_loo(result)
+    bad = psis.pareto_k.values > psis.good_k
+    row = {"PSIS-LOO": psis.elpd_loo, "PSIS se": psis.se, "max Pareto k": float(psis.pareto_k.max()),
+           "points with k above good": int(bad.sum())}
+    if name != "LSM (CAVI)":
+        exact = exact_loo(result)
+        gap = exact.loo_i.values - psis.loo_i.values        # pointwise log p(y_i | y_-i)
+        row.update({"exact - PSIS, good-k points": gap[~bad].sum(),
+                    "exact - PSIS, other points": gap[bad].sum()})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")                  # its Pareto-k warnings
+            naive = az.loo(classifiers[name].to_inference_data())
+        row.update({"exact LOO": exact.elpd_loo, "az.loo on the export": naive.elpd_loo})
+        elpd[name] = exact
+    else:
+        elpd[name] = psis
+    rows[name] = row
+pd.DataFrame(rows).T[["exact LOO", "PSIS-LOO", "az.loo on the export", "PSIS se", "max Pareto k",
+                      "points with k above good", "exact - PSIS, good-k points",
+                      "exact - PSIS, other points"]]"""),
+    md("""
+How to read it: PSIS-LOO is an estimate of the exact value. A point's Pareto k below the
+"good" threshold (min(1 - 1 / log10 S, 0.7) for S draws; ArviZ's rule) says that its
+estimate converges at the usual Monte Carlo rate, not that it is exact: when many points
+sit near the threshold (a smoothing level close to 1 makes the pseudo-likelihood sharp and
+the importance weights heavy-tailed), their small errors add up. The last two columns split
+the gap between the exact and the PSIS value into the points with good k and the rest. For
+these models the exact value is the one to use; PSIS is what remains for models without a
+closed form, and its k values say how far to trust it. `az.loo` on the export weights the draws by the categorical term, the wrong
+ratio for these two models (above); its column shows how far that moves the estimate.
+"""),
+    md("""
+`az.compare` ranks the models on these ELPD values (exact for the conjugate models, PSIS for
+LSM); `se` is the standard error over the 64 points, `dse` that of the difference to the best.
+"""),
+    code("""
+comparison = az.compare(elpd)
+comparison"""),
+    md("""
+## 2. Conformal prediction sets beside the probabilities
+
+`ConformalClassifier(est, alpha=0.1)` learns a score threshold on the 64 held-out calibration
+points (adaptive prediction sets, APS, with randomised scores) and returns, for each test
+point, the set of labels whose score is below it. Whatever the probabilities, the set holds
+the true label with probability at least 90%, and at most 90% + 1/65 on average over
+calibration sets. The probabilities decide how small the sets can be: sharp, well-ranked
+probabilities give mostly single labels. Class-conditional sets (one threshold per class,
+about 21 calibration points each) promise 90% for every class separately. With 50 test
+points, a coverage estimate has a standard error of about 0.04. A randomised APS set can be
+empty (a point whose most probable label alone scores above the threshold, after its
+uniform draw); filling it with the top label would break the upper coverage bound, so
+`ppgpc.conformal` leaves it empty and the table counts such sets.
+"""),
+    code("""
+rows = {}
+for name, clf in classifiers.items():
+    for conditional in (False, True):
+        conf = ConformalClassifier(clf, alpha=0.1, score="aps", class_conditional=conditional,
+                                   seed=0).calibrate(X_cal, y_cal)
+        sets = conf.predict_sets(X_test)
+        per_class = conf.coverage(X_test, y_test, per_class=True)
+        rows[name, "per class" if conditional else "marginal"] = {
+            "coverage": conf.coverage(X_test, y_test), "lowest class coverage": np.min(per_class),
+            "mean set size": sets.size.mean(), "single label": np.mean(sets.size == 1),
+            "empty": np.mean(sets.size == 0)}
+pd.DataFrame(rows).T"""),
+    md("The first ten test points: Exact-ILR's probabilities, its marginal set and the true label."),
+    code("""
+conf = ConformalClassifier(classifiers["Exact-ILR"], alpha=0.1, seed=0).calibrate(X_cal, y_cal)
+sets = conf.predict_sets(X_test[:10]).sets
+probs = classifiers["Exact-ILR"].predict_proba(X_test[:10])
+table = pd.DataFrame(probs, columns=[f"p({c})" for c in classes])
+table["set"] = [str([int(c) for c in classes[row]]) for row in sets]
+table["label"] = y_test[:10]
+table"""),
+    md("""
+## 3. Calibration tests on the UCI sets
+
+For each data set found, the ILR paper's split (50 stratified test points, seed 0;
+`ppgpc.experiments.run_split`): the bundled sets with Exact-ILR and GPD, the large ones (if
+present) with their sparse versions (200 inducing points, the paper's smoothing levels,
+2000 training points drawn at random, 1000 test points). On the test probabilities,
+`skce_test` gives the squared kernel calibration error and the p-value of "these
+probabilities are calibrated" by consistency resampling (labels drawn from the
+probabilities themselves). With 50 test points the test has little power: a large p-value
+means "no evidence of miscalibration", not "calibrated".
+"""),
+    code("""
+from ppgpc.experiments import PAPER_SPARSE_OPTIONS, run_split
+
+found, missing = [], []
+for name in (["wine"] if SMALL else available()):
+    try:
+        load(name)
+        found.append(name)
+    except DatasetNotFoundError:
+        missing.append(name)
+print("data sets used:", found)
+if missing:
+    print("not found (set PPGPC_DATA_DIR to the folder of their CSV files to add them):", missing)
+
+runs = {}
+for name in found:
+    if name in available(shipped=True):
+        for model, options in [("Exact-ILR", smoothing["ilr"]), ("GPD", smoothing["gpd"])]:
+            runs[name, model] = run_split(name, model, 0, **options)
+    else:
+        for model in ("Collapsed-ILR", "Sparse-GPD"):
+            runs[name, model] = run_split(name, model, 0, n_test=1000, max_train=2000,
+                                          **PAPER_SPARSE_OPTIONS[name, model])
+    print(f"{name} done", flush=True)
+
+rows = {}
+for key, run in runs.items():
+    test = skce_test(run.probs, run.y_test, n_resamples=N_RESAMPLES, seed=0)
+    rows[key] = {"test points": len(run.y_test), "accuracy": run.accuracy, "NLL": run.nll,
+                 "ECE": run.ece, "SKCE": test.statistic, "p-value": test.p_value}
+pd.DataFrame(rows).T"""),
+    md("""
+Reliability diagrams with consistency bands: equal-mass bins of the top-label confidence,
+each with at least 10 test points (so no bin's frequency rests on one point; the count is
+printed at each point), and a grey bar per bin for the central 95% of its observed accuracy
+if the probabilities were calibrated (Broecker and Smith 2007). Points outside their bars are
+ringed in red; about one bin in twenty falls outside by chance.
+"""),
+    code("""
+from ppgpc.plotting import reliability_bands_diagram
+
+keys = list(runs)
+cols = 2
+fig, axes = plt.subplots(-(-len(keys) // cols), cols, figsize=(5.2 * cols, 4.4 * (-(-len(keys) // cols))),
+                         squeeze=False)
+for ax, key in zip(axes.flat, keys):
+    reliability_bands_diagram(runs[key].probs, runs[key].y_test, min_count=10,
+                              n_resamples=N_RESAMPLES, ax=ax, show_counts=False)
+    ax.set_title(f"{key[0]}: {key[1]}")
+for ax in axes.flat[len(keys):]:
+    ax.set_visible(False)
+plt.tight_layout()"""),
+    md("""
+## 4. Temperature scaling: a recalibrated scikit-learn GPC beside the GP classifiers
+
+Temperature scaling replaces p by softmax(log p / T), with the one number T fitted by minimum
+NLL on the 64 calibration points; it never changes the predicted label, only the confidence.
+Each classifier gets its own T. The table scores the test points (50): accuracy, NLL, Brier,
+top-label and class-wise ECE, and the SKCE test's p-value.
+"""),
+    code("""
+test_probs, temperatures = {}, {}
+for name, clf in classifiers.items():
+    scaling = fit_temperature(clf.predict_proba(X_cal), index["cal"])
+    temperatures[name] = scaling.temperature
+    raw = clf.predict_proba(X_test)
+    test_probs[name] = raw
+    test_probs[f"{name} + T"] = scaling.transform(raw)
+print("fitted temperatures:", {name: round(t, 3) for name, t in temperatures.items()})
+table = calibration_table(test_probs, index["test"]).to_dataframe()
+table["SKCE p-value"] = [skce_test(p, index["test"], n_resamples=N_RESAMPLES, seed=0).p_value
+                         for p in test_probs.values()]
+table"""),
+    md("""
+T > 1 means the classifier was over-confident on the calibration points, T < 1
+under-confident. Temperature scaling needs held-out labels and fixes one global
+confidence error; the GP classifiers' own probabilities need neither, and the checks above
+(LOO, conformal set sizes, SKCE p-values and bands) are how to tell whether they need it.
+"""),
+]
+
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_toy_mixture.ipynb": TOY,
     "03_mcmc_vs_conjugate.ipynb": MCMC,
     "04_arviz_diagnostics.ipynb": ARVIZ,
     "05_uci_calibration.ipynb": UCI,
+    "06_checking_probabilities.ipynb": CHECKS,
 }
 
 

@@ -74,6 +74,8 @@ __all__ = [
     "skce",
     "skce_test",
     "reliability_bands",
+    "ConfidencePPC",
+    "confidence_ppc",
 ]
 
 SKCE_ESTIMATORS: tuple[str, ...] = ("quadratic", "linear")
@@ -122,7 +124,35 @@ class ReliabilityBands(NamedTuple):
     """``"binary"``, ``"top-label"`` or ``"classwise"``."""
 
 
-# ------------------------------------------------------------------ SKCE
+class ConfidencePPC(NamedTuple):
+    """Posterior predictive check of top-label accuracy by confidence bin
+    (:func:`confidence_ppc`); per-bin fields are ``(B,)`` arrays."""
+
+    score_lower: np.ndarray
+    """Smallest top-label confidence in each bin."""
+    score_upper: np.ndarray
+    """Largest top-label confidence in each bin."""
+    count: np.ndarray
+    """Points in each bin."""
+    confidence: np.ndarray
+    """Mean top-label confidence in each bin."""
+    accuracy: np.ndarray
+    """Observed fraction of points whose label is the predicted one."""
+    band_lower: np.ndarray
+    """``(1 - level) / 2`` quantile of the replicated fractions."""
+    band_upper: np.ndarray
+    """``(1 + level) / 2`` quantile of the replicated fractions."""
+    level: float
+    """Probability of the band under the model."""
+    replicated: np.ndarray
+    """(S, B) fraction of each bin's replicated labels equal to the predicted label."""
+    p_value: np.ndarray
+    """Two-sided posterior predictive p-value of each bin, ``min(1, 2 min(P(T_rep <= T),
+    P(T_rep >= T)))``."""
+    kind: str = "top-label"
+    """Always ``"top-label"`` (the score binned)."""
+
+
 def _check_estimator(estimator: str) -> str:
     if estimator not in SKCE_ESTIMATORS:
         raise ValueError(f"estimator must be one of {SKCE_ESTIMATORS}; got {estimator!r}")
@@ -350,3 +380,80 @@ def reliability_bands(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 10,
     score_upper = np.array([scores[index == b].max() for b in range(nb)])
     return ReliabilityBands(score_lower, score_upper, count, confidence, accuracy, lower,
                             upper, level, resolved)
+
+
+def confidence_ppc(probs: ArrayLike, y: ArrayLike, y_rep: ArrayLike, *, n_bins: int = 10,
+                   min_count: int = 10, level: float = 0.95) -> ConfidencePPC:
+    """Posterior predictive check of the predicted labels' accuracy, bin by confidence.
+
+    The points are cut into equal-mass bins of their top-label confidence
+    ``max_c probs_ic`` (as :func:`reliability_bands`). In bin b the test statistic is the
+    fraction of points whose label equals the predicted one, ``yhat_i = argmax_c probs_ic``:
+
+        T_b(y) = (1 / n_b) sum_{i in b} 1[y_i = yhat_i].
+
+    Each of the S replicated label vectors ``y_rep^(s)`` (one per posterior draw, drawn from
+    the posterior predictive p(y_rep | f^(s))) gives ``T_b(y_rep^(s))``; the band is the
+    central ``level`` interval of those, and the observed ``T_b(y)`` falls outside it when
+    the model's confidence does not match how often its labels are right. Unlike class
+    frequencies, which any model with a class intercept reproduces, this fails for an
+    over- or under-confident model. The predictions and bins are held fixed across
+    replications, so the band also carries the posterior's uncertainty in p, not only
+    the Bernoulli noise of a consistency band.
+
+    Args:
+        probs: (n, C) predictive probabilities (e.g. the posterior mean) defining yhat and
+            the confidences.
+        y: (n,) observed labels 0..C-1.
+        y_rep: (S, n) replicated labels 0..C-1 (any leading shape is flattened to S, e.g.
+            (chain, draw, n)).
+        n_bins: the most bins B; min_count: the fewest points per bin (as
+            :func:`reliability_bands`).
+        level: probability of each band under the model, in (0, 1).
+
+    Returns:
+        A :class:`ConfidencePPC`.
+
+    Raises:
+        ValueError: bad probabilities or labels, a ``y_rep`` whose last axis is not n or
+            whose values are not labels 0..C-1, or bad ``n_bins``/``min_count``/``level``.
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> p = rng.dirichlet(np.ones(3), size=100)
+        >>> draw = lambda: (rng.uniform(size=(100, 1)) > np.cumsum(p, axis=1)[:, :-1]).sum(1)
+        >>> ppc = confidence_ppc(p, draw(), np.stack([draw() for _ in range(200)]))
+        >>> ppc.replicated.shape[0]
+        200
+    """
+    p, labels = _validate(probs, y)
+    n, C = p.shape
+    rep = np.asarray(y_rep)
+    if rep.ndim < 2 or rep.shape[-1] != n:
+        raise ValueError(f"y_rep must have shape (S, n) = (S, {n}) (or (chain, draw, n)) to "
+                         f"match probs of shape {p.shape}; got shape {rep.shape}")
+    rep = rep.reshape(-1, n)
+    if (not np.issubdtype(rep.dtype, np.integer) or rep.min() < 0 or rep.max() >= C):
+        raise ValueError(f"y_rep must hold integer labels in 0..{C - 1}")
+    n_bins = check_count("n_bins", n_bins)
+    min_count = check_count("min_count", min_count)
+    level = check_probability("level", level, kind="a probability")
+    scores, hits = _scores_and_hits(p, labels, "top-label", None)
+    predicted = np.argmax(p, axis=1)
+    index = _equal_mass_bins(scores, n_bins, min_count)
+    nb = int(index.max()) + 1
+    member = np.eye(nb)[index]                                          # (n, B)
+    count = np.bincount(index, minlength=nb)
+    confidence = scores @ member / count
+    accuracy = hits.astype(np.float64) @ member / count
+    replicated = (rep == predicted).astype(np.float64) @ member / count  # (S, B)
+    lower = np.quantile(replicated, (1.0 - level) / 2.0, axis=0, method="inverted_cdf")
+    upper = np.quantile(replicated, (1.0 + level) / 2.0, axis=0, method="inverted_cdf")
+    below = np.mean(replicated <= accuracy, axis=0)
+    above = np.mean(replicated >= accuracy, axis=0)
+    p_value = np.minimum(1.0, 2.0 * np.minimum(below, above))
+    score_lower = np.array([scores[index == b].min() for b in range(nb)])
+    score_upper = np.array([scores[index == b].max() for b in range(nb)])
+    return ConfidencePPC(score_lower, score_upper, count, confidence, accuracy, lower, upper,
+                         level, replicated, p_value)

@@ -17,6 +17,8 @@ puts several models in one table, and draws the pictures:
   (bin counts, identity line, ArviZ look) fed from an ``InferenceData``;
 * ``calibration_test`` and ``reliability_bands``: ``ppgpc.calibration``'s SKCE test of
   calibration (a p-value) and its equal-mass reliability diagram with consistency bands;
+* ``confidence_ppc``: ``ppgpc.calibration.confidence_ppc`` (the posterior predictive check
+  of the predicted labels' accuracy by confidence bin) from an export's replicated labels;
 * ``input_grid``, ``rgb_image`` and ``probability_map``: the RGB picture of predictive
   probabilities over a 2-D input grid (appendix A.4 of the logistic-softmax paper): each
   of three classes owns a colour channel, so saturated colours are confident predictions
@@ -55,6 +57,7 @@ __all__ = [
     "classwise_reliability",
     "calibration_test",
     "reliability_bands",
+    "confidence_ppc",
     "InputGrid",
     "input_grid",
     "rgb_image",
@@ -281,6 +284,33 @@ def reliability_bands(source, y=None, *, group: str = "predictions", **kwargs):
 
     probs, labels = _probs_and_labels(source, y, group)
     return reliability_bands_diagram(probs, labels, **kwargs)
+
+
+def confidence_ppc(idata, *, group: str = "posterior", **kwargs) -> calibration.ConfidencePPC:
+    """``ppgpc.calibration.confidence_ppc`` from a ppgpc ``InferenceData``.
+
+    ``group="posterior"``: the training points, with ``predictive_probabilities(idata,
+    "posterior")``, the observed labels and the replicated labels of
+    ``posterior_predictive["y"]``; ``group="predictions"``: the exported prediction points,
+    with their probabilities, their true labels (``to_inference_data(X_pred, y_pred=...)``)
+    and the labels sampled in ``predictions["y"]``. ``kwargs`` go to
+    ``ppgpc.calibration.confidence_ppc`` (n_bins, min_count, level).
+
+    Returns:
+        A ``ppgpc.calibration.ConfidencePPC``.
+    """
+    if not _is_idata(idata):
+        raise ValueError("confidence_ppc needs a ppgpc InferenceData (to_inference_data); "
+                         "for arrays use ppgpc.calibration.confidence_ppc")
+    probs = predictive_probabilities(idata, group)
+    labels = true_labels(idata, group)
+    if group == "posterior":
+        if "posterior_predictive" not in idata.groups():
+            raise ValueError("this InferenceData has no posterior_predictive group")
+        rep = idata.posterior_predictive["y"].transpose("chain", "draw", "obs")
+    else:
+        rep = idata.predictions["y"].transpose("chain", "draw", "pred")
+    return calibration.confidence_ppc(probs, labels, np.asarray(rep.values), **kwargs)
 
 
 # ------------------------------------------------------------------ RGB probability maps

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = ["reliability_diagram", "reliability_grid", "classwise_reliability_grid",
+           "confidence_ppc_diagram",
            "reliability_bands_diagram", "probability_map", "probability_map_grid",
            "marginal_overlay", "CLASS_PALETTE", "save_figure"]
 
@@ -289,16 +290,24 @@ def reliability_bands_diagram(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 1
     bands = reliability_bands(probs, y, n_bins=n_bins, kind=kind, class_index=class_index,
                               min_count=min_count, level=level, n_resamples=n_resamples,
                               seed=seed)
-    if ax is None:
-        ax = _new_axes()
-    _style_axes(ax, "binary" if bands.kind == "classwise" else bands.kind)
+    ax = _draw_bands(bands, ax, label, f"{level:.0%} consistency band", show_counts)
     if bands.kind == "classwise":
         ax.set_xlabel(f"predicted p(y = {class_index})", fontsize=10)
         ax.set_ylabel(f"observed frequency of y = {class_index}", fontsize=10)
+    return ax
+
+
+def _draw_bands(bands, ax: Axes | None, label: str | None, band_label: str,
+                show_counts: bool) -> Axes:
+    """Equal-mass bins with a band per bin (a ``ReliabilityBands`` or ``ConfidencePPC``):
+    grey band bars, the observed curve (points outside their band ringed in red), each
+    point's count, and optionally the count histogram on a twin axis."""
+    if ax is None:
+        ax = _new_axes()
+    _style_axes(ax, "binary" if bands.kind == "classwise" else bands.kind)
     _identity_line(ax)
     ax.vlines(bands.confidence, bands.band_lower, bands.band_upper, colors="0.6",
-              linewidth=5, alpha=0.55, gid=BAND_GID, zorder=2,
-              label=f"{level:.0%} consistency band")
+              linewidth=5, alpha=0.55, gid=BAND_GID, zorder=2, label=band_label)
     low, high = int(bands.count.min()), int(bands.count.max())
     per_bin = str(low) if low == high else f"{low}-{high}"
     text = f"{bands.count.size} equal-mass bins, {per_bin} points each"
@@ -318,6 +327,25 @@ def reliability_bands_diagram(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 1
         _draw_counts(ax, edges, bands.count, curve.get_color())
     ax.legend(loc="upper left", fontsize=8, frameon=False)
     return ax
+
+
+def confidence_ppc_diagram(ppc, *, ax: Axes | None = None, label: str | None = None,
+                           show_counts: bool = True) -> Axes:
+    """The posterior predictive check of ``ppgpc.calibration.confidence_ppc``: per
+    equal-mass confidence bin, the observed fraction of correct predicted labels (points,
+    ringed in red outside their band) against the central ``ppc.level`` range of that
+    fraction under labels replicated from the posterior predictive (grey bars).
+
+    Args:
+        ppc: a ``ppgpc.calibration.ConfidencePPC``.
+        ax: axes to draw into (a new pyplot-free Figure when None).
+        label: model name for the legend.
+        show_counts: the count histogram on a twin y-axis.
+
+    Returns:
+        The axes drawn into.
+    """
+    return _draw_bands(ppc, ax, label, f"{ppc.level:.0%} of replicated labels", show_counts)
 
 
 def _class_colours(num_classes: int) -> np.ndarray:

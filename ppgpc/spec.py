@@ -42,7 +42,13 @@ import functools
 from typing import Any, Callable, NamedTuple, Optional
 
 __all__ = ["ModelSpec", "Conjugate", "Latent", "Gibbs", "CAVI", "SVI", "Inducing",
-           "CAPABILITIES", "conjugate_spec", "collapsed_sparse_spec"]
+           "CAPABILITIES", "CONJUGATE_MODULE_NAMES", "conjugate_spec", "collapsed_sparse_spec"]
+
+CONJUGATE_MODULE_NAMES = ("prepare", "collapsed_model", "latent_model", "condition", "predict",
+                          "sample_train", "loo_predictive", "latent_conditional", "num_latent",
+                          "log_link", "initial_hypers", "SPEC", "SPARSE_SPEC")
+"""The public names every conjugate model module (``ilr_gp``, ``dirichlet_gp``) defines: its
+functions under the names ``conjugate_spec`` reads, and its two specs."""
 
 
 class Conjugate(NamedTuple):

@@ -12,7 +12,9 @@ import pytest
 from scipy import stats
 
 from ppgpc.calibration import (
+    ConfidencePPC,
     ReliabilityBands,
+    confidence_ppc,
     SKCETest,
     median_bandwidth,
     reliability_bands,
@@ -199,3 +201,58 @@ def test_band_settings_are_checked():
         reliability_bands(p, y, level=1.0)
     with pytest.raises(ValueError, match="min_count must be an integer >= 1"):
         reliability_bands(p, y, min_count=0)
+
+
+# ------------------------------------------------------------------ confidence-bin PPC
+
+
+def _replicates(rng, q, S):
+    """(S, n) labels drawn from the rows of q."""
+    return np.stack([_categorical(rng, q) for _ in range(S)])
+
+
+def test_confidence_ppc_holds_the_observed_accuracy_when_the_model_is_right():
+    # labels and replicates from the same probabilities: each bin's observed accuracy is
+    # one more draw of the replicated one, so it falls outside the central 95% with
+    # probability <= 5% (inverted-CDF quantiles of 1000 replicates), and the two-sided
+    # p-values are at most about uniformly small
+    outside, total, small_p = 0, 0, 0
+    for seed in range(40):
+        rng = np.random.default_rng(400 + seed)
+        q = rng.dirichlet(np.ones(3), size=300)
+        ppc = confidence_ppc(q, _categorical(rng, q), _replicates(rng, q, 1000))
+        outside += np.sum((ppc.accuracy < ppc.band_lower) | (ppc.accuracy > ppc.band_upper))
+        small_p += np.sum(ppc.p_value <= 0.05)
+        total += ppc.count.size
+    bound = 0.05 + Z * np.sqrt(0.05 * 0.95 / total)
+    assert outside / total <= bound and small_p / total <= bound, (outside, small_p, total)
+
+
+def test_confidence_ppc_fails_an_overconfident_model():
+    # the labels come from q, the model's probabilities and replicates from q sharpened
+    # (temper 3): the predicted label is right less often than the model's replicates say
+    rng = np.random.default_rng(11)
+    q = rng.dirichlet(np.ones(3), size=1000)
+    y = _categorical(rng, q)
+    sharp = q**3 / np.sum(q**3, axis=1, keepdims=True)
+    ppc = confidence_ppc(sharp, y, _replicates(rng, sharp, 1000).reshape(2, 500, 1000))
+    assert isinstance(ppc, ConfidencePPC) and ppc.replicated.shape == (1000, 10)
+    assert np.all(ppc.count == 100) and ppc.kind == "top-label"
+    below = ppc.accuracy < ppc.band_lower
+    assert below.sum() >= 7 and np.all(ppc.p_value[below] < 0.05)
+    # the replicated accuracy is the mean confidence of the bin, up to Monte Carlo error
+    sd = np.sqrt(ppc.confidence * (1 - ppc.confidence) / 100 / 1000)
+    assert np.all(np.abs(ppc.replicated.mean(0) - ppc.confidence) < Z * sd + 1e-12)
+
+
+def test_confidence_ppc_checks_its_inputs():
+    p, y = _draw(seed=9, n=40, C=3)
+    good = np.zeros((5, 40), dtype=int)
+    with pytest.raises(ValueError, match=r"y_rep must have shape \(S, n\) = \(S, 40\)"):
+        confidence_ppc(p, y, good[:, :30])
+    with pytest.raises(ValueError, match="y_rep must hold integer labels in 0..2"):
+        confidence_ppc(p, y, good + 3)
+    with pytest.raises(ValueError, match="y_rep must hold integer labels"):
+        confidence_ppc(p, y, good.astype(float))
+    with pytest.raises(ValueError, match="level must be a probability"):
+        confidence_ppc(p, y, good, level=0.0)

@@ -173,3 +173,27 @@ def test_probability_map_draws_one_panel_per_model(tmp_path):
     assert panels[0].collections[0].get_offsets().shape == (30, 2)  # training points drawn
     assert fig.get_suptitle() == "RGB = p(class 0, 1, 2)"
     assert save_figure(fig, tmp_path / "rgb.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_confidence_ppc_from_an_inference_data(idata):
+    """Training points (posterior_predictive) and prediction points (predictions["y"]) give
+    ``ppgpc.calibration.confidence_ppc`` of the arrays the export holds; the diagram draws
+    one band bar per bin between the replicated quantiles."""
+    from ppgpc.calibration import confidence_ppc
+    from ppgpc.plotting import BAND_GID, confidence_ppc_diagram
+
+    for group, rep in [("posterior", idata.posterior_predictive["y"]),
+                       ("predictions", idata.predictions["y"])]:
+        ppc = diagnostics.confidence_ppc(idata, group=group, min_count=5)
+        expected = confidence_ppc(diagnostics.predictive_probabilities(idata, group),
+                                  diagnostics.true_labels(idata, group),
+                                  np.asarray(rep.values), min_count=5)
+        np.testing.assert_array_equal(ppc.replicated, expected.replicated)
+        np.testing.assert_array_equal(ppc.accuracy, expected.accuracy)
+        assert ppc.replicated.shape[0] == idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"]
+    ax = confidence_ppc_diagram(ppc, label="LSM")
+    (bars,) = [c for c in ax.collections if c.get_gid() == BAND_GID]
+    np.testing.assert_allclose([seg[0][1] for seg in bars.get_segments()], ppc.band_lower)
+    assert "95% of replicated labels" in [t.get_text() for t in ax.get_legend().get_texts()]
+    with pytest.raises(ValueError, match="needs a ppgpc InferenceData"):
+        diagnostics.confidence_ppc(PROBS)

@@ -18,7 +18,7 @@ import pytest
 from numpyro.infer import TraceMeanField_ELBO
 
 from ppgpc import SoftmaxSVGPClassifier, ILRGPClassifier, simplex, sparse
-from ppgpc.infer import fit
+from ppgpc.infer import FitResult, fit
 from ppgpc.kernels import RBF, gram
 from ppgpc.models import softmax_svgp as svgp
 from ppgpc.models import softmax_svgp_elbo as svgp_elbo
@@ -929,3 +929,27 @@ def test_default_steps_depend_on_whether_a_step_sees_every_point():
     assert mini.result_.info["svi_steps"] == SoftmaxSVGPClassifier.MINIBATCH_STEPS[0] == 5000
     given = SoftmaxSVGPClassifier(num_inducing=5, max_iter=100, learning_rate=0.05).fit(X, y)
     assert given.result_.info["svi_steps"] == 100
+
+
+def test_identity_mixing_holds_w_at_the_identity(tmp_path):
+    """``learn_mixing=False``: W is no parameter of the model, the fit reports W = I and
+    predicts softmax of the latent draws unmixed; a non-boolean value is refused."""
+    import numpyro
+
+    X, y = toy_problem(40, 3, seed=3)
+    for learn, has_param in [(True, True), (False, False)]:
+        data = svgp.prepare(X, y, 3, num_inducing=10, learn_mixing=learn)
+        trace = numpyro.handlers.trace(numpyro.handlers.seed(svgp.model, 0)).get_trace(
+            data, KERNEL)
+        assert ("mixing" in trace) == has_param
+    res = fit("softmax_svgp", X, y, method="svi", max_iter=300, num_draws=16, seed=1,
+              progress_bar=False, model_options={"num_inducing": 10, "learn_mixing": False})
+    np.testing.assert_array_equal(np.asarray(res.hypers["mixing"][0, 0]), np.eye(3))
+    probs = res.predict_proba(X)
+    assert probs.shape == (40, 3) and np.mean(probs.argmax(1) == y) > 0.9
+    res.save(tmp_path / "fit")                     # the option survives a save and load
+    again = FitResult.load(tmp_path / "fit")
+    assert again.data.learn_mixing is False
+    np.testing.assert_allclose(again.predict_proba(X), probs, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="learn_mixing must be True or False"):
+        svgp.prepare(X, y, 3, learn_mixing="no")

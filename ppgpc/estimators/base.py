@@ -136,11 +136,19 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         """Check the model-defining options (subclasses)."""
 
     # --------------------------------------------------------------- helpers
+    removed_inference: dict = {}
+    """``inference`` settings of earlier versions, each with what replaces it."""
+
     def _method(self) -> str:
-        """The driver method of ``inference``; an unknown setting names the choices."""
+        """The driver method of ``inference``; an unknown setting names the choices, a
+        removed one what replaces it."""
         try:
             return self.inference_methods[self.inference]
         except (KeyError, TypeError):
+            if isinstance(self.inference, str) and self.inference in self.removed_inference:
+                raise ValueError(f"{type(self).__name__} does not know inference="
+                                 f"{self.inference!r}; "
+                                 f"{self.removed_inference[self.inference]}") from None
             raise ValueError(f"{type(self).__name__} does not know inference="
                              f"{self.inference!r}; choose from "
                              f"{list(self.inference_methods)}") from None

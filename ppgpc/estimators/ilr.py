@@ -72,6 +72,8 @@ class ILRGPClassifier(ConjugateClassifier):
     model_name = "ilr_gp"
     has_noise_scale = True
     noun = "ILR coordinate"
+    removed_inference = {"uncollapsed": "the uncollapsed sparse variational ILR classifier "
+                                        "is SoftmaxSVGPClassifier(link='ilr')"}
 
     def __init__(self, *, epsilon="auto", tau="auto", noise_std: float | None = None,
                  learn_noise_scale: bool = False, num_inducing: int | None = None,
@@ -80,13 +82,6 @@ class ILRGPClassifier(ConjugateClassifier):
                  max_exact_points: int | None = MAX_EXACT_POINTS, progress: bool = True,
                  inference_options: dict | None = None):
         self._store_params(locals())
-
-    def _method(self) -> str:
-        if self.inference == "uncollapsed":
-            raise ValueError("ILRGPClassifier does not know inference='uncollapsed'; the "
-                             "uncollapsed sparse variational ILR classifier is "
-                             "SoftmaxSVGPClassifier(link='ilr')")
-        return super()._method()
 
     def _noise_scale_names(self) -> tuple[np.ndarray, str]:
         """Collapsed-ILR's per-entry noise scale is one per ILR coordinate, (C-1,)."""

@@ -59,19 +59,14 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
 
     model_name = "logistic_softmax"
     inference_methods = {"gibbs": "gibbs", "cavi": "cavi", "nuts": "nuts"}
+    removed_inference = {"svi": "the stochastic CAVI is inference='cavi' with a batch_size "
+                                "in inference_options"}
 
     def __init__(self, *, num_inducing: int | None = None, kernel="rbf-ard",
                  inference: str = "gibbs", standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS, progress: bool = True,
                  inference_options: dict | None = None):
         self._store_params(locals())
-
-    def _method(self) -> str:
-        if self.inference == "svi":
-            raise ValueError("LogisticSoftmaxGPClassifier does not know inference='svi'; the "
-                             "stochastic CAVI is inference='cavi' with a batch_size in "
-                             "inference_options")
-        return super()._method()
 
     def _stochastic(self) -> bool:
         """Whether the CAVI runs on minibatches (a batch size of points or classes)."""

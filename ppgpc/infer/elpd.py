@@ -33,6 +33,17 @@ Two estimators:
 
   ``az.loo`` on the export's ``log_likelihood`` (the categorical term) uses the
   categorical term as the ratio too, which is the wrong ratio for ILR-GP and GPD.
+
+  A GPD fit with ``predict_from="noisy"`` predicts from the pseudo-observation f_i + e_i,
+  e_i ~ N(0, s2_i) with s2_i the noise of the label the leave-one-out mean predicts (what
+  ``exact_loo`` and a refit's ``predict_proba`` use). Its utility is then
+  p(y_i | f_i^(s)) averaged over K standard-normal draws of e_i per posterior draw, with s2_i read
+  from ``spec.latent_conditional`` at the PSIS-weighted leave-one-out mean.
+
+  Collapsed sparse fits (``ilr_gp_sparse``, ``dirichlet_gp_sparse``) are refused: their
+  q(u) is conditioned on N(t_i | a_i^T u, noise_i), the pseudo-likelihood of the projection
+  a_i^T u = K_im K_mm^-1 u, not of f_i, so ratios from draws of f_i (which carry the
+  conditional variance k_ii - a_i^T a_i) weight the draws wrongly.
 """
 
 from __future__ import annotations
@@ -50,13 +61,19 @@ from jax.scipy.special import logsumexp
 from ppgpc.infer.arviz_export import training_latent
 from ppgpc.infer.loo import loo_latent
 from ppgpc.infer.results import FitResult, stream_key
+from ppgpc.sparse import SparseData
 
-__all__ = ["exact_loo", "psis_loo", "EXACT_LOO_DRAWS"]
+__all__ = ["exact_loo", "psis_loo", "EXACT_LOO_DRAWS", "NOISY_UTILITY_DRAWS"]
 
 EXACT_LOO_DRAWS = 4096
 """Standard-normal draws S through the link of ``exact_loo``."""
 
 _EXACT_LOO_TAG = 0x200  # the default key of exact_loo's draws: fold_in(PRNGKey(seed), tag)
+_NOISY_UTILITY_TAG = 0x201  # psis_loo's draws of the pseudo-observation noise
+
+NOISY_UTILITY_DRAWS = 64
+"""Standard-normal draws K per posterior draw of the pseudo-observation noise in ``psis_loo``'s utility
+for a fit that predicts from noisy pseudo-observations (GPD ``predict_from="noisy"``)."""
 
 
 @functools.partial(jax.jit, static_argnames=("spec",))
@@ -153,6 +170,24 @@ def _log_terms(log_link, pseudo_log_lik, data, hypers, f, y):
     return -per_draw(data, hypers, f), loglik
 
 
+def _predicts_from_noise(result: FitResult) -> bool:
+    """Whether the fit's predictive adds pseudo-observation noise (GPD ``predict_from``)."""
+    return getattr(getattr(result.data, "options", None), "predict_from", "latent") == "noisy"
+
+
+@functools.partial(jax.jit, static_argnames=("log_link", "num_draws"))
+def _noisy_log_utility(key, log_link, f, noise_sd, y, num_draws):
+    """(S, N) log mean_k p(y_i | f_i^(s) + noise_sd_i eps_sk), K draws eps_sk per posterior
+    draw, shared by the points."""
+    eps = jax.random.normal(key, (num_draws, f.shape[0], 1, f.shape[-1]), dtype=f.dtype)
+
+    def one(e):
+        logp = log_link(f + noise_sd[None] * e)                            # (S, N, C)
+        return jnp.take_along_axis(logp, y[None, :, None], axis=-1)[..., 0]
+
+    return logsumexp(jax.lax.map(one, eps), axis=0) - jnp.log(num_draws)
+
+
 def _relative_efficiency(f: np.ndarray) -> float:
     """ESS / S of the latent draws averaged over its elements, as ``az.loo`` computes r_eff
     (1 for one chain)."""
@@ -168,9 +203,11 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
     posterior was conditioned on (module docstring).
 
     r_i^(s) = -log N(t_i | f_i^(s), noise_i(theta^(s))) for a model with a Gaussian
-    pseudo-likelihood (``spec.conjugate.pseudo_log_lik``: ILR-GP, GPD and their sparse variants),
+    pseudo-likelihood (``spec.conjugate.pseudo_log_lik``: ILR-GP and GPD),
     else -log p(y_i | f_i^(s)); w_i = ``az.psislw(r_i, reff)`` (normalised); and
-    loo_i = logsumexp_s(w_i^(s) + log p(y_i | f_i^(s))).
+    loo_i = logsumexp_s(w_i^(s) + log p(y_i | f_i^(s))). A fit that predicts from noisy
+    pseudo-observations (GPD ``predict_from="noisy"``) replaces p(y_i | f_i^(s)) by its
+    mean over ``NOISY_UTILITY_DRAWS`` draws of the noise per posterior draw (module docstring).
 
     Args:
         result: a ``FitResult`` with posterior draws of the latent (chain x draw draws; a
@@ -185,6 +222,10 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
         ``n_samples``, ``n_data_points``, ``warning`` (some Pareto k above ``good_k`` =
         min(1 - 1 / log10 S, 0.7)), ``loo_i`` [obs], ``pareto_k`` [obs], ``good_k``.
 
+    Raises:
+        ValueError: a collapsed sparse fit (module docstring), a noisy-prediction fit with
+            sampled hyperparameters, or a non-positive ``reff``.
+
     Example:
         >>> import numpy as np
         >>> from ppgpc.infer import fit, psis_loo
@@ -193,6 +234,17 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
         >>> elpd.pareto_k.shape
         (30,)
     """
+    if isinstance(result.data, SparseData):
+        raise ValueError(
+            f"psis_loo cannot score a collapsed sparse fit ({result.spec.name!r}): its q(u) is "
+            "conditioned on the pseudo-likelihood of the projection K_im K_mm^-1 u, not of "
+            "f_i, so importance ratios from draws of f_i weight them wrongly; score the "
+            "dense model (exact_loo or psis_loo) or use held-out data")
+    noisy = _predicts_from_noise(result)
+    if noisy and not result.point_hypers:
+        raise ValueError("psis_loo of a fit that predicts from noisy pseudo-observations "
+                         "(predict_from='noisy') needs point hyperparameters (method "
+                         "'exact' or 'map'); this fit sampled them")
     f = training_latent(result)                                           # (chain, draw, N, L)
     chains, draws = f.shape[:2]
     hypers = {k: jnp.broadcast_to(v, (chains, draws) + v.shape[2:])
@@ -209,6 +261,15 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
     if not 0 < reff:
         raise ValueError(f"reff must be positive; got {reff}")
     log_weights, pareto_k = az.psislw(log_ratio, reff)                    # normalised
+    if noisy:
+        flat = np.asarray(f).reshape(S, N, -1)
+        loo_mean = np.einsum("ns,snl->nl", np.exp(log_weights), flat)       # (N, L)
+        point = {k: v[0, 0] for k, v in result.hypers.items()}
+        _, var = result.spec.latent_conditional(result.data, result.kernel, point,
+                                                jnp.asarray(loo_mean), result.data.X)
+        loglik = np.asarray(_noisy_log_utility(
+            result._key(_NOISY_UTILITY_TAG), result.spec.log_link, jnp.asarray(flat),
+            jnp.sqrt(jnp.maximum(jnp.asarray(var), 0.0)), jnp.asarray(result.data.y), NOISY_UTILITY_DRAWS)).T
     loo_i = np.asarray(logsumexp(jnp.asarray(log_weights + loglik), axis=-1))
     lppd_i = np.asarray(logsumexp(jnp.asarray(loglik), axis=-1)) - np.log(S)
     good_k = min(1 - 1 / np.log10(S), 0.7)
