@@ -16,7 +16,7 @@ from conftest import (
     assert_nuts_matches_gaussian_posterior,
     toy_problem,
 )
-from ppgpc import DirichletGPClassifier
+from ppgpc import DirichletGPClassifier, Selection
 from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.kernels import RBF, gram
 from ppgpc.models import dirichlet_gp
@@ -167,7 +167,7 @@ def fitted():
     X, y = toy_problem(30, 3, seed=11)
     labels = np.array(["a", "b", "c"])[y]
     # alpha_eps by training NLL (Milios): the search fits have the final fit's shapes
-    clf = DirichletGPClassifier(alpha_eps="train", alpha_eps_grid=(0.01, 0.1), seed=3)
+    clf = DirichletGPClassifier(alpha_eps="train", selection=Selection(grid=(0.01, 0.1)), seed=3)
     return clf.fit(X, labels), X, labels
 
 

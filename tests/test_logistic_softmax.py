@@ -191,22 +191,24 @@ def test_sparse_cavi_has_no_exact_size_limit():
                                              "M < N inducing inputs"):
             fit("logistic_softmax", X, y, method="cavi", max_exact_points=10,
                 **options, **quick)
-    clf = LogisticSoftmaxGPClassifier(inference="svi", max_exact_points=10, inference_options={
-        "num_inducing": 8, "hyperparameters": HYPERS, "max_iter": 5, "num_draws": 20})
+    clf = LogisticSoftmaxGPClassifier(inference="cavi", num_inducing=8, max_exact_points=10,
+                                      inference_options={"hyperparameters": HYPERS,
+                                                         "max_iter": 5, "num_draws": 20})
     assert clf.fit(X, y).result_.predictive_kind == "inducing"
     with pytest.raises(ValueError, match="use the sparse CAVI"):
         LogisticSoftmaxGPClassifier(inference="cavi", max_exact_points=10).fit(X, y)
 
 
-def test_svi_defaults_to_200_inducing_inputs():
-    """``inference="svi"`` is sparse by default (M = 200 < N), the full version below."""
+def test_stochastic_cavi_defaults_to_200_inducing_inputs():
+    """The stochastic CAVI (a ``batch_size``) is sparse by default: M = min(200, N)
+    (``ppgpc.sparse.resolve_num_inducing``), the full version when that is N."""
     X, y = toy_problem(30, 3, seed=4)
-    options = {"hyperparameters": HYPERS, "max_iter": 3, "num_draws": 10}
-    small = LogisticSoftmaxGPClassifier(inference="svi", inference_options=options).fit(X, y)
-    assert small.result_.settings["method_options"]["num_inducing"] == 200
-    assert small.result_.predictive_kind == "latent"  # M >= N: the full version
+    options = {"hyperparameters": HYPERS, "max_iter": 3, "num_draws": 10, "batch_size": 16}
+    small = LogisticSoftmaxGPClassifier(inference="cavi", inference_options=options).fit(X, y)
+    assert small.result_.settings["method_options"]["num_inducing"] == 30
+    assert small.result_.predictive_kind == "latent"  # M = N: the full version
     X2, y2 = toy_problem(240, 3, seed=4)
-    big = LogisticSoftmaxGPClassifier(inference="svi", inference_options=options).fit(X2, y2)
+    big = LogisticSoftmaxGPClassifier(inference="cavi", inference_options=options).fit(X2, y2)
     assert big.result_.predictive_kind == "inducing"
     assert big.result_.inducing.shape[2] == 200
 
@@ -228,7 +230,8 @@ def test_sparse_svi_fits_magic_above_the_exact_limit(uci_data_dir):
     assert X.shape[0] > MAX_EXACT_POINTS
     with pytest.raises(ValueError, match="too many for exact inference"):
         LogisticSoftmaxGPClassifier(inference="cavi").fit(X, y)
-    clf = LogisticSoftmaxGPClassifier(inference="svi", inference_options={"max_iter": 300})
+    clf = LogisticSoftmaxGPClassifier(inference="cavi", inference_options={"max_iter": 300,
+                                                                          "batch_size": 128})
     clf.fit(X, y)
     assert clf.result_.predictive_kind == "inducing"
     probs = clf.predict_proba(split.X_test)
@@ -400,11 +403,11 @@ def test_stochastic_cavi_elbo_rises_to_near_the_full_optimum(cavi_problem):
 
 
 def test_svi_estimator_predicts_like_full_cavi(gibbs_fit):
-    """``inference="svi"`` maps to the stochastic CAVI; with the same hyperparameters its
+    """``inference="cavi"`` with a ``batch_size`` is the stochastic CAVI; with the same hyperparameters its
     predictive probabilities are within 0.05 of full CAVI's (measured about 0.01)."""
     _, X, y = gibbs_fit
     opts = {"hyperparameters": HYPERS, "batch_size": 7, "class_batch_size": 2}
-    svi = LogisticSoftmaxGPClassifier(inference="svi", kernel="rbf-ard", seed=0,
+    svi = LogisticSoftmaxGPClassifier(inference="cavi", kernel="rbf-ard", seed=0,
                                       inference_options=opts, standardize=False).fit(X, y)
     assert svi.result_.method == "cavi" and svi.result_.info["cavi_stochastic"]
     cavi = fit("logistic_softmax", X, y, method="cavi", hyperparameters=HYPERS)
