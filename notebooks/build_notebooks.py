@@ -61,10 +61,10 @@ QUICKSTART = [
 This notebook fits each classifier that ppgpc ships with its scikit-learn-style estimator,
 on the ILR paper's split of the wine data (50 stratified test points), and compares them on
 accuracy, negative log-likelihood (NLL), expected calibration error (ECE) and the Brier
-score (MATH.md section 5). A reliability diagram then shows *where* each model is over- or
+score (docs/math.md section 7). A reliability diagram then shows *where* each model is over- or
 under-confident.
 
-| estimator | model (MATH.md) | inference used here |
+| estimator | model (docs/math.md) | inference used here |
 | --- | --- | --- |
 | `ILRGPClassifier` | ILR-GP, section 1: GP regression on isometric-log-ratio targets, C-1 latent GPs | exact (type-II ML, closed-form posterior) |
 | `DirichletGPClassifier` | GPD, section 2: heteroscedastic GP regression on log-Dirichlet targets, C latent GPs | exact |
@@ -126,7 +126,7 @@ table = pd.DataFrame(rows).set_index("model")
 table'''),
     md("""
 The smoothing levels the validation chose, and the noise level that Proposition 1 of the ILR
-paper derives from epsilon (MATH.md section 1):
+paper derives from epsilon (docs/math.md section 1):
 """),
     code('''
 ilr, gpd = classifiers["Exact-ILR"], classifiers["GPD"]
@@ -205,13 +205,13 @@ circle (the generator's `radius` argument changes that).
 
 **Size.** The committed copy ran at full size (300 training points rather than the paper's
 500, a 32 x 32 grid, Gibbs with 2 x 250 draws for the logistic-softmax model, 4 overlap
-levels x 4 epsilons), which takes about ten minutes on two shared cores. `PPGPC_NOTEBOOK_SIZE=small`
+levels x 4 epsilons), which takes about five minutes on two shared cores. `PPGPC_NOTEBOOK_SIZE=small`
 shrinks all of it so that CI runs the notebook in about a minute.
 """),
     code(SETUP + """
 
 from ppgpc import (DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier,
-                   SoftmaxSVGPClassifier)
+                   Selection, SoftmaxSVGPClassifier)
 from ppgpc.datasets.synthetic import logistic_softmax_toy
 from ppgpc.diagnostics import calibration_table, probability_map
 from ppgpc.experiments import epsilon_overlap_sweep"""),
@@ -234,14 +234,15 @@ if SMALL:
         "Exact-ILR": ILRGPClassifier(epsilon=0.99),
         "GPD": DirichletGPClassifier(alpha_eps=0.01),
         "LSM": LogisticSoftmaxGPClassifier(inference="cavi"),
-        "SVGPC": SoftmaxSVGPClassifier(num_inducing=20, max_iter=300, learning_rate=0.05),
+        "SVGPC": SoftmaxSVGPClassifier(num_inducing=20, inference_options=dict(
+            max_iter=300, learning_rate=0.05)),
     }
 else:
     classifiers = {
-        "Exact-ILR": ILRGPClassifier(validation="holdout"),
-        "GPD": DirichletGPClassifier(validation="holdout"),
+        "Exact-ILR": ILRGPClassifier(selection=Selection(validation="holdout")),
+        "GPD": DirichletGPClassifier(selection=Selection(validation="holdout")),
         "LSM": LogisticSoftmaxGPClassifier(inference_options=dict(num_samples=250)),
-        "SVGPC": SoftmaxSVGPClassifier(num_inducing=50, max_iter=2000),
+        "SVGPC": SoftmaxSVGPClassifier(num_inducing=50, inference_options=dict(max_iter=2000)),
     }
 fit_seconds = {}
 for name, clf in classifiers.items():
@@ -312,7 +313,7 @@ MCMC = [
 # MCMC versus conjugate and approximate posteriors
 
 ppgpc computes three posteriors without generic MCMC: the exact Gaussian posterior of ILR-GP
-(MATH.md section 1), the blocked Gibbs sampler of the Polya-Gamma augmented logistic-softmax
+(docs/math.md section 1), the blocked Gibbs sampler of the Polya-Gamma augmented logistic-softmax
 model (section 3), and the sparse variational posterior of the softmax SVGP (section 4).
 This notebook holds each against NUTS on a model that needs no conjugacy:
 
@@ -346,7 +347,7 @@ from ppgpc.compare import compare_posteriors
 from ppgpc.datasets.synthetic import mixture_problem
 
 N, CHAINS, WARMUP, DRAWS = (30, 2, 200, 200) if SMALL else (50, 4, 500, 500)
-NUTS = dict(num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS, progress_bar=False)
+NUTS = dict(num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS)
 problem = mixture_problem(N, 500, num_classes=3, sigma=0.6, seed=0)
 X, y = problem.X_train, problem.y_train
 print(f"N = {N}, class counts {np.bincount(y).tolist()}")
@@ -373,8 +374,8 @@ latent functions (C - 1 = 2 per point, whitened) with the hyperparameters fixed 
 type-II ML values (the driver's default for `form="latent"`).
 """),
     code("""
-exact, t_exact = timed(ILRGPClassifier(epsilon=0.99, inference="exact"))   # type-II ML
-nuts_ilr, t_nuts_ilr = timed(ILRGPClassifier(epsilon=0.99, inference="nuts",
+exact, t_exact = timed(ILRGPClassifier(epsilon=0.99, inference="exact", progress=False))   # type-II ML
+nuts_ilr, t_nuts_ilr = timed(ILRGPClassifier(epsilon=0.99, inference="nuts", progress=False,
                                              inference_options=dict(form="latent", **NUTS)))
 idata_exact, idata_nuts_ilr = exact.to_inference_data(), nuts_ilr.to_inference_data()
 cmp_ilr = compare_posteriors(idata_exact, idata_nuts_ilr, ["f"], labels=("exact", "NUTS"))
@@ -389,9 +390,10 @@ samples (f, lambda, n, omega) blockwise, NUTS samples the whitened f under the l
 softmax likelihood directly.
 """),
     code("""
-gibbs, t_gibbs = timed(LogisticSoftmaxGPClassifier(inference="gibbs", inference_options=dict(
+gibbs, t_gibbs = timed(LogisticSoftmaxGPClassifier(inference="gibbs", progress=False, inference_options=dict(
     num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS)))
-nuts_lsm, t_nuts_lsm = timed(LogisticSoftmaxGPClassifier(inference="nuts", inference_options=NUTS))
+nuts_lsm, t_nuts_lsm = timed(LogisticSoftmaxGPClassifier(inference="nuts", progress=False,
+                                                          inference_options=NUTS))
 idata_gibbs, idata_nuts_lsm = gibbs.to_inference_data(), nuts_lsm.to_inference_data()
 cmp_lsm = compare_posteriors(idata_gibbs, idata_nuts_lsm, ["f"], labels=("Gibbs", "NUTS"))
 print(f"Gibbs: {t_gibbs:.1f} s, NUTS: {t_nuts_lsm:.1f} s")
@@ -421,10 +423,10 @@ kernel_hypers = {name: np.asarray(value[0, 0]) for name, value in svgp.hypers.it
                  if name.startswith("kernel_")}      # the SVGP fit's kernel hyperparameters
 start = time.perf_counter()
 nuts_full = ppgpc.fit("softmax_svgp", X, y, method="nuts", form="latent",
-                      hyperparameters=kernel_hypers, **NUTS)
+                      hyperparameters=kernel_hypers, progress_bar=False, **NUTS)
 t_nuts_full = time.perf_counter() - start
 print("W of the SVGP fit:", np.asarray(svgp.hypers["mixing"][0, 0]).tolist())
-idata_svgp, idata_nuts_full = svgp.to_inference_data(), nuts_full.to_inference_data()
+idata_svgp, idata_nuts_full = ppgpc.to_inference_data(svgp), ppgpc.to_inference_data(nuts_full)
 probs_svgp = {"p": softmax(idata_svgp.posterior["f"].values, axis=-1)}
 probs_nuts = {"p": softmax(idata_nuts_full.posterior["f"].values, axis=-1)}
 cmp_svgp = compare_posteriors(probs_svgp, probs_nuts, labels=("SVGP", "NUTS"))
@@ -474,7 +476,7 @@ A Bayesian fit is only as good as its checks. This notebook runs the standard on
 posteriors of the wine data, all through ArviZ:
 
 1. **MCMC convergence**: trace and rank plots, R-hat and effective sample sizes (`az.summary`)
-   for NUTS on ILR-GP's kernel hyperparameters (the collapsed model of MATH.md section 1) and
+   for NUTS on ILR-GP's kernel hyperparameters (the collapsed model of docs/math.md section 1) and
    for the logistic-softmax Gibbs sampler (section 3), with a verdict read from them;
 2. **model comparison by leave-one-out** (`az.compare`) on the categorical log-likelihood of
    the labels, the same utility for every model, with the right estimator per fit
@@ -513,9 +515,10 @@ the same way with a `feature` dimension on the lengthscale.
 """),
     code('''
 start = time.perf_counter()
-ilr = ILRGPClassifier(epsilon=0.999, kernel="rbf", inference="nuts", inference_options=dict(
-    form="collapsed", num_warmup=NUM_WARMUP, num_samples=NUM_SAMPLES, num_chains=NUM_CHAINS,
-    progress_bar=False)).fit(X_fit, y_fit)
+ilr = ILRGPClassifier(epsilon=0.999, kernel="rbf", inference="nuts", progress=False,
+                      inference_options=dict(form="collapsed", num_warmup=NUM_WARMUP,
+                                             num_samples=NUM_SAMPLES,
+                                             num_chains=NUM_CHAINS)).fit(X_fit, y_fit)
 print(f"NUTS: {time.perf_counter() - start:.1f} s")
 idata_ilr = ilr.to_inference_data()
 hypers = ["kernel_variance", "kernel_lengthscale"]
@@ -672,7 +675,7 @@ Two experiments of the ILR paper (section 5), at a size that runs in minutes:
 1. **The exact setting** (its Table 3) on wine, glass and thyroid: for each seed, 50
    stratified test points are held out (`ppgpc.datasets.paper_split`), the classifier
    chooses its smoothing level on a 10% validation split of the rest (the paper's protocol,
-   `validation="holdout"`), and accuracy, NLL and top-label ECE are measured on the test
+   `selection=Selection(validation="holdout")`), and accuracy, NLL and top-label ECE are measured on the test
    points (`ppgpc.experiments.run_split`). Exact-ILR and GPD use type-II MAP kernel
    hyperparameters, their default (maximum likelihood lets ARD lengthscales run away on
    sets this small). Reliability diagrams pool
@@ -691,7 +694,10 @@ logistic-softmax model, and C in (3, 6), are run.
 """),
     code(SETUP + '''
 
+from ppgpc import Selection
 from ppgpc.experiments import PAPER_EXACT, run_split, scaling_with_classes, summarize
+
+HOLDOUT = Selection(validation="holdout")  # the paper's protocol: one 10% validation split
 from ppgpc.plotting import reliability_grid'''),
     md("## 1. The exact setting"),
     code('''
@@ -701,7 +707,7 @@ if SMALL:
                "LSM": {"inference": "cavi"}}
 else:
     DATASETS, SEEDS = ["wine", "glass", "thyroid"], [0, 1]
-    OPTIONS = {"Exact-ILR": {"validation": "holdout"}, "GPD": {"validation": "holdout"},
+    OPTIONS = {"Exact-ILR": {"selection": HOLDOUT}, "GPD": {"selection": HOLDOUT},
                "LSM": {"inference": "cavi"}}  # Gibbs: notebook 01, benchmarks/uci_exact.py
 
 runs = {}
@@ -751,7 +757,7 @@ if SMALL:
     SCALING_OPTIONS = {"Exact-ILR": {"epsilon": 0.99}, "GPD": {"alpha_eps": 0.01}}
 else:
     CLASS_COUNTS, N_TRAIN, N_TEST = (3, 5, 10), 150, 1024
-    SCALING_OPTIONS = {"Exact-ILR": {"validation": "holdout"}, "GPD": {"alpha_eps": "train"}}
+    SCALING_OPTIONS = {"Exact-ILR": {"selection": HOLDOUT}, "GPD": {"alpha_eps": "train"}}
 start = time.perf_counter()
 scaling = pd.DataFrame(scaling_with_classes(
     CLASS_COUNTS, tuple(SCALING_OPTIONS), n_train=N_TRAIN, n_test=N_TEST, sigma=0.15,
