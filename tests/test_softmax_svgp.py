@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from numpyro.infer import TraceMeanField_ELBO
 
-from ppgpc import SoftmaxSVGPClassifier, ILRGPClassifier, simplex, sparse
+import ppgpc
+from ppgpc import SoftmaxSVGPClassifier, simplex, sparse
 from ppgpc.infer import FitResult, fit
 from ppgpc.kernels import RBF, gram
 from ppgpc.models import softmax_svgp as svgp
@@ -217,10 +218,9 @@ def test_bad_options_raise_clear_errors():
             svgp.prepare(X, y, 3, initial_lengthscale=bad)
     with pytest.raises(ValueError, match="initial_variance must be a positive number"):
         svgp.prepare(X, y, 3, initial_variance="1")
-    with pytest.raises(ValueError, match="initial_lengthscale must be finite and positive"):
-        SoftmaxSVGPClassifier(num_inducing=5, initial_lengthscale=-0.5).fit(X, y)
-    with pytest.raises(ValueError, match="unknown ell_estimator 'local'"):
-        SoftmaxSVGPClassifier(ell_estimator="local", num_inducing=5).fit(X, y)
+    for removed in ({"initial_lengthscale": -0.5}, {"ell_estimator": "local"}):
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            SoftmaxSVGPClassifier(num_inducing=5, **removed)  # driver/prepare options now
     with pytest.raises(ValueError, match="unknown link 'probit'"):
         SoftmaxSVGPClassifier(link="probit").fit(X, y)
     with pytest.raises(ValueError, match="batch_size B = 50 exceeds .* N = 30"):
@@ -242,9 +242,9 @@ def fitted():
     """SVGPC on string labels (well-separated blobs), small M and B, few steps."""
     X, y = toy_problem(90, 3, seed=2)
     labels = np.array(["a", "b", "c"])[y]
-    clf = SoftmaxSVGPClassifier(num_inducing=8, batch_size=30, max_iter=400,
-                                learning_rate=0.03, seed=1,
-                                inference_options={"num_draws": 64, "tol": None})
+    clf = SoftmaxSVGPClassifier(num_inducing=8, seed=1, inference_options={
+        "batch_size": 30, "max_iter": 400, "learning_rate": 0.03, "num_draws": 64,
+        "tol": None})
     return clf.fit(X, labels), X, labels
 
 
@@ -293,14 +293,15 @@ def test_inference_data_export(fitted):
 
 @pytest.mark.slow
 def test_uncollapsed_ilr_estimator():
-    """ILRGPClassifier(inference="uncollapsed") is the SVGP model with the inverse ILR."""
+    """SoftmaxSVGPClassifier(link="ilr") is the SVGP model with the inverse ILR (what
+    ILRGPClassifier(inference="uncollapsed") was)."""
     X, y = toy_problem(60 if SMALL else 120, 3, seed=4)
-    clf = ILRGPClassifier(inference="uncollapsed", num_inducing=8,
+    clf = SoftmaxSVGPClassifier(link="ilr", num_inducing=8,
                           inference_options={"batch_size": 30, "max_iter": 300,
                                              "learning_rate": 0.03, "num_draws": 32})
     clf.fit(X, y)
     res = clf.result_
-    assert res.spec.name == "ilr_gp_uncollapsed" and clf.epsilon_ is None
+    assert res.spec.name == "ilr_gp_uncollapsed"
     assert res.inducing.shape == (1, 32, 8, 2) and res.hypers["mixing"].shape == (1, 1, 2, 2)
     probs = clf.predict_proba(X)
     assert probs.shape == (len(y), 3) and np.allclose(probs.sum(1), 1.0)
@@ -329,7 +330,7 @@ def test_estimator_nuts_takes_hyperparameters_from_a_preliminary_svi_fit():
     X, y = toy_problem(24, 2, seed=6)
     n = 40 if SMALL else 200
     clf = SoftmaxSVGPClassifier(
-        inference="nuts", num_inducing=4, batch_size=24, max_iter=200, learning_rate=0.03,
+        inference="nuts", num_inducing=4,
         inference_options={"num_warmup": n, "num_samples": n, "num_chains": 1})
     clf.fit(X, y)
     res = clf.result_
@@ -383,9 +384,10 @@ def test_kernel_prior_holds_an_irrelevant_input_lengthscale_near_the_prior():
     median = np.sqrt(X.shape[1])
     fits = {}
     for prior in (False, True):
-        clf = SoftmaxSVGPClassifier(num_inducing=8, batch_size=30, max_iter=400,
-                                    learning_rate=0.03, seed=1, kernel_prior=prior,
-                                    inference_options={"num_draws": 32, "tol": None})
+        clf = SoftmaxSVGPClassifier(num_inducing=8, seed=1, kernel_prior=prior,
+                                    inference_options={"batch_size": 30, "max_iter": 400,
+                                                       "learning_rate": 0.03,
+                                                       "num_draws": 32, "tol": None})
         fits[prior] = clf.fit(X, y)
     noise_scale = {prior: float(np.asarray(clf.result_.hypers["kernel_lengthscale"])
                                 .reshape(-1)[2]) for prior, clf in fits.items()}
@@ -399,9 +401,9 @@ def test_kernel_prior_holds_an_irrelevant_input_lengthscale_near_the_prior():
 
 def test_kernel_prior_exports_and_round_trips(tmp_path):
     X, y = toy_problem(45, 3, seed=2)
-    clf = SoftmaxSVGPClassifier(num_inducing=5, batch_size=15, max_iter=50, seed=1,
-                                kernel_prior=True,
-                                inference_options={"num_draws": 8, "tol": None}).fit(X, y)
+    clf = SoftmaxSVGPClassifier(num_inducing=5, seed=1, kernel_prior=True,
+                                inference_options={"batch_size": 15, "max_iter": 50,
+                                                   "num_draws": 8, "tol": None}).fit(X, y)
     idata = clf.to_inference_data(X, y)
     assert {"posterior", "log_likelihood", "sample_stats"} <= set(idata.groups())
     loaded = SoftmaxSVGPClassifier.load(clf.save(tmp_path / "svgp_map"))
@@ -434,19 +436,20 @@ def test_svi_starts_the_kernel_where_asked(per_latent):
             assert np.allclose(variance, var, rtol=1e-12)
 
 
-def test_initial_lengthscale_is_an_estimator_setting_that_round_trips(tmp_path):
-    """The start reaches the fit (one step at learning rate ~0 leaves the lengthscales at
-    it) and is saved and loaded with the estimator."""
+def test_initial_lengthscale_is_a_prepare_option_that_round_trips(tmp_path):
+    """The start (a prepare option, reached through the driver since it left the estimator)
+    reaches the fit (one step at learning rate ~0 leaves the lengthscales at it) and is
+    saved and loaded with the fit."""
     X, y = toy_problem(45, 3, seed=2)
-    clf = SoftmaxSVGPClassifier(num_inducing=5, batch_size=15, max_iter=1, seed=1,
-                                initial_lengthscale=0.5, initial_variance=2.0,
-                                inference_options={"num_draws": 4, "tol": None}).fit(X, y)
-    assert clf.result_.data.initial_lengthscale == 0.5
-    assert np.allclose(np.asarray(clf.result_.hypers["kernel_lengthscale"]), 0.5, rtol=1e-3)
-    loaded = SoftmaxSVGPClassifier.load(clf.save(tmp_path / "svgp_start"))
-    assert loaded.initial_lengthscale == 0.5 and loaded.initial_variance == 2.0
-    assert loaded.result_.data.initial_lengthscale == 0.5
-    assert np.array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    res = fit("softmax_svgp", X, y, method="svi", batch_size=15, max_iter=1,
+              learning_rate=0.01, num_draws=4, tol=None,
+              model_options={"num_inducing": 5, "seed": 1, "initial_lengthscale": 0.5,
+                             "initial_variance": 2.0})
+    assert res.data.initial_lengthscale == 0.5
+    assert np.allclose(np.asarray(res.hypers["kernel_lengthscale"]), 0.5, rtol=1e-3)
+    loaded = ppgpc.load(ppgpc.save(res, tmp_path / "svgp_start"))
+    assert loaded.data.initial_lengthscale == 0.5 and loaded.data.initial_variance == 2.0
+    assert np.array_equal(loaded.predict_proba(X), res.predict_proba(X))
 
 
 def _softmax_case_per_latent(seed=21, N=30, M=4, C=3, D=2):
@@ -515,23 +518,23 @@ def test_w_and_the_variances_share_one_scale_which_only_the_mixed_prior_sees():
     assert np.allclose(shift, expected, rtol=1e-8)
 
 
-def test_variance_prior_on_is_an_estimator_setting_that_round_trips(tmp_path):
-    """The setting reaches the fitted data, the fit stays finite and it is saved and
-    loaded with the estimator; a bad value or "mixed" without the prior raise."""
+def test_variance_prior_on_is_a_prepare_option_that_round_trips(tmp_path):
+    """The setting (a prepare option, reached through the driver since it left the
+    estimator) reaches the fitted data, the fit stays finite and it is saved and loaded with
+    the fit; a bad value or "mixed" without the prior raise."""
     X, y = toy_problem(45, 3, seed=2)
-    clf = SoftmaxSVGPClassifier(num_inducing=5, batch_size=15, max_iter=30, seed=1,
-                                kernel_prior=True, variance_prior_on="mixed",
-                                inference_options={"num_draws": 8, "tol": None}).fit(X, y)
-    assert clf.result_.data.variance_prior_on == "mixed"
-    assert np.all(np.isfinite(clf.predict_proba(X)))
-    loaded = SoftmaxSVGPClassifier.load(clf.save(tmp_path / "svgp_mixed"))
-    assert loaded.variance_prior_on == "mixed"
-    assert loaded.result_.data.variance_prior_on == "mixed"
-    assert np.array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    res = fit("softmax_svgp", X, y, method="svi", batch_size=15, max_iter=30, num_draws=8,
+              tol=None, model_options={"num_inducing": 5, "seed": 1, "kernel_prior": True,
+                                       "variance_prior_on": "mixed"})
+    assert res.data.variance_prior_on == "mixed"
+    assert np.all(np.isfinite(res.predict_proba(X)))
+    loaded = ppgpc.load(ppgpc.save(res, tmp_path / "svgp_mixed"))
+    assert loaded.data.variance_prior_on == "mixed"
+    assert np.array_equal(loaded.predict_proba(X), res.predict_proba(X))
     with pytest.raises(ValueError, match="unknown variance_prior_on 'latent'"):
         svgp.prepare(X, y, 3, kernel_prior=True, variance_prior_on="latent")
     with pytest.raises(ValueError, match="variance_prior_on='mixed' .* needs kernel_prior"):
-        SoftmaxSVGPClassifier(num_inducing=5, variance_prior_on="mixed").fit(X, y)
+        svgp.prepare(X, y, 3, num_inducing=5, variance_prior_on="mixed")
 
 
 # ------------------------------------------ per-latent kernels and inducing inputs
@@ -623,10 +626,11 @@ def test_per_latent_marginal_moments():
 def fitted_per_latent():
     """SVGPC with a kernel and inducing inputs per latent, on well-separated blobs."""
     X, y = toy_problem(90, 3, seed=2)
-    clf = SoftmaxSVGPClassifier(num_inducing=6, batch_size=30, max_iter=400,
-                                learning_rate=0.03, seed=1, shared_kernel=False,
+    clf = SoftmaxSVGPClassifier(num_inducing=6, seed=1, shared_kernel=False,
                                 shared_inducing=False,
-                                inference_options={"num_draws": 32, "tol": None})
+                                inference_options={"batch_size": 30, "max_iter": 400,
+                                                   "learning_rate": 0.03, "num_draws": 32,
+                                                   "tol": None})
     return clf.fit(X, y), X, y
 
 
@@ -901,9 +905,9 @@ def test_bad_validation_data_raises_clear_errors(adversarial_validation):
 
 def test_estimator_validation_fraction_holds_out_a_stratified_share():
     X, y = toy_problem(90, 3, seed=2)
-    clf = SoftmaxSVGPClassifier(num_inducing=8, batch_size=30, max_iter=200, seed=1,
-                                validation_fraction=0.2,
-                                inference_options={"num_draws": 16, "tol": None})
+    clf = SoftmaxSVGPClassifier(num_inducing=8, seed=1, inference_options={
+        "batch_size": 30, "max_iter": 200, "validation_fraction": 0.2, "num_draws": 16,
+        "tol": None})
     clf.fit(X, y)
     info = clf.result_.info
     assert info["validation_size"] == 18
@@ -912,10 +916,11 @@ def test_estimator_validation_fraction_holds_out_a_stratified_share():
     assert len(info["validation_nll"]) == 2 and info["best_validation_nll"] < np.log(3)
     for bad in (0.0, 0.6, True, "0.1"):
         with pytest.raises(ValueError, match="validation_fraction"):
-            SoftmaxSVGPClassifier(num_inducing=8, validation_fraction=bad).fit(X, y)
+            SoftmaxSVGPClassifier(num_inducing=8, inference_options={
+                "validation_fraction": bad}).fit(X, y)
     with pytest.raises(ValueError, match="not both"):
-        SoftmaxSVGPClassifier(num_inducing=8, validation_fraction=0.2,
-                              inference_options={"validation_data": (X, y)}).fit(X, y)
+        SoftmaxSVGPClassifier(num_inducing=8, inference_options={
+            "validation_fraction": 0.2, "validation_data": (X, y)}).fit(X, y)
 
 
 def test_default_steps_depend_on_whether_a_step_sees_every_point():
@@ -925,9 +930,10 @@ def test_default_steps_depend_on_whether_a_step_sees_every_point():
     full = SoftmaxSVGPClassifier(num_inducing=5).fit(X, y)
     assert full.result_.info["svi_steps"] == SoftmaxSVGPClassifier.FULL_BATCH_STEPS[0] == 500
     assert full.score(X, y) > 0.9
-    mini = SoftmaxSVGPClassifier(num_inducing=5, batch_size=10).fit(X, y)
+    mini = SoftmaxSVGPClassifier(num_inducing=5, inference_options={"batch_size": 10}).fit(X, y)
     assert mini.result_.info["svi_steps"] == SoftmaxSVGPClassifier.MINIBATCH_STEPS[0] == 5000
-    given = SoftmaxSVGPClassifier(num_inducing=5, max_iter=100, learning_rate=0.05).fit(X, y)
+    given = SoftmaxSVGPClassifier(num_inducing=5, inference_options={
+        "max_iter": 100, "learning_rate": 0.05}).fit(X, y)
     assert given.result_.info["svi_steps"] == 100
 
 
@@ -947,8 +953,8 @@ def test_identity_mixing_holds_w_at_the_identity(tmp_path):
     np.testing.assert_array_equal(np.asarray(res.hypers["mixing"][0, 0]), np.eye(3))
     probs = res.predict_proba(X)
     assert probs.shape == (40, 3) and np.mean(probs.argmax(1) == y) > 0.9
-    res.save(tmp_path / "fit")                     # the option survives a save and load
-    again = FitResult.load(tmp_path / "fit")
+    ppgpc.save(res, tmp_path / "fit")                   # the option survives a save and load
+    again = ppgpc.load(tmp_path / "fit")
     assert again.data.learn_mixing is False
     np.testing.assert_allclose(again.predict_proba(X), probs, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="learn_mixing must be True or False"):
