@@ -105,7 +105,7 @@ def _psis_se(result, elpd):
         flat = np.asarray(f).reshape(S, N, -1)
         loo_mean = np.einsum("ns,snl->nl", np.exp(lw), flat)
         point = {k: v[0, 0] for k, v in result.hypers.items()}
-        _, var = result.spec.latent_conditional(result.data, result.kernel, point,
+        _, var = result.spec.latent.latent_conditional(result.data, result.kernel, point,
                                                 jnp.asarray(loo_mean), result.data.X)
         loglik = np.asarray(_noisy_log_utility(
             result._key(_NOISY_UTILITY_TAG), result.spec.log_link, jnp.asarray(flat),
@@ -192,14 +192,14 @@ def test_pseudo_likelihood_ratios_on_f_are_wrong_for_a_collapsed_sparse_fit(prob
         keep = np.arange(len(y)) != i
         refit = fit("ilr_gp_sparse", X[keep], y[keep], method="exact", num_draws=1,
                     model_options=options, hyperparameters=hypers, num_classes=2)
-        post = spec.condition(refit.data, refit.kernel, hypers)
-        m, v = spec.predict(refit.data, refit.kernel, hypers, post, X[i:i + 1])
+        post = spec.conjugate.condition(refit.data, refit.kernel, hypers)
+        m, v = spec.conjugate.predict(refit.data, refit.kernel, hypers, post, X[i:i + 1])
         logp = np.asarray(spec.log_link(jnp.asarray(np.asarray(m)[None]
                                                     + np.sqrt(np.asarray(v))[None] * eps)))
         brute += np_logsumexp(logp[:, 0, y[i]]) - np.log(len(eps))
     f = training_latent(result)
     point = {k: jnp.broadcast_to(v, f.shape[:2] + v.shape[2:]) for k, v in result.hypers.items()}
-    log_ratio, loglik = _log_terms(spec.log_link, spec.pseudo_log_lik, result.data, point, f,
+    log_ratio, loglik = _log_terms(spec.log_link, spec.conjugate.pseudo_log_lik, result.data, point, f,
                                    jnp.asarray(y))
     lw, k = az.psislw(np.asarray(log_ratio).reshape(4000, -1).T, 1.0)
     naive = np.sum(np_logsumexp(lw + np.asarray(loglik).reshape(4000, -1).T, axis=1))

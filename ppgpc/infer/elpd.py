@@ -38,7 +38,7 @@ Two estimators:
   e_i ~ N(0, s2_i) with s2_i the noise of the label the leave-one-out mean predicts (what
   ``exact_loo`` and a refit's ``predict_proba`` use). Its utility is then
   p(y_i | f_i^(s)) averaged over K standard-normal draws of e_i per posterior draw, with s2_i read
-  from ``spec.latent_conditional`` at the PSIS-weighted leave-one-out mean.
+  from ``spec.latent.latent_conditional`` at the PSIS-weighted leave-one-out mean.
 
   Collapsed sparse fits (``ilr_gp_sparse``, ``dirichlet_gp_sparse``) are refused: their
   q(u) is conditioned on N(t_i | a_i^T u, noise_i), the pseudo-likelihood of the projection
@@ -265,7 +265,7 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
         flat = np.asarray(f).reshape(S, N, -1)
         loo_mean = np.einsum("ns,snl->nl", np.exp(log_weights), flat)       # (N, L)
         point = {k: v[0, 0] for k, v in result.hypers.items()}
-        _, var = result.spec.latent_conditional(result.data, result.kernel, point,
+        _, var = result.spec.latent.latent_conditional(result.data, result.kernel, point,
                                                 jnp.asarray(loo_mean), result.data.X)
         loglik = np.asarray(_noisy_log_utility(
             result._key(_NOISY_UTILITY_TAG), result.spec.log_link, jnp.asarray(flat),
