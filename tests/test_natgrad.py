@@ -267,9 +267,16 @@ def test_a_model_without_gaussian_factors_refuses_natural_gradients():
         run_svi(spec, data, KERNEL, jax.random.PRNGKey(0), opts)
 
 
-def test_the_estimator_cannot_pair_natural_gradients_with_other_variance_gradients():
-    """The ELBO estimator left the estimator's options: under natural gradients it is always
-    Price's (the pairing with the reparameterisation gradients, which once warned, is
-    reachable only through the driver's model options)."""
+def test_natural_gradients_with_reparameterisation_variance_gradients_only_through_the_driver():
+    """The ELBO estimator left the estimator's options: under natural gradients the
+    estimator always uses Price's (passing ``ell_estimator`` is a TypeError). The pairing
+    with the reparameterisation gradients, which the estimator once warned of, is reachable
+    only through the driver's model options, and the driver keeps the estimator it is
+    given."""
     with pytest.raises(TypeError, match="ell_estimator"):
         SoftmaxSVGPClassifier(num_inducing=5, ell_estimator="marginal")
+    X, y = toy_problem(40, 3, seed=4)
+    res = fit("softmax_svgp", X, y, method="svi", batch_size=20, max_iter=100,
+              natural_gradient=0.1, num_draws=4, progress_bar=False,
+              model_options={"num_inducing": 5, "ell_estimator": "marginal"})
+    assert res.data.ell_estimator == "marginal"

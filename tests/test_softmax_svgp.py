@@ -301,7 +301,7 @@ def test_uncollapsed_ilr_estimator():
                                              "learning_rate": 0.03, "num_draws": 32})
     clf.fit(X, y)
     res = clf.result_
-    assert res.spec.name == "ilr_gp_uncollapsed"
+    assert res.spec.name == "ilr_gp_uncollapsed" and not hasattr(clf, "epsilon_")
     assert res.inducing.shape == (1, 32, 8, 2) and res.hypers["mixing"].shape == (1, 1, 2, 2)
     probs = clf.predict_proba(X)
     assert probs.shape == (len(y), 3) and np.allclose(probs.sum(1), 1.0)
