@@ -72,6 +72,7 @@ __all__ = [
     "prior_params",
     "inducing_values",
     "svi_result",
+    "mixing_matrix",
     "includes_hyper_prior",
     "own_inducing_values",
 ]
@@ -229,6 +230,12 @@ VALIDATION_CHUNK = 1024
 O(L M chunk) for the projections and O(S chunk C) for the draws)."""
 
 
+def mixing_matrix(data, params: dict):
+    """The fitted mixing matrix W (L, L): the ``mixing`` parameter, or the identity when the
+    model holds it there (``prepare(learn_mixing=False)``)."""
+    return params["mixing"] if data.learn_mixing else jnp.eye(data.num_latent)
+
+
 def _chunk_log_predictive(key, params: dict, data, kernel, Xs, ys, num_draws: int):
     """log p(y_i | x_i) for one chunk (n,) (``validation_log_predictive``)."""
     kp = kernel_params(params)
@@ -236,8 +243,7 @@ def _chunk_log_predictive(key, params: dict, data, kernel, Xs, ys, num_draws: in
     a, resid = _projection(data, kernel, kp, Z, _chol_mm(data, kernel, kp, Z), Xs)
     mean, var = marginal_moments(a, resid, params["q_mean"], params["q_scale_tril"])
     f = mean + jnp.sqrt(var) * jax.random.normal(key, (num_draws,) + mean.shape)
-    W = params["mixing"] if data.learn_mixing else jnp.eye(data.num_latent)
-    log_p = LOG_LINKS[data.link](f @ W.T)                                   # (S, n, C)
+    log_p = LOG_LINKS[data.link](f @ mixing_matrix(data, params).T)                                   # (S, n, C)
     log_p_y = jnp.take_along_axis(log_p, ys[None, :, None], axis=-1)[..., 0]  # (S, n)
     return jax.scipy.special.logsumexp(log_p_y, axis=0) - jnp.log(num_draws)
 
@@ -372,7 +378,7 @@ def svi_result(key, params: dict, data, kernel, num_draws: int) -> dict:
     ``num_draws`` draws of v from q(v), shaped (S, M, L) (predictive kind ``"inducing"``)."""
     hypers = {k: params[k] for k in ("kernel_variance", "kernel_lengthscale",
                                      "inducing_inputs")}
-    hypers["mixing"] = params["mixing"] if data.learn_mixing else jnp.eye(data.num_latent)
+    hypers["mixing"] = mixing_matrix(data, params)
     m, R = params["q_mean"], params["q_scale_tril"]                         # (L, M), (L, M, M)
     e = jax.random.normal(key, (num_draws,) + m.shape)
     v = m[None] + jnp.einsum("lij,slj->sli", R, e)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ppgpc.datasets import DATA_DIR_ENV, DATASETS, load, paper_split
 from ppgpc.diagnostics import probability_map
-from ppgpc.experiments import EXACT_CLASSIFIERS, PROGRESS_OPTIONS, run_split
+from ppgpc.experiments import EXACT_CLASSIFIERS, run_split
 from ppgpc.plotting import reliability_grid, save_figure
 
 __all__ = ["COMMANDS", "compare", "fit", "datasets"]
@@ -53,7 +53,7 @@ def compare(args) -> int:
     for model in models:
         print(f"fitting {model} on {args.dataset} (seed {args.seed}) ...", flush=True)
         rows.append(run_split(args.dataset, model, args.seed, data_dir=args.data_dir,
-                              max_train=args.max_train, **PROGRESS_OPTIONS.get(model, {})))
+                              max_train=args.max_train))
         print(f"  {model}: fitted in {rows[-1].fit_seconds:.1f} s", flush=True)
     print()
     print(f"{args.dataset}: {rows[0].y_test.shape[0]} test points; ECE is top-label for C > 2 "

@@ -32,7 +32,6 @@ __all__ = [
     "SPARSE_CLASSIFIERS",
     "PAPER_SPARSE",
     "PAPER_SPARSE_OPTIONS",
-    "PROGRESS_OPTIONS",
     "SVI_SPARSE_MODELS",
     "RunResult",
     "benchmark_split",
@@ -83,10 +82,6 @@ EXACT_CLASSIFIERS: dict[str, Callable[..., object]] = {
 """Classifiers of the exact setting: name -> factory(seed, **options) returning an estimator
 with its defaults. SVGPC (the sparse variational baseline) has min(200, N) inducing inputs,
 so on these small sets it places one at every training input; the paper has no row for it."""
-
-PROGRESS_OPTIONS: dict[str, dict] = {name: {"progress": True} for name in EXACT_CLASSIFIERS}
-"""Options that make an ``EXACT_CLASSIFIERS`` estimator show its progress (on stderr)
-during its fit: ``progress=True``, every estimator's default, stated for the CLI."""
 
 PAPER_EXACT = {
     # ILR paper, appendix B, Table 3: (accuracy, NLL, ECE) means and standard deviations.

@@ -44,11 +44,6 @@ from typing import Any, Callable, NamedTuple, Optional
 __all__ = ["ModelSpec", "Conjugate", "Latent", "Gibbs", "CAVI", "SVI", "Inducing",
            "CAPABILITIES", "CONJUGATE_MODULE_NAMES", "conjugate_spec", "collapsed_sparse_spec"]
 
-CONJUGATE_MODULE_NAMES = ("prepare", "collapsed_model", "latent_model", "condition", "predict",
-                          "sample_train", "loo_predictive", "latent_conditional", "num_latent",
-                          "log_link", "initial_hypers", "SPEC", "SPARSE_SPEC")
-"""The public names every conjugate model module (``ilr_gp``, ``dirichlet_gp``) defines: its
-functions under the names ``conjugate_spec`` reads, and its two specs."""
 
 
 class Conjugate(NamedTuple):
@@ -239,6 +234,12 @@ class ModelSpec:
     def capabilities(self) -> tuple[str, ...]:
         """The capability groups the spec fills, in ``CAPABILITIES`` order."""
         return tuple(group for group in CAPABILITIES if getattr(self, group) is not None)
+
+
+CONJUGATE_MODULE_NAMES = ("prepare", "num_latent", "log_link", "initial_hypers",
+                          *Conjugate._fields, *Latent._fields, "SPEC", "SPARSE_SPEC")
+"""The public names every conjugate model module (``ilr_gp``, ``dirichlet_gp``) defines: its
+functions under the names ``conjugate_spec`` reads, and its two specs."""
 
 
 def conjugate_spec(name: str, description: str, module: Any, *,

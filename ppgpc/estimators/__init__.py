@@ -17,7 +17,7 @@ Example:
     True
 """
 
-from ppgpc.estimators.base import GPClassifierBase
+from ppgpc.estimators.base import GPClassifierBase, saveable_estimators
 from ppgpc.estimators.gpd import DirichletGPClassifier
 from ppgpc.estimators.ilr import ILRGPClassifier
 from ppgpc.estimators.logistic_softmax import LogisticSoftmaxGPClassifier
@@ -27,6 +27,6 @@ from ppgpc.estimators.svgp import SoftmaxSVGPClassifier
 __all__ = ["GPClassifierBase", "ILRGPClassifier", "DirichletGPClassifier",
            "LogisticSoftmaxGPClassifier", "SoftmaxSVGPClassifier", "Selection", "ESTIMATORS"]
 
-ESTIMATORS = {cls.__name__: cls for cls in (ILRGPClassifier, LogisticSoftmaxGPClassifier,
-                                            DirichletGPClassifier, SoftmaxSVGPClassifier)}
-"""ppgpc's estimator classes by name: the classes a save may name (``ppgpc.persistence``)."""
+ESTIMATORS = saveable_estimators()
+"""ppgpc's estimator classes by name: the classes a save may name (``ppgpc.persistence``);
+the same registry ``estimator.save`` and ``<Class>.load`` use (``ESTIMATOR_NAMES``)."""
