@@ -194,6 +194,9 @@ class ModelSpec:
         seeded_prepare: ``prepare`` takes a ``seed`` (its k-means++ inducing inputs), which
             the driver fills from its own.
         sparse_alternative: what the driver's too-many-points error suggests instead.
+        psis_loo_refusal: why PSIS-LOO (``ppgpc.infer.psis_loo``) cannot score this model's
+            fits from draws of its training latent, as a phrase that completes "cannot
+            score ..."; None where it can.
         description: one line for the model registry.
     """
 
@@ -212,6 +215,7 @@ class ModelSpec:
     scalable: bool = False
     seeded_prepare: bool = False
     sparse_alternative: Optional[str] = None
+    psis_loo_refusal: Optional[str] = None
     description: str = ""
 
     def __post_init__(self):
@@ -263,6 +267,13 @@ def conjugate_spec(name: str, description: str, module: Any, *,
         sparse_alternative=sparse_alternative)
 
 
+COLLAPSED_PSIS_LOO_REFUSAL = (
+    "a collapsed sparse fit (its q(u) is conditioned on the pseudo-likelihood of the "
+    "projection K_im K_mm^-1 u, not of f_i, so importance ratios from draws of f_i weight "
+    "them wrongly)")
+"""Why PSIS-LOO refuses the collapsed sparse variants (``ModelSpec.psis_loo_refusal``)."""
+
+
 def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
                           module: Any) -> ModelSpec:
     """The spec of the collapsed sparse variant (Titsias's bound) of a conjugate model.
@@ -270,7 +281,8 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
     The variant keeps ``exact``'s ``num_latent``, ``log_link`` and ``pseudo_log_lik`` (on
     the dense data inside its ``SparseData``), has no latent form, and runs ``exact`` and
     ``map`` only: ``excluded_methods`` refuses NUTS over the inducing inputs. Its cost is
-    O(N M^2), so it is ``scalable``; its ``prepare`` is seeded (the k-means++ start).
+    O(N M^2), so it is ``scalable``; its ``prepare`` is seeded (the k-means++ start). PSIS-LOO
+    refuses its fits (``COLLAPSED_PSIS_LOO_REFUSAL``).
 
     Args:
         exact: the conjugate model's spec (``conjugate_spec``).
@@ -289,7 +301,8 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
         conjugate=Conjugate(**functions, pseudo_log_lik=functools.partial(
             _on_base_data, exact.conjugate.pseudo_log_lik)),
         inducing=Inducing(inducing_predictive=module["sparse_inducing_predictive"]),
-        excluded_methods=("nuts",), scalable=True, seeded_prepare=True)
+        excluded_methods=("nuts",), scalable=True, seeded_prepare=True,
+        psis_loo_refusal=COLLAPSED_PSIS_LOO_REFUSAL)
 
 
 def _on_base_data(function, data, *args):

@@ -15,6 +15,7 @@ from ppgpc.infer import exact_loo, fit, psis_loo, to_inference_data
 from ppgpc.infer.elpd import (NOISY_UTILITY_DRAWS, _NOISY_UTILITY_TAG, _noisy_log_utility,
                               _predicts_from_noise)
 from ppgpc.infer.loo import loo_latent, loo_nll
+from ppgpc.infer.predictive import stream_key
 from ppgpc.models import get_spec
 
 HYPERS = {"kernel_variance": 0.3, "kernel_lengthscale": [2.0, 2.0]}
@@ -108,7 +109,7 @@ def _psis_se(result, elpd):
         _, var = result.spec.latent.latent_conditional(result.data, result.kernel, point,
                                                 jnp.asarray(loo_mean), result.data.X)
         loglik = np.asarray(_noisy_log_utility(
-            result._key(_NOISY_UTILITY_TAG), result.spec.log_link, jnp.asarray(flat),
+            stream_key(result.seed, _NOISY_UTILITY_TAG), result.spec.log_link, jnp.asarray(flat),
             jnp.sqrt(jnp.maximum(var, 0.0)), jnp.asarray(result.data.y), NOISY_UTILITY_DRAWS))
     w, p = np.exp(lw), np.exp(loglik.T)
     p_hat = np.sum(w * p, axis=1)

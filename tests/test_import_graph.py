@@ -43,7 +43,7 @@ LAYERS = [
                            "ppgpc.infer.nuts",
                            "ppgpc.infer.gibbs", "ppgpc.infer.cavi", "ppgpc.infer.svi",
                            "ppgpc.infer.dims"]),
-    ("results", ["ppgpc.infer.results", "ppgpc.infer.loo"]),
+    ("results", ["ppgpc.infer.predictive", "ppgpc.infer.results", "ppgpc.infer.loo"]),
     ("driver", ["ppgpc.infer.driver"]),
     ("export and persistence", ["ppgpc.infer.arviz_export", "ppgpc.infer.elpd", "ppgpc.infer",
                                 "ppgpc.diagnostics", "ppgpc._save_format",

@@ -19,8 +19,8 @@ import fitted_cases
 from compile_count import count_compilations
 from conftest import toy_problem
 from ppgpc.infer import fit
-from ppgpc.infer.results import (MIN_PREDICTIVE_DRAWS, PREDICT_BLOCK, _per_draw_predictive,
-                                 _point_latent_draws)
+from ppgpc.infer.predictive import (MIN_PREDICTIVE_DRAWS, PREDICT_BLOCK, _per_draw_latent_draws,
+                                    _point_latent_draws, flat_hypers)
 
 FITS = ("ilr_exact", "gpd_exact", "ilr_latent", "lsm_gibbs", "svgp_inducing")
 
@@ -167,6 +167,6 @@ def test_point_hyperparameter_latent_draws_equal_the_per_draw_conditional():
     for shared in (True, False):
         fast = _point_latent_draws(key, result.spec, result.kernel, result.data,
                                    result.hyper_draw(0, 0), flat_f, Xs, shared)
-        slow = _per_draw_predictive(key, result.spec, result.kernel, result.data,
-                                    result._flat_hypers(), flat_f, Xs, "latent", shared)
+        slow = _per_draw_latent_draws(key, result.spec, result.kernel, result.data,
+                                      flat_hypers(result), flat_f, Xs, shared)
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-10)

@@ -39,8 +39,9 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             lengthscales from running away.
         inference: ``"svi"`` (default) or ``"nuts"``: NUTS on the full, non-sparse GP with
             the same link (W = I) for small N, with kernel hyperparameters from an SVI fit
-            unless given in ``inference_options["hyperparameters"]`` (or sampled, with
-            ``{"sample_hyperparameters": True}``).
+            with this estimator's SVI defaults (``inference_options`` are NUTS's then),
+            unless given in ``inference_options["hyperparameters"]`` (for example another
+            fit's ``result_.hypers``), or sampled, with ``{"sample_hyperparameters": True}``.
 {SHARED_DOC}
             The minibatch keys of ``"svi"``: ``batch_size`` (default min(256, N)),
             ``max_iter`` and ``learning_rate`` (default 500 steps at 0.1 when a step sees

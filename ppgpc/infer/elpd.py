@@ -40,7 +40,8 @@ Two estimators:
   p(y_i | f_i^(s)) averaged over K standard-normal draws of e_i per posterior draw, with s2_i read
   from ``spec.latent.latent_conditional`` at the PSIS-weighted leave-one-out mean.
 
-  Collapsed sparse fits (``ilr_gp_sparse``, ``dirichlet_gp_sparse``) are refused: their
+  Fits of a model with ``spec.psis_loo_refusal`` are refused with that reason: the
+  collapsed sparse ones (``ilr_gp_sparse``, ``dirichlet_gp_sparse``), whose
   q(u) is conditioned on N(t_i | a_i^T u, noise_i), the pseudo-likelihood of the projection
   a_i^T u = K_im K_mm^-1 u, not of f_i, so ratios from draws of f_i (which carry the
   conditional variance k_ii - a_i^T a_i) weight the draws wrongly.
@@ -61,7 +62,6 @@ from jax.scipy.special import logsumexp
 from ppgpc.infer.arviz_export import training_latent
 from ppgpc.infer.loo import loo_latent
 from ppgpc.infer.results import FitResult, stream_key
-from ppgpc.sparse import SparseData
 
 __all__ = ["exact_loo", "psis_loo", "EXACT_LOO_DRAWS", "NOISY_UTILITY_DRAWS"]
 
@@ -234,12 +234,11 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
         >>> elpd.pareto_k.shape
         (30,)
     """
-    if isinstance(result.data, SparseData):
+    if result.spec.psis_loo_refusal is not None:
         raise ValueError(
-            f"psis_loo cannot score a collapsed sparse fit ({result.spec.name!r}): its q(u) is "
-            "conditioned on the pseudo-likelihood of the projection K_im K_mm^-1 u, not of "
-            "f_i, so importance ratios from draws of f_i weight them wrongly; score the "
-            "dense model (exact_loo or psis_loo) or use held-out data")
+            f"psis_loo cannot score {result.spec.psis_loo_refusal} (model "
+            f"{result.spec.name!r}); score the dense model (exact_loo or psis_loo) or use "
+            "held-out data")
     noisy = _predicts_from_noise(result)
     if noisy and not result.point_hypers:
         raise ValueError("psis_loo of a fit that predicts from noisy pseudo-observations "
@@ -268,7 +267,7 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
         _, var = result.spec.latent.latent_conditional(result.data, result.kernel, point,
                                                 jnp.asarray(loo_mean), result.data.X)
         loglik = np.asarray(_noisy_log_utility(
-            result._key(_NOISY_UTILITY_TAG), result.spec.log_link, jnp.asarray(flat),
+            stream_key(result.seed, _NOISY_UTILITY_TAG), result.spec.log_link, jnp.asarray(flat),
             jnp.sqrt(jnp.maximum(jnp.asarray(var), 0.0)), jnp.asarray(result.data.y), NOISY_UTILITY_DRAWS)).T
     loo_i = np.asarray(logsumexp(jnp.asarray(log_weights + loglik), axis=-1))
     lppd_i = np.asarray(logsumexp(jnp.asarray(loglik), axis=-1)) - np.log(S)
