@@ -41,7 +41,9 @@ at most one, with ``B`` lowered until every bin holds at least ``min_count`` poi
 bin's frequency rests on one point. Under calibration the event of each score (label 1,
 top label correct, label c) is Bernoulli(score), so drawing the events that way ``B``
 times gives each bin's null distribution of observed frequencies; its central ``level``
-interval is the consistency band (Broecker and Smith 2007, with the forecasts held fixed).
+interval is the consistency band (Broecker and Smith 2007, with the forecasts held fixed),
+and the observed frequency's place in that distribution is the bin's two-sided p-value.
+:func:`confidence_ppc` bins the same way and returns the same :class:`BandedBins` type.
 
 Example:
     >>> import numpy as np
@@ -69,6 +71,7 @@ from ppgpc.validation import check_count, check_positive, check_probability, che
 __all__ = [
     "SKCE_ESTIMATORS",
     "SKCETest",
+    "BandedBins",
     "ReliabilityBands",
     "median_bandwidth",
     "skce",
@@ -101,8 +104,14 @@ class SKCETest(NamedTuple):
     """Label vectors drawn under calibration (0 for the asymptotic test)."""
 
 
-class ReliabilityBands(NamedTuple):
-    """Equal-mass reliability bins with consistency bands; fields are ``(B,)`` arrays."""
+class BandedBins(NamedTuple):
+    """Equal-mass bins of a score, each with its observed event frequency and the band that
+    frequency should fall in: the central ``level`` interval of the frequencies in ``R``
+    replications. Per-bin fields are ``(B,)`` arrays.
+
+    :func:`reliability_bands` (as ``ReliabilityBands``) replicates the events under
+    calibration; :func:`confidence_ppc` (as ``ConfidencePPC``) replicates the labels from
+    the posterior predictive."""
 
     score_lower: np.ndarray
     """Smallest score in each bin."""
@@ -113,44 +122,31 @@ class ReliabilityBands(NamedTuple):
     confidence: np.ndarray
     """Mean score in each bin."""
     accuracy: np.ndarray
-    """Observed frequency of the event in each bin."""
+    """Observed frequency of the event in each bin (label 1, top label correct, label c)."""
     band_lower: np.ndarray
-    """Lower end of the consistency band (the ``(1 - level) / 2`` quantile)."""
+    """Lower end of the band, the ``(1 - level) / 2`` quantile of ``replicated``."""
     band_upper: np.ndarray
-    """Upper end of the consistency band (the ``(1 + level) / 2`` quantile)."""
+    """Upper end of the band, the ``(1 + level) / 2`` quantile of ``replicated``."""
     level: float
-    """Probability of the band under calibration."""
-    kind: str
-    """``"binary"``, ``"top-label"`` or ``"classwise"``."""
-
-
-class ConfidencePPC(NamedTuple):
-    """Posterior predictive check of top-label accuracy by confidence bin
-    (:func:`confidence_ppc`); per-bin fields are ``(B,)`` arrays."""
-
-    score_lower: np.ndarray
-    """Smallest top-label confidence in each bin."""
-    score_upper: np.ndarray
-    """Largest top-label confidence in each bin."""
-    count: np.ndarray
-    """Points in each bin."""
-    confidence: np.ndarray
-    """Mean top-label confidence in each bin."""
-    accuracy: np.ndarray
-    """Observed fraction of points whose label is the predicted one."""
-    band_lower: np.ndarray
-    """``(1 - level) / 2`` quantile of the replicated fractions."""
-    band_upper: np.ndarray
-    """``(1 + level) / 2`` quantile of the replicated fractions."""
-    level: float
-    """Probability of the band under the model."""
+    """Probability of the band under the replications' distribution."""
     replicated: np.ndarray
-    """(S, B) fraction of each bin's replicated labels equal to the predicted label."""
+    """(R, B) frequency of the event in each bin in each of R replications."""
     p_value: np.ndarray
-    """Two-sided posterior predictive p-value of each bin, ``min(1, 2 min(P(T_rep <= T),
-    P(T_rep >= T)))``."""
-    kind: str = "top-label"
-    """Always ``"top-label"`` (the score binned)."""
+    """Two-sided p-value of each bin's observed frequency against ``replicated``,
+    ``min(1, 2 min(P(T_rep <= T), P(T_rep >= T)))``."""
+    kind: str
+    """The score binned: ``"binary"``, ``"top-label"`` or ``"classwise"``."""
+
+
+ReliabilityBands = BandedBins
+"""The result of :func:`reliability_bands`: a :class:`BandedBins` whose replications are
+event vectors drawn under calibration (R = ``n_resamples``), so its bands are consistency
+bands."""
+
+ConfidencePPC = BandedBins
+"""The result of :func:`confidence_ppc`: a :class:`BandedBins` of kind ``"top-label"``
+whose replications are the S replicated label vectors (the event: the label equals the
+predicted one), so its bands and p-values are a posterior predictive check."""
 
 
 def _check_estimator(estimator: str) -> str:
@@ -326,6 +322,35 @@ def _equal_mass_bins(scores: np.ndarray, n_bins: int, min_count: int) -> np.ndar
     return index
 
 
+def _banded_bins(scores: np.ndarray, hits: np.ndarray, replicated_hits: np.ndarray,
+                 n_bins: int, min_count: int, level: float, kind: str) -> BandedBins:
+    """Equal-mass bins of ``scores`` (at most ``n_bins``, each of at least ``min_count``
+    points when n allows), each bin's observed event frequency ``T_b = mean_{i in b} hits_i``
+    and its frequencies ``T_b^(r)`` in the replications, their central ``level`` band
+    (inverted-CDF quantiles) and two-sided p-values.
+
+    Args:
+        scores: (n,) the score binned; hits: (n,) the observed 0/1 events.
+        replicated_hits: (R, n) the 0/1 events of R replications.
+    """
+    index = _equal_mass_bins(scores, n_bins, min_count)
+    nb = int(index.max()) + 1
+    member = np.eye(nb)[index]                                          # (n, B) bin indicator
+    count = np.bincount(index, minlength=nb)
+    confidence = scores @ member / count
+    accuracy = hits.astype(np.float64) @ member / count
+    replicated = replicated_hits.astype(np.float64) @ member / count    # (R, B)
+    lower = np.quantile(replicated, (1.0 - level) / 2.0, axis=0, method="inverted_cdf")
+    upper = np.quantile(replicated, (1.0 + level) / 2.0, axis=0, method="inverted_cdf")
+    below = np.mean(replicated <= accuracy, axis=0)
+    above = np.mean(replicated >= accuracy, axis=0)
+    p_value = np.minimum(1.0, 2.0 * np.minimum(below, above))
+    score_lower = np.array([scores[index == b].min() for b in range(nb)])
+    score_upper = np.array([scores[index == b].max() for b in range(nb)])
+    return BandedBins(score_lower, score_upper, count, confidence, accuracy, lower, upper,
+                      level, replicated, p_value, kind)
+
+
 def reliability_bands(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 10,
                       kind: str = "auto", class_index: int | None = None,
                       min_count: int = 10, level: float = 0.95, n_resamples: int = 1000,
@@ -345,10 +370,11 @@ def reliability_bands(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 10,
         seed: root seed of the resampling generator.
 
     Returns:
-        A :class:`ReliabilityBands`. The band of a bin is
-        ``[Q((1 - level) / 2), Q((1 + level) / 2)]`` of the resampled frequencies, with
-        ``Q`` the inverted-CDF quantile, so an observed frequency falls outside it with
-        probability at most ``1 - level`` under calibration (up to resampling error).
+        A :class:`ReliabilityBands` (``replicated``: the (n_resamples, B) resampled
+        frequencies). The band of a bin is ``[Q((1 - level) / 2), Q((1 + level) / 2)]`` of
+        the resampled frequencies, with ``Q`` the inverted-CDF quantile, so an observed
+        frequency falls outside it with probability at most ``1 - level`` under
+        calibration (up to resampling error); likewise ``P(p_value <= a) <= a``.
     """
     p, labels = _validate(probs, y)
     n_bins = check_count("n_bins", n_bins)
@@ -365,21 +391,9 @@ def reliability_bands(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 10,
     elif class_index is not None:
         raise ValueError(f"class_index is only used with kind='classwise'; kind={kind!r}")
     scores, hits = _scores_and_hits(p, labels, resolved, class_index)
-    index = _equal_mass_bins(scores, n_bins, min_count)
-    nb = int(index.max()) + 1
-    member = np.eye(nb)[index]                                          # (n, B) bin indicator
-    count = np.bincount(index, minlength=nb)
-    confidence = scores @ member / count
-    accuracy = hits.astype(np.float64) @ member / count
     rng = np.random.default_rng(check_seed(seed))
-    null = (rng.uniform(size=(B, scores.shape[0])) < scores).astype(np.float64) @ member
-    null /= count                                                       # (B_resamples, B)
-    lower = np.quantile(null, (1.0 - level) / 2.0, axis=0, method="inverted_cdf")
-    upper = np.quantile(null, (1.0 + level) / 2.0, axis=0, method="inverted_cdf")
-    score_lower = np.array([scores[index == b].min() for b in range(nb)])
-    score_upper = np.array([scores[index == b].max() for b in range(nb)])
-    return ReliabilityBands(score_lower, score_upper, count, confidence, accuracy, lower,
-                            upper, level, resolved)
+    null_hits = rng.uniform(size=(B, scores.shape[0])) < scores         # events ~ Bernoulli(score)
+    return _banded_bins(scores, hits, null_hits, n_bins, min_count, level, resolved)
 
 
 def confidence_ppc(probs: ArrayLike, y: ArrayLike, y_rep: ArrayLike, *, n_bins: int = 10,
@@ -412,7 +426,7 @@ def confidence_ppc(probs: ArrayLike, y: ArrayLike, y_rep: ArrayLike, *, n_bins: 
         level: probability of each band under the model, in (0, 1).
 
     Returns:
-        A :class:`ConfidencePPC`.
+        A :class:`ConfidencePPC` (``replicated``: the (S, B) fractions ``T_b(y_rep^(s))``).
 
     Raises:
         ValueError: bad probabilities or labels, a ``y_rep`` whose last axis is not n or
@@ -441,19 +455,4 @@ def confidence_ppc(probs: ArrayLike, y: ArrayLike, y_rep: ArrayLike, *, n_bins: 
     level = check_probability("level", level, kind="a probability")
     scores, hits = _scores_and_hits(p, labels, "top-label", None)
     predicted = np.argmax(p, axis=1)
-    index = _equal_mass_bins(scores, n_bins, min_count)
-    nb = int(index.max()) + 1
-    member = np.eye(nb)[index]                                          # (n, B)
-    count = np.bincount(index, minlength=nb)
-    confidence = scores @ member / count
-    accuracy = hits.astype(np.float64) @ member / count
-    replicated = (rep == predicted).astype(np.float64) @ member / count  # (S, B)
-    lower = np.quantile(replicated, (1.0 - level) / 2.0, axis=0, method="inverted_cdf")
-    upper = np.quantile(replicated, (1.0 + level) / 2.0, axis=0, method="inverted_cdf")
-    below = np.mean(replicated <= accuracy, axis=0)
-    above = np.mean(replicated >= accuracy, axis=0)
-    p_value = np.minimum(1.0, 2.0 * np.minimum(below, above))
-    score_lower = np.array([scores[index == b].min() for b in range(nb)])
-    score_upper = np.array([scores[index == b].max() for b in range(nb)])
-    return ConfidencePPC(score_lower, score_upper, count, confidence, accuracy, lower, upper,
-                         level, replicated, p_value)
+    return _banded_bins(scores, hits, rep == predicted, n_bins, min_count, level, "top-label")

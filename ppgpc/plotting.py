@@ -299,7 +299,7 @@ def reliability_bands_diagram(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 1
 
 def _draw_bands(bands, ax: Axes | None, label: str | None, band_label: str,
                 show_counts: bool) -> Axes:
-    """Equal-mass bins with a band per bin (a ``ReliabilityBands`` or ``ConfidencePPC``):
+    """Equal-mass bins with a band per bin (a ``ppgpc.calibration.BandedBins``):
     grey band bars, the observed curve (points outside their band ringed in red), each
     point's count, and optionally the count histogram on a twin axis."""
     if ax is None:

@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from ppgpc.calibration import (
+    BandedBins,
     ConfidencePPC,
     ReliabilityBands,
     confidence_ppc,
@@ -164,15 +165,17 @@ def test_equal_mass_bins_keep_a_minimum_count():
 def test_bands_hold_the_observed_frequency_under_calibration():
     # The band is the (2.5%, 97.5%) inverted-CDF range of the exact null distribution of the
     # bin frequency (given the scores), so a bin falls outside with probability <= 5%.
-    outside, total = 0, 0
+    # Likewise each two-sided p-value is at most uniformly small: P(p <= 0.05) <= 0.05.
+    outside, total, small_p = 0, 0, 0
     for seed in range(60):
         p, y = _draw(200 + seed, n=500)
         bands = reliability_bands(p, y, n_bins=10, n_resamples=2000, seed=seed)
         outside += np.sum((bands.accuracy < bands.band_lower)
                           | (bands.accuracy > bands.band_upper))
+        small_p += np.sum(bands.p_value <= 0.05)
         total += bands.count.size
-    rate = outside / total
-    assert rate <= 0.05 + Z * np.sqrt(0.05 * 0.95 / total), rate
+    bound = 0.05 + Z * np.sqrt(0.05 * 0.95 / total)
+    assert outside / total <= bound and small_p / total <= bound, (outside, small_p, total)
 
 
 def test_band_width_matches_the_binomial_sum_and_flags_miscalibration():
@@ -188,9 +191,14 @@ def test_band_width_matches_the_binomial_sum_and_flags_miscalibration():
     np.testing.assert_allclose(bands.band_upper - bands.band_lower, 2 * 1.96 * sd, rtol=0.15)
     np.testing.assert_allclose((bands.band_upper + bands.band_lower) / 2,
                                bands.confidence, atol=0.3 * sd.max() + 1 / 200)
-    # overconfident probabilities put most bins outside their bands
+    # overconfident probabilities put most bins outside their bands, with small p-values
     out = (bands.accuracy < bands.band_lower) | (bands.accuracy > bands.band_upper)
-    assert out.sum() >= 6
+    assert out.sum() >= 6 and np.all(bands.p_value[out] < 0.05)
+    # the resampled frequencies: one row per resample, mean the bin's mean score up to
+    # Monte Carlo error (each is a mean of Bernoulli(score) events)
+    assert bands.replicated.shape == (4000, 10)
+    np.testing.assert_array_less(np.abs(bands.replicated.mean(0) - bands.confidence),
+                                 Z * sd / np.sqrt(4000))
 
 
 def test_band_settings_are_checked():
@@ -237,6 +245,7 @@ def test_confidence_ppc_fails_an_overconfident_model():
     sharp = q**3 / np.sum(q**3, axis=1, keepdims=True)
     ppc = confidence_ppc(sharp, y, _replicates(rng, sharp, 1000).reshape(2, 500, 1000))
     assert isinstance(ppc, ConfidencePPC) and ppc.replicated.shape == (1000, 10)
+    assert ConfidencePPC is ReliabilityBands is BandedBins  # one banded-bins type
     assert np.all(ppc.count == 100) and ppc.kind == "top-label"
     below = ppc.accuracy < ppc.band_lower
     assert below.sum() >= 7 and np.all(ppc.p_value[below] < 0.05)

@@ -159,3 +159,34 @@ def test_inducing_inputs_per_ilr_coordinate_are_fitted_saved_and_refused_where_t
         ILRGPClassifier(epsilon=0.99, shared_inducing=False).fit(X, y)
     with pytest.raises(ValueError, match="shared_inducing must be True or False"):
         ILRGPClassifier(epsilon=0.99, inference="collapsed", shared_inducing="no").fit(X, y)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ILRGPClassifier", "DirichletGPClassifier",
+                                  "LogisticSoftmaxGPClassifier", "SoftmaxSVGPClassifier"])
+def test_the_shared_docstring_example_runs_for_every_estimator(name):
+    """``shared_doc`` writes each estimator's example from ``EXAMPLE_DOC``; the filled-in
+    example is valid doctest that passes (fit on wine, two rows of three probabilities)."""
+    import doctest
+
+    import ppgpc
+
+    cls = getattr(ppgpc, name)
+    assert "{EXAMPLE}" not in cls.__doc__ and "{SHARED_DOC}" not in cls.__doc__
+    assert f">>> clf = {name}(" in cls.__doc__
+    (test,) = doctest.DocTestFinder(recurse=False).find(cls, name, globs={})
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.summarize(verbose=False) == (0, 5)
+
+
+def test_shared_doc_refuses_a_docstring_without_its_lines():
+    from ppgpc.estimators.base import shared_doc
+
+    class NoExample:
+        """Args:
+{SHARED_DOC}
+        """
+
+    with pytest.raises(ValueError, match="docstring of NoExample has no {EXAMPLE} line"):
+        shared_doc(example="epsilon=0.9")(NoExample)

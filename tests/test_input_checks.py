@@ -157,42 +157,43 @@ def test_driver_sparse_models_have_no_exact_size_limit(toy):
         fit("ilr_gp", X, y, max_exact_points=10)
 
 
-@pytest.mark.parametrize("options, match", [
+# Each of these failed deep inside JAX or NumPyro, or was accepted and did nothing useful.
+# The settings every optimiser checks, and those every sampler checks, with the start of the
+# error that must name them:
+OPTIMISER_SETTINGS = [
+    ({"max_iter": 0}, "max_iter must be an integer >= 1, got 0"),
+    ({"max_iter": -3}, "max_iter must be an integer >= 1, got -3"),
+    ({"num_draws": -1}, "num_draws must be an integer >= 1, got -1"),
+    ({"learning_rate": float("nan")}, "learning_rate must be finite and positive, got nan"),
+    ({"learning_rate": -1}, "learning_rate must be finite and positive, got -1"),
+]
+SAMPLER_SETTINGS = [
     ({"num_chains": 0}, "num_chains must be an integer >= 1, got 0"),
-    ({"num_samples": 10.5}, "num_samples must be an integer"),
-    ({"target_accept": 2.0}, "target_accept must be a probability in \\(0, 1\\)"),
-    ({"dense_mass": "yes"}, "dense_mass must be True or False"),
-])
-def test_driver_nuts_settings_are_checked(toy, options, match):
-    X, y = toy
-    with pytest.raises(ValueError, match=match):
-        fit("ilr_gp", X, y, method="nuts", hyperparameters={"kernel_variance": 1.0,
-                                                             "kernel_lengthscale": 1.0},
-            **options)
+    ({"num_samples": 0}, "num_samples must be an integer >= 1, got 0"),
+    ({"num_samples": 10.5}, "num_samples must be an integer >= 1, got 10.5"),
+    ({"num_warmup": -1}, "num_warmup must be an integer >= 0, got -1"),
+]
+OPTIMISERS = [("ilr_gp", {"method": "map"}), ("ilr_gp", {"method": "exact", "optimizer": "adam"}),
+              ("logistic_softmax", {"method": "cavi"})]
+SAMPLERS = [("ilr_gp", {"method": "nuts"}), ("logistic_softmax", {"method": "gibbs"})]
+
+
+def _cases(methods, settings):
+    """(model, options, match): each bad setting with each method's own options."""
+    return [(model, {**method, **bad}, match) for model, method in methods
+            for bad, match in settings]
 
 
 @pytest.mark.parametrize("model, options, match", [
-    # each of these failed deep inside JAX or NumPyro, or was accepted and did nothing useful
-    ("ilr_gp", {"num_draws": -1}, "num_draws must be an integer >= 1, got -1"),
-    ("ilr_gp", {"optimizer": "adam", "max_iter": -3}, "max_iter must be an integer >= 1, got -3"),
-    ("ilr_gp", {"method": "map", "learning_rate": float("nan")},
-     "learning_rate must be finite and positive, got nan"),
-    ("logistic_softmax", {"method": "cavi", "max_iter": 0},
-     "max_iter must be an integer >= 1, got 0"),
-    ("logistic_softmax", {"method": "cavi", "num_draws": 0},
-     "num_draws must be an integer >= 1, got 0"),
-    ("logistic_softmax", {"method": "cavi", "learning_rate": -1},
-     "learning_rate must be finite and positive, got -1"),
+    *_cases(OPTIMISERS, OPTIMISER_SETTINGS),
+    *_cases(SAMPLERS, SAMPLER_SETTINGS),
     ("logistic_softmax", {"method": "cavi", "num_inducing": 2.5},
      "num_inducing must be an integer >= 1, got 2.5"),
-    ("logistic_softmax", {"method": "gibbs", "num_chains": 0},
-     "num_chains must be an integer >= 1, got 0"),
-    ("logistic_softmax", {"method": "gibbs", "num_samples": 0},
-     "num_samples must be an integer >= 1, got 0"),
-    ("logistic_softmax", {"method": "gibbs", "num_warmup": -1},
-     "num_warmup must be an integer >= 0, got -1"),
     ("logistic_softmax", {"method": "gibbs", "hyper_algo": "nuts"},
      "hyper_algo must be one of \\['HMC', 'NUTS'\\], got 'nuts'"),
+    ("ilr_gp", {"method": "nuts", "target_accept": 2.0},
+     "target_accept must be a probability in \\(0, 1\\)"),
+    ("ilr_gp", {"method": "nuts", "dense_mass": "yes"}, "dense_mass must be True or False"),
 ])
 def test_driver_method_settings_are_checked_before_any_work(toy, model, options, match):
     """A bad setting is refused by name before the data are even prepared."""

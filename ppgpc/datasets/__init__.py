@@ -23,6 +23,7 @@ import csv
 import hashlib
 import io
 import os
+import string
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -106,105 +107,44 @@ class DatasetInfo(NamedTuple):
         return len(self.classes)
 
 
-def _letters() -> tuple[str, ...]:
-    return tuple(chr(c) for c in range(ord("A"), ord("Z") + 1))
+_TABLE = (
+    # name, CSV file, UCI page, rows n, features d, {class: rows}, shipped, paper's test size,
+    # sha256 of the reference CSV, how that CSV was made from the UCI file
+    ("wine", "wine.csv", "Wine", 178, 13, {1: 59, 2: 71, 3: 48}, True, 50,
+     "d055e3a6c2cd481c5f2e5112c3e449e42bf83e9890d24453130fdd3d53385e34",
+     "wine.data with the class moved from the first to the last column"),
+    ("glass", "glass.csv", "Glass Identification", 214, 9,
+     {1: 70, 2: 76, 3: 17, 5: 13, 6: 9, 7: 29}, True, 50,
+     "70d58a2d01a63b6bec146f894560cb66babb4f3c786ee4248f3043de12c84674",
+     "glass.data with the Id column dropped"),
+    ("thyroid", "thyroid.csv", "Thyroid Disease (file new-thyroid.data)", 215, 5,
+     {1: 150, 2: 35, 3: 30}, True, 50,
+     "e77d28b35b228cd461f876753000e81dae3c438f3b96316bb610e3d47501e468",
+     "new-thyroid.data with the class moved from the first to the last column"),
+    ("letter", "letter_recognition.csv", "Letter Recognition", 20000, 16,
+     dict(zip(string.ascii_uppercase, (789, 766, 736, 805, 768, 775, 773, 734, 755, 747, 739,
+                                       761, 792, 783, 753, 803, 783, 758, 748, 796, 813, 764,
+                                       752, 787, 786, 734))), False, 5000,
+     "702895c420c2674133c40f605c59d17a9be45158bdfc00a59fc14f13be4ec39b",
+     "letter-recognition.data with the letter moved from the first to the last column"),
+    ("magic", "magic04.csv", "MAGIC Gamma Telescope", 19020, 10, {"g": 12332, "h": 6688},
+     False, 5000, "4fc287f754444cbd2444f36d55ef2c6939feb57afeffeb5d06a41cf603cda8d4",
+     "magic04.data (class g/h already last) with a header row added"),
+    ("htru2", "htru2.csv", "HTRU2", 17898, 8, {0: 16259, 1: 1639}, False, 5000,
+     "e1a980db2795532918cfd664551621c9b7ebd59d2d2e1759d88033221cf3ef2f",
+     "HTRU_2.csv (class 0/1 already last) with a header row added"),
+    ("eeg", "eeg_eye_state.csv", "EEG Eye State", 14980, 14, {0: 8257, 1: 6723}, False, 4000,
+     "753cf37240bffd38fdef5eef4f7ea9e2fafa60c8fcfb1c69efcbf5e6829d9107",
+     "EEG Eye State.arff with the ARFF header replaced by a CSV header row"),
+)
+"""One row per dataset; the ``{class: rows}`` mapping gives ``classes`` (sorted) and
+``class_counts`` aligned with them."""
 
-
-_INFOS = (
-    DatasetInfo(
-        name="wine",
-        filename="wine.csv",
-        uci_page="Wine",
-        n=178,
-        d=13,
-        classes=(1, 2, 3),
-        class_counts=(59, 71, 48),
-        shipped=True,
-        paper_n_test=50,
-        sha256="d055e3a6c2cd481c5f2e5112c3e449e42bf83e9890d24453130fdd3d53385e34",
-        preparation="wine.data with the class moved from the first to the last column",
-    ),
-    DatasetInfo(
-        name="glass",
-        filename="glass.csv",
-        uci_page="Glass Identification",
-        n=214,
-        d=9,
-        classes=(1, 2, 3, 5, 6, 7),
-        class_counts=(70, 76, 17, 13, 9, 29),
-        shipped=True,
-        paper_n_test=50,
-        sha256="70d58a2d01a63b6bec146f894560cb66babb4f3c786ee4248f3043de12c84674",
-        preparation="glass.data with the Id column dropped",
-    ),
-    DatasetInfo(
-        name="thyroid",
-        filename="thyroid.csv",
-        uci_page="Thyroid Disease (file new-thyroid.data)",
-        n=215,
-        d=5,
-        classes=(1, 2, 3),
-        class_counts=(150, 35, 30),
-        shipped=True,
-        paper_n_test=50,
-        sha256="e77d28b35b228cd461f876753000e81dae3c438f3b96316bb610e3d47501e468",
-        preparation="new-thyroid.data with the class moved from the first to the last column",
-    ),
-    DatasetInfo(
-        name="letter",
-        filename="letter_recognition.csv",
-        uci_page="Letter Recognition",
-        n=20000,
-        d=16,
-        classes=_letters(),
-        class_counts=(789, 766, 736, 805, 768, 775, 773, 734, 755, 747, 739, 761, 792,
-                      783, 753, 803, 783, 758, 748, 796, 813, 764, 752, 787, 786, 734),
-        shipped=False,
-        paper_n_test=5000,
-        sha256="702895c420c2674133c40f605c59d17a9be45158bdfc00a59fc14f13be4ec39b",
-        preparation=(
-            "letter-recognition.data with the letter moved from the first to the last column"
-        ),
-    ),
-    DatasetInfo(
-        name="magic",
-        filename="magic04.csv",
-        uci_page="MAGIC Gamma Telescope",
-        n=19020,
-        d=10,
-        classes=("g", "h"),
-        class_counts=(12332, 6688),
-        shipped=False,
-        paper_n_test=5000,
-        sha256="4fc287f754444cbd2444f36d55ef2c6939feb57afeffeb5d06a41cf603cda8d4",
-        preparation="magic04.data (class g/h already last) with a header row added",
-    ),
-    DatasetInfo(
-        name="htru2",
-        filename="htru2.csv",
-        uci_page="HTRU2",
-        n=17898,
-        d=8,
-        classes=(0, 1),
-        class_counts=(16259, 1639),
-        shipped=False,
-        paper_n_test=5000,
-        sha256="e1a980db2795532918cfd664551621c9b7ebd59d2d2e1759d88033221cf3ef2f",
-        preparation="HTRU_2.csv (class 0/1 already last) with a header row added",
-    ),
-    DatasetInfo(
-        name="eeg",
-        filename="eeg_eye_state.csv",
-        uci_page="EEG Eye State",
-        n=14980,
-        d=14,
-        classes=(0, 1),
-        class_counts=(8257, 6723),
-        shipped=False,
-        paper_n_test=4000,
-        sha256="753cf37240bffd38fdef5eef4f7ea9e2fafa60c8fcfb1c69efcbf5e6829d9107",
-        preparation="EEG Eye State.arff with the ARFF header replaced by a CSV header row",
-    ),
+_INFOS = tuple(
+    DatasetInfo(name, filename, uci_page, n, d, tuple(counts), tuple(counts.values()), shipped,
+                paper_n_test, sha256, preparation)
+    for name, filename, uci_page, n, d, counts, shipped, paper_n_test, sha256, preparation
+    in _TABLE
 )
 
 DATASETS: Mapping[str, DatasetInfo] = MappingProxyType({info.name: info for info in _INFOS})

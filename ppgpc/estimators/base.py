@@ -52,8 +52,8 @@ from ppgpc.validation import (
     encode_labels,
 )
 
-__all__ = ["GPClassifierBase", "SHARED_OPTIONS", "SHARED_DOC", "shared_doc", "ESTIMATOR_NAMES",
-           "saveable_estimators"]
+__all__ = ["GPClassifierBase", "SHARED_OPTIONS", "SHARED_DOC", "EXAMPLE_DOC", "shared_doc",
+           "ESTIMATOR_NAMES", "saveable_estimators"]
 
 SHARED_OPTIONS = ("kernel", "inference", "standardize", "seed", "max_exact_points", "progress",
                   "inference_options")
@@ -76,10 +76,38 @@ SHARED_DOC = """\
 """The docstring lines of the shared options, appended to each estimator's ``Args``."""
 
 
-def shared_doc(cls):
-    """Class decorator: the line ``{SHARED_DOC}`` of the docstring becomes ``SHARED_DOC``."""
-    cls.__doc__ = cls.__doc__.replace("{SHARED_DOC}", SHARED_DOC)
-    return cls
+EXAMPLE_DOC = """\
+    Example:
+        >>> from ppgpc import {name}
+        >>> from ppgpc.datasets import load
+        >>> X, y = load("wine")
+        >>> clf = {name}({arguments}, progress=False).fit(X, y)
+        >>> clf.predict_proba(X[:2]).shape
+        (2, 3)"""
+"""The docstring example every estimator shares: fit on the wine data with the estimator's
+example arguments, then predict two points' class probabilities."""
+
+
+def shared_doc(*, example: str):
+    """Class decorator factory that completes an estimator's docstring: the line
+    ``{SHARED_DOC}`` becomes ``SHARED_DOC`` and the line ``{EXAMPLE}`` becomes
+    ``EXAMPLE_DOC`` for this class, constructed with the arguments ``example``.
+
+    Args:
+        example: the constructor arguments of the example, e.g. ``"epsilon=0.999"``
+            (``progress=False`` is added).
+
+    Raises:
+        ValueError: the docstring lacks one of the two lines.
+    """
+    def decorate(cls):
+        missing = [line for line in ("{SHARED_DOC}", "{EXAMPLE}") if line not in cls.__doc__]
+        if missing:
+            raise ValueError(f"the docstring of {cls.__name__} has no {' or '.join(missing)} line")
+        filled = EXAMPLE_DOC.format(name=cls.__name__, arguments=example)
+        cls.__doc__ = cls.__doc__.replace("{SHARED_DOC}", SHARED_DOC).replace("{EXAMPLE}", filled)
+        return cls
+    return decorate
 
 
 class GPClassifierBase(ClassifierMixin, BaseEstimator):

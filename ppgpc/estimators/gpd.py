@@ -13,7 +13,7 @@ PREDICT_FROM = ("latent", "noisy")
 """The ``predict_from`` settings."""
 
 
-@shared_doc
+@shared_doc(example="alpha_eps=0.01")
 class DirichletGPClassifier(ConjugateClassifier):
     """The Dirichlet-based GP classifier, GPD (Milios et al. 2018; ``docs/math.md``,
     section 2): heteroscedastic GP regression on log-normal approximations of Dirichlet
@@ -48,13 +48,7 @@ class DirichletGPClassifier(ConjugateClassifier):
         alpha_eps_, alpha_eps_scores_ (NLL per candidate when searched), noise_scale_
         ((C,) fitted class factors, None unless ``learn_noise_scale``).
 
-    Example:
-        >>> from ppgpc import DirichletGPClassifier
-        >>> from ppgpc.datasets import load
-        >>> X, y = load("wine")
-        >>> clf = DirichletGPClassifier(alpha_eps=0.01, progress=False).fit(X, y)
-        >>> clf.predict_proba(X[:2]).shape
-        (2, 3)
+{EXAMPLE}
     """
 
     model_name = "dirichlet_gp"

@@ -14,7 +14,7 @@ from ppgpc.validation import MAX_EXACT_POINTS, check_flag, check_positive, check
 __all__ = ["ILRGPClassifier"]
 
 
-@shared_doc
+@shared_doc(example="epsilon=0.999")
 class ILRGPClassifier(ConjugateClassifier):
     """The ILR-GP classifier (``docs/math.md``, section 1): GP regression on the
     isometric log-ratio (ILR) coordinates of label-smoothed one-hot targets, with the
@@ -60,13 +60,7 @@ class ILRGPClassifier(ConjugateClassifier):
         chosen epsilon when searched), noise_std_ (sigma before any learned scale),
         noise_scale_ (the fitted s, None unless ``learn_noise_scale``).
 
-    Example:
-        >>> from ppgpc import ILRGPClassifier
-        >>> from ppgpc.datasets import load
-        >>> X, y = load("wine")
-        >>> clf = ILRGPClassifier(epsilon=0.999, progress=False).fit(X, y)
-        >>> clf.predict_proba(X[:2]).shape
-        (2, 3)
+{EXAMPLE}
     """
 
     model_name = "ilr_gp"

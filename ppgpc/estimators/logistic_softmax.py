@@ -20,7 +20,7 @@ STOCHASTIC_MAX_ITER = 1000
 steps are cheap and noisy; the full CAVI's default is 300 and stops at convergence)."""
 
 
-@shared_doc
+@shared_doc(example='inference="cavi"')
 class LogisticSoftmaxGPClassifier(GPClassifierBase):
     """The logistic-softmax GP classifier (``docs/math.md``, section 3): p(y = k | f) =
     sigma(f_k) / sum_c sigma(f_c) with one latent GP per class, inferred through its
@@ -48,13 +48,7 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
     n_iter_, result_ ...). With ``validation_fraction``, ``result_.info`` has the held-out
     NLL of the fit (``validation_nll``, ``best_validation_nll``, ``validation_size``).
 
-    Example:
-        >>> from ppgpc import LogisticSoftmaxGPClassifier
-        >>> from ppgpc.datasets import load
-        >>> X, y = load("wine")
-        >>> clf = LogisticSoftmaxGPClassifier(inference="cavi", progress=False).fit(X, y)
-        >>> clf.predict_proba(X[:2]).shape
-        (2, 3)
+{EXAMPLE}
     """
 
     model_name = "logistic_softmax"

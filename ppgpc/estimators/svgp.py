@@ -15,7 +15,7 @@ from ppgpc.validation import MAX_EXACT_POINTS, check_count, check_flag
 __all__ = ["SoftmaxSVGPClassifier"]
 
 
-@shared_doc
+@shared_doc(example='num_inducing=20, inference_options={"batch_size": 64}')
 class SoftmaxSVGPClassifier(GPClassifierBase):
     """The sparse variational GP classifier of Hensman et al. (2015) (``docs/math.md``,
     section 4): L latent GPs with M whitened inducing values each, a full-covariance
@@ -55,14 +55,7 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
     n_iter_, result_: ``result_.info`` has the ELBO, steps and seconds per epoch,
     ``result_.sample_stats["elbo"]`` the ELBO trace).
 
-    Example:
-        >>> from ppgpc import SoftmaxSVGPClassifier
-        >>> from ppgpc.datasets import load
-        >>> X, y = load("wine")
-        >>> clf = SoftmaxSVGPClassifier(num_inducing=20, progress=False,
-        ...                             inference_options={"batch_size": 64}).fit(X, y)
-        >>> clf.predict_proba(X[:2]).shape
-        (2, 3)
+{EXAMPLE}
     """
 
     inference_methods = {"svi": "svi", "nuts": "nuts"}
