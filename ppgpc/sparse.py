@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 
 from ppgpc import linalg, sparse_stats
-from ppgpc.blocks import Placement, block_rows, map_rows
+from ppgpc.blocks import Placement, block_rows, map_rows, replicate
 from ppgpc.inducing import (DEFAULT_NUM_INDUCING, InducingPrior, initial_inducing_inputs,
                             resolve_num_inducing)
 from ppgpc.kernels import gram, gram_diag
@@ -57,6 +57,7 @@ __all__ = [
     "InducingPrior",
     "initial_inducing_inputs",
     "make_prepare",
+    "on_devices",
     "make_initial_hypers",
     "inducing_cholesky",
     "map_outputs",
@@ -120,6 +121,16 @@ class SparsePosterior(NamedTuple):
     """(M, L) L_B^-1 A Lambda^-1/2 Y."""
     jitter: jax.Array
     """() adaptive jitter the factorisations needed beyond the fixed K_mm jitter."""
+
+
+def on_devices(data: SparseData, mesh) -> SparseData:
+    """``data`` with the bound's sums over points split over the devices of ``mesh`` (a
+    ``jax.sharding.Mesh`` with an axis ``"data"``) and every array replicated on the mesh's
+    devices (``ppgpc.blocks.replicate``: each process of a multi-process run supplies its
+    own full copy). The inducing inputs, factors and parameters stay replicated."""
+    placed = data._replace(placement=Placement(mesh=mesh,
+                                                block_rows=data.placement.block_rows))
+    return replicate(placed, mesh)
 
 
 def make_prepare(dense_prepare, per_output_inducing: bool = False):

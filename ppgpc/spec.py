@@ -41,6 +41,8 @@ import dataclasses
 import functools
 from typing import Any, Callable, NamedTuple, Optional
 
+from ppgpc import sparse
+
 __all__ = ["ModelSpec", "Conjugate", "Latent", "Gibbs", "CAVI", "SVI", "Inducing",
            "CAPABILITIES", "CONJUGATE_MODULE_NAMES", "conjugate_spec", "collapsed_sparse_spec"]
 
@@ -213,6 +215,7 @@ class ModelSpec:
     seeded_prepare: bool = False
     sparse_alternative: Optional[str] = None
     description: str = ""
+    place: Optional[Callable[..., Any]] = None
 
     def __post_init__(self):
         for group, kind in CAPABILITIES.items():
@@ -270,7 +273,9 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
     The variant keeps ``exact``'s ``num_latent``, ``log_link`` and ``pseudo_log_lik`` (on
     the dense data inside its ``SparseData``), has no latent form, and runs ``exact`` and
     ``map`` only: ``excluded_methods`` refuses NUTS over the inducing inputs. Its cost is
-    O(N M^2), so it is ``scalable``; its ``prepare`` is seeded (the k-means++ start).
+    O(N M^2), so it is ``scalable``; its ``prepare`` is seeded (the k-means++ start); its
+    sums over points run on the devices of a mesh when asked (``place``,
+    ``ppgpc.sparse.on_devices``).
 
     Args:
         exact: the conjugate model's spec (``conjugate_spec``).
@@ -289,7 +294,8 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
         conjugate=Conjugate(**functions, pseudo_log_lik=functools.partial(
             _on_base_data, exact.conjugate.pseudo_log_lik)),
         inducing=Inducing(inducing_predictive=module["sparse_inducing_predictive"]),
-        excluded_methods=("nuts",), scalable=True, seeded_prepare=True)
+        excluded_methods=("nuts",), scalable=True, seeded_prepare=True,
+        place=sparse.on_devices)
 
 
 def _on_base_data(function, data, *args):
