@@ -88,7 +88,8 @@ def fit(
             ``progress_bar`` (Adam), ``devices`` (collapsed sparse models: None for one
             device, n for the first n of ``jax.devices()``, or a ``jax.sharding.Mesh`` with
             an axis ``"data"``; each device sums the bound over its share of the data).
-            nuts: ``form``, ``num_warmup``, ``num_samples``, ``num_chains``, ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
+            nuts: ``form``, ``num_warmup``, ``num_samples``, ``num_chains``,
+            ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
             ``max_tree_depth``, ``dense_mass``, ``progress_bar``. svi (``ppgpc.infer.svi``):
             ``batch_size``, ``max_iter``, ``learning_rate``, ``optimizer``, ``schedule``,
             ``warmup_steps``, ``num_particles``, ``tol``, ``patience``, ``window``,
