@@ -177,3 +177,15 @@ def test_chunked_draws_equal_one_chunk(problem, monkeypatch):
     chunked = sparse.sample_at(key, KERNEL, params, post, X, 4)
     assert whole.shape == (4, N, L)
     assert_close(chunked, whole, rtol=1e-12)
+
+
+def test_chunked_lloyd_steps_equal_one_chunk(monkeypatch):
+    from ppgpc import kmeans
+
+    X = jnp.asarray(np.random.default_rng(4).normal(size=(503, 3)))
+    centers = X[:12]
+    whole = jax.jit(kmeans.lloyd.__wrapped__, static_argnums=2)(X, centers, 5)
+    monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", 12 * 50)      # 50 rows per chunk
+    chunked = jax.jit(kmeans.lloyd.__wrapped__, static_argnums=2)(X, centers, 5)
+    assert_close(chunked, whole, rtol=1e-12)
+    assert not np.allclose(whole, centers)                       # the steps moved them
