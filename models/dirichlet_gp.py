@@ -46,6 +46,7 @@ cost per step, and C M basis functions in all.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import jax
@@ -381,6 +382,11 @@ def _per_class(Z) -> bool:
     return jnp.ndim(Z) == 3
 
 
+def _class_bound(data: sparse.SparseData):
+    """``sparse.collapsed_bound`` on the data's placement, to vmap over classes."""
+    return functools.partial(sparse.collapsed_bound, placement=data.placement)
+
+
 def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     """Titsias bound summed over classes, each with its own noise s2_:c (docs/math.md section 2,
     Sparse GPD); with ``shared_inducing=False`` each class at its own inducing inputs.
@@ -398,14 +404,14 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     if _per_class(Z):  # one factorisation per class, each with its own noise column
         bound = sparse.collapsed_bound_per_output(
             kernel, params, base.X, resid, Z, _scaled_noise(base, scales, base.noise_var),
-            params_per_output=axis == 0)
+            params_per_output=axis == 0, placement=data.placement)
     elif axis is None:  # shared kernel: the classes' noise differs only in and out of class
         bound = sparse.collapsed_bound_two_level(
             kernel, params, base.X, resid, Z, base.y, base.options.class_sizes,
-            *_class_noise_levels(base, scales))
+            *_class_noise_levels(base, scales), placement=data.placement)
     else:
         noise = _scaled_noise(base, scales, base.noise_var)
-        bound = jnp.sum(jax.vmap(sparse.collapsed_bound, in_axes=(None, 0, None, 0, None, 0))(
+        bound = jnp.sum(jax.vmap(_class_bound(data), in_axes=(None, 0, None, 0, None, 0))(
             kernel, params, base.X, resid.T[:, :, None], Z, noise.T))
     numpyro.factor("collapsed_bound", bound)
 
@@ -419,8 +425,15 @@ def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.Sp
     Z = hypers["inducing_inputs"]
     if _per_class(Z):
         return sparse.condition_per_output(kernel, params, base.X, resid, Z,
-                                           noise_var(base, hypers), params_per_output=axis == 0)
-    return jax.vmap(sparse.condition, in_axes=(None, axis, None, 0, None, 0))(
+                                           noise_var(base, hypers), params_per_output=axis == 0,
+                                           placement=data.placement)
+    if axis is None:  # shared kernel: the two-level sums, as the bound
+        return sparse.condition_two_level(kernel, params, base.X, resid, Z, base.y,
+                                          base.options.class_sizes,
+                                          *_class_noise_levels(base, hypers),
+                                          placement=data.placement)
+    return jax.vmap(functools.partial(sparse.condition, placement=data.placement),
+                    in_axes=(None, axis, None, 0, None, 0))(
         kernel, params, base.X, resid.T[:, :, None], Z, noise_var(base, hypers).T)
 
 

@@ -317,10 +317,12 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     if _per_output(Z):
         noise, scale = _sample_noise_var(base, scale_shape=Z.shape[:1])
         bound = sparse.collapsed_bound_per_output(kernel, params, base.X, base.targets, Z,
-                                                  noise, noise_scale=scale)
+                                                  noise, noise_scale=scale,
+                                                  placement=data.placement)
     else:
         noise = _scaled(*_sample_noise_var(base))
-        bound = sparse.collapsed_bound(kernel, params, base.X, base.targets, Z, noise)
+        bound = sparse.collapsed_bound(kernel, params, base.X, base.targets, Z, noise,
+                                       placement=data.placement)
     numpyro.factor("collapsed_bound", bound)
 
 
@@ -332,9 +334,10 @@ def sparse_condition(data: sparse.SparseData, kernel, hypers: dict) -> sparse.Sp
     noise, scale = noise_var_and_scale(base, hypers)
     if _per_output(Z):
         return sparse.condition_per_output(kernel, kernel_params(hypers), base.X,
-                                           base.targets, Z, noise, noise_scale=scale)
+                                           base.targets, Z, noise, noise_scale=scale,
+                                           placement=data.placement)
     return sparse.condition(kernel, kernel_params(hypers), base.X, base.targets, Z,
-                            _scaled(noise, scale))
+                            _scaled(noise, scale), placement=data.placement)
 
 
 def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs):

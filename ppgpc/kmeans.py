@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ppgpc.blocks import block_rows, map_rows
+
 __all__ = ["kmeans_plus_plus", "kmeans_plus_plus_indices", "lloyd", "kmeans"]
 
 
@@ -78,15 +80,21 @@ def kmeans_plus_plus(key: jax.Array, X: jax.Array, num_centers: int) -> jax.Arra
 @functools.partial(jax.jit, static_argnames=("num_iters",))
 def lloyd(X: jax.Array, centers: jax.Array, num_iters: int = 10) -> jax.Array:
     """``num_iters`` Lloyd steps from ``centers`` (k, D): assign each row of X to its nearest
-    centre, move each centre to the mean of its rows (an empty cluster keeps its centre)."""
+    centre, move each centre to the mean of its rows (an empty cluster keeps its centre).
+    The (rows, k) distances are formed a chunk of ``ppgpc.blocks.block_rows`` rows at a
+    time, so memory is O(N D + chunk k), never O(N k)."""
     X = jnp.asarray(X)
     k = centers.shape[0]
+    rows = block_rows(X.shape[0], k)
+
+    def nearest(Xc, c):
+        d2 = jnp.sum(Xc * Xc, 1)[:, None] - 2.0 * Xc @ c.T + jnp.sum(c * c, 1)[None, :]
+        return jnp.argmin(d2, axis=1)
 
     def step(_, c):
-        d2 = jnp.sum(X * X, 1)[:, None] - 2.0 * X @ c.T + jnp.sum(c * c, 1)[None, :]
-        onehot = jax.nn.one_hot(jnp.argmin(d2, axis=1), k, dtype=X.dtype)  # (N, k)
-        counts = onehot.sum(0)
-        means = (onehot.T @ X) / jnp.maximum(counts, 1.0)[:, None]
+        assign = map_rows(lambda Xc: nearest(Xc, c), X, rows)                 # (N,)
+        counts = jax.ops.segment_sum(jnp.ones(X.shape[0], X.dtype), assign, k)
+        means = jax.ops.segment_sum(X, assign, k) / jnp.maximum(counts, 1.0)[:, None]
         return jnp.where(counts[:, None] > 0, means, c)
 
     return lax.fori_loop(0, num_iters, step, centers)

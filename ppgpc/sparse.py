@@ -16,6 +16,11 @@ functions once per class under ``vmap`` with L = 1. Computation (no N x N matrix
     y^T (Q + Lambda)^-1 y = |Lambda^-1/2 y|^2 - |c|^2          (Woodbury, summed over d)
     tr(Lambda^-1 (K - Q)) = sum_i k_ii / noise_i - |A|_F^2
 
+A A^T, A Lambda^-1/2 Y and the two sums over i are sums over points: ``ppgpc.sparse_stats``
+accumulates them over blocks of points (``ppgpc.blocks``), so memory is O(M^2 + block M)
+for the bound and its gradient, never O(N M), and over the devices of a mesh when
+``placement`` has one (each device its blocks, then one ``psum``).
+
 The optimal q(u) = N(mu, S) has S = K_mm Sigma K_mm and mu = K_mm Sigma K_mn Lambda^-1 Y with
 Sigma = (K_mm + K_mn Lambda^-1 K_nm)^-1 = L_m^-T B^-1 L_m^-1, so with a* = L_m^-1 k_m*:
 
@@ -27,19 +32,19 @@ single-output bounds, each with its own factorisation, F = sum_l F_l(y_l, Z_l). 
 may also have its own noise column (GPD's class noise, times a learned scale) and its own
 kernel parameters (a leading output axis, ``params_per_output=True``). The outputs are
 still independent given the kernel, so this is the same model with L x M inducing inputs
-in all, at L times the cost. The L factorisations run one after another (``lax.map``);
-the bound's gradient keeps each one's (M, N) projections, so its memory grows as L M N.
+in all, at L times the cost. The L factorisations run one after another (``lax.map``),
+each summing over blocks as above.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from ppgpc import linalg
+from ppgpc import linalg, sparse_stats
+from ppgpc.blocks import Placement, block_rows, map_rows, replicate
 from ppgpc.inducing import (DEFAULT_NUM_INDUCING, InducingPrior, initial_inducing_inputs,
                             resolve_num_inducing)
 from ppgpc.kernels import gram, gram_diag
@@ -52,12 +57,15 @@ __all__ = [
     "InducingPrior",
     "initial_inducing_inputs",
     "make_prepare",
+    "on_devices",
     "make_initial_hypers",
     "inducing_cholesky",
     "map_outputs",
     "collapsed_bound",
     "collapsed_bound_two_level",
     "condition",
+    "condition_two_level",
+    "Placement",
     "predict",
     "sample_at",
     "collapsed_bound_per_output",
@@ -79,6 +87,9 @@ class SparseData(NamedTuple):
     inducing_init: jax.Array
     """(M, D) starting inducing inputs (k-means++ seeds refined by Lloyd steps), or (L, M, D)
     with one set per output (``shared_inducing=False``)."""
+    placement: Placement = Placement()
+    """Where the bound's sums over the data run (static): one device, or the devices of a
+    mesh (the driver's ``devices``), and the block size (``ppgpc.blocks``)."""
 
     @property
     def X(self):
@@ -110,6 +121,16 @@ class SparsePosterior(NamedTuple):
     """(M, L) L_B^-1 A Lambda^-1/2 Y."""
     jitter: jax.Array
     """() adaptive jitter the factorisations needed beyond the fixed K_mm jitter."""
+
+
+def on_devices(data: SparseData, mesh) -> SparseData:
+    """``data`` with the bound's sums over points split over the devices of ``mesh`` (a
+    ``jax.sharding.Mesh`` with an axis ``"data"``) and every array replicated on the mesh's
+    devices (``ppgpc.blocks.replicate``: each process of a multi-process run supplies its
+    own full copy). The inducing inputs, factors and parameters stay replicated."""
+    placed = data._replace(placement=Placement(mesh=mesh,
+                                                block_rows=data.placement.block_rows))
+    return replicate(placed, mesh)
 
 
 def make_prepare(dense_prepare, per_output_inducing: bool = False):
@@ -165,44 +186,35 @@ def inducing_cholesky(kernel, params, Z: jax.Array, kmm_jitter: float) -> linalg
                            + kmm_jitter * params["variance"] * jnp.eye(M))
 
 
-def _factorise(kernel, params, X, Z, noise_var, kmm_jitter):
-    """L_m, A (M, N), L_B, noise (N,), k_nn diagonal (N,), adaptive jitter."""
-    N, M = X.shape[0], Z.shape[0]
-    noise = _noise_vector(noise_var, N)
-    chol_m = inducing_cholesky(kernel, params, Z, kmm_jitter)
-    A = linalg.tri_solve(chol_m.factor, gram(kernel, params, Z, X)) / jnp.sqrt(noise)[None, :]
-    chol_B = linalg.cholesky(jnp.eye(M) + A @ A.T)
-    jitter = jnp.maximum(chol_m.jitter, chol_B.jitter)
-    return chol_m.factor, A, chol_B.factor, noise, gram_diag(kernel, params, X), jitter
-
-
 def collapsed_bound(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array, noise_var,
-                    kmm_jitter: float = DEFAULT_KMM_JITTER) -> jax.Array:
+                    kmm_jitter: float = DEFAULT_KMM_JITTER,
+                    placement: Placement = Placement()) -> jax.Array:
     """Titsias's collapsed bound F <= sum_d log N(y_d | 0, K + diag(noise)).
+
+    Computed from sums over blocks of points (``ppgpc.sparse_stats``), on the devices of
+    ``placement.mesh`` when it has one.
 
     Args:
         kernel, params: the kernel and its parameters.
         X: (N, D) inputs; Y: (N, L) centred targets; Z: (M, D) inducing inputs.
         noise_var: scalar or (N,) noise variance shared by the L outputs.
         kmm_jitter: relative jitter on K_mm (0 for the exact identity at Z = X).
+        placement: the mesh and block size of the sums (``ppgpc.blocks.Placement``).
 
     Returns:
         Scalar bound.
     """
-    N, num_outputs = Y.shape
-    _, A, LB, noise, kdiag, _ = _factorise(kernel, params, X, Z, noise_var, kmm_jitter)
-    Yw = Y / jnp.sqrt(noise)[:, None]
-    c = linalg.tri_solve(LB, A @ Yw)
-    log_det = linalg.logdet(LB) + jnp.sum(jnp.log(noise))
-    quad = jnp.sum(Yw * Yw) - jnp.sum(c * c)
-    trace = jnp.sum(kdiag / noise) - jnp.sum(A * A)
-    return -0.5 * (num_outputs * (N * math.log(2.0 * math.pi) + log_det + trace) + quad)
+    chol_m = inducing_cholesky(kernel, params, Z, kmm_jitter).factor
+    stats = sparse_stats.shared_noise_stats(kernel, params, chol_m, Z, X, Y,
+                                            _noise_vector(noise_var, X.shape[0]), placement)
+    return sparse_stats.shared_bound(stats, X.shape[0])
 
 
 def collapsed_bound_two_level(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array,
                               groups: jax.Array, group_sizes: tuple[int, ...],
                               noise_in: jax.Array, noise_out: jax.Array,
-                              kmm_jitter: float = DEFAULT_KMM_JITTER) -> jax.Array:
+                              kmm_jitter: float = DEFAULT_KMM_JITTER,
+                              placement: Placement = Placement()) -> jax.Array:
     """Titsias's bound summed over L outputs whose noise takes two values per output:
     ``noise_in[l]`` on the points of group l and ``noise_out[l]`` elsewhere.
 
@@ -214,17 +226,17 @@ def collapsed_bound_two_level(kernel, params, X: jax.Array, Y: jax.Array, Z: jax
         A0 diag(w_l) A0^T = P / noise_out[l] + (1 / noise_in[l] - 1 / noise_out[l]) P_l,
         P = A0 A0^T,   P_l = sum_{i in group l} a0_i a0_i^T,
 
-    so the M x M products cost O(M^2 N) in all instead of O(L M^2 N), and L_m^-1 K_mn is
-    solved once. The rest follows ``collapsed_bound``:
+    so the M x M products cost O(M^2 N) in all instead of O(L M^2 N) (blocks of one group
+    each, ``ppgpc.sparse_stats.two_level_stats``). The rest follows ``collapsed_bound``:
     log|Q_l + Lambda_l| = log|B_l| + sum_i log noise_il, the quadratic form by Woodbury, and
     tr(Lambda_l^-1 (K - Q)) = sum_i (k_ii - |a0_i|^2) w_il.
 
     Args:
         X: (N, D) inputs; Y: (N, L) centred targets; Z: (M, D) inducing inputs.
         groups: (N,) the group of each point, integers in 0..L-1.
-        group_sizes: the L group sizes (the counts of ``groups``), static Python ints; the
-            points are sliced group by group with them.
+        group_sizes: the L group sizes (the counts of ``groups``), static Python ints.
         noise_in, noise_out: (L,) the two noise variances of each output.
+        placement: the mesh and block size of the sums (``ppgpc.blocks.Placement``).
 
     Returns:
         Scalar bound.
@@ -233,33 +245,40 @@ def collapsed_bound_two_level(kernel, params, X: jax.Array, Y: jax.Array, Z: jax
     if len(group_sizes) != L or sum(group_sizes) != N:
         raise ValueError(f"group_sizes {tuple(group_sizes)} must give one size per output "
                          f"(L = {L}) and sum to N = {N}")
-    M = Z.shape[0]
     chol_m = inducing_cholesky(kernel, params, Z, kmm_jitter).factor
-    A0 = linalg.tri_solve(chol_m, gram(kernel, params, Z, X))                       # (M, N)
-    A0_sorted = A0[:, jnp.argsort(groups, stable=True)]                        # group by group
-    starts = [sum(group_sizes[:l]) for l in range(L)]
-    P_groups = jnp.stack([A0_sorted[:, a:a + n] @ A0_sorted[:, a:a + n].T
-                          for a, n in zip(starts, group_sizes)])                 # (L, M, M)
-    in_group = groups[:, None] == jnp.arange(L)[None, :]                        # (N, L)
-    noise = jnp.where(in_group, noise_in[None, :], noise_out[None, :])
-    w = 1.0 / noise
-    B = (jnp.eye(M) + (A0 @ A0.T)[None] / noise_out[:, None, None]
-         + (1.0 / noise_in - 1.0 / noise_out)[:, None, None] * P_groups)
-    chol_B = linalg.cholesky(B).factor                                          # (L, M, M)
-    c = jax.vmap(linalg.tri_solve)(chol_B, (A0 @ (Y * w)).T[:, :, None])[..., 0]  # (L, M)
-    log_det = jnp.sum(linalg.logdet(chol_B)) + jnp.sum(jnp.log(noise))
-    quad = jnp.sum(Y * Y * w) - jnp.sum(c * c)
-    resid = gram_diag(kernel, params, X) - jnp.sum(A0 * A0, axis=0)             # (N,)
-    trace = jnp.sum(resid[:, None] * w)
-    return -0.5 * (L * N * math.log(2.0 * math.pi) + log_det + trace + quad)
+    stats = sparse_stats.two_level_stats(kernel, params, chol_m, Z, X, Y, groups, group_sizes,
+                                         noise_in, noise_out, placement)
+    return sparse_stats.two_level_bound(stats, noise_in, noise_out, N)
 
 
 def condition(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array, noise_var,
-              kmm_jitter: float = DEFAULT_KMM_JITTER) -> SparsePosterior:
-    """The optimal q(u) for targets Y (N, L) with noise (scalar or (N,)) at inducing Z."""
-    Lm, A, LB, noise, _, jitter = _factorise(kernel, params, X, Z, noise_var, kmm_jitter)
-    c = linalg.tri_solve(LB, A @ (Y / jnp.sqrt(noise)[:, None]))
-    return SparsePosterior(Z, Lm, LB, c, jitter)
+              kmm_jitter: float = DEFAULT_KMM_JITTER,
+              placement: Placement = Placement()) -> SparsePosterior:
+    """The optimal q(u) for targets Y (N, L) with noise (scalar or (N,)) at inducing Z,
+    from the block sums of ``ppgpc.sparse_stats`` (``placement`` as ``collapsed_bound``)."""
+    chol_m = inducing_cholesky(kernel, params, Z, kmm_jitter)
+    stats = sparse_stats.shared_noise_stats(kernel, params, chol_m.factor, Z, X, Y,
+                                            _noise_vector(noise_var, X.shape[0]), placement)
+    chol_B, c = sparse_stats.shared_factor(stats)
+    return SparsePosterior(Z, chol_m.factor, chol_B.factor, c,
+                           jnp.maximum(chol_m.jitter, chol_B.jitter))
+
+
+def condition_two_level(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array,
+                        groups: jax.Array, group_sizes: tuple[int, ...], noise_in: jax.Array,
+                        noise_out: jax.Array, kmm_jitter: float = DEFAULT_KMM_JITTER,
+                        placement: Placement = Placement()) -> SparsePosterior:
+    """The optimal q(u_l) of each output of ``collapsed_bound_two_level`` (arguments as
+    there): a ``SparsePosterior`` whose fields have a leading output axis L (``c`` is
+    (L, M, 1)), as ``condition`` vmapped over the outputs with noise columns gives it."""
+    L, (M, D) = Y.shape[1], Z.shape
+    chol_m = inducing_cholesky(kernel, params, Z, kmm_jitter)
+    stats = sparse_stats.two_level_stats(kernel, params, chol_m.factor, Z, X, Y, groups,
+                                         group_sizes, noise_in, noise_out, placement)
+    chol_B, c = sparse_stats.two_level_factor(stats, noise_in, noise_out)
+    return SparsePosterior(jnp.broadcast_to(Z, (L, M, D)),
+                           jnp.broadcast_to(chol_m.factor, (L, M, M)), chol_B.factor,
+                           c[:, :, None], jnp.maximum(chol_m.jitter, chol_B.jitter))
 
 
 def _projections(kernel, params, post: SparsePosterior, Xs):
@@ -288,17 +307,25 @@ def sample_at(key: jax.Array, kernel, params, post: SparsePosterior, Xs: jax.Arr
     f(x) = a(x)^T L_B^-T (c + e) + sqrt(k(x, x) - |a(x)|^2) e_x. The draws share u, so they
     carry q's correlations between inputs; the residual p(f | u) is drawn independently per
     input (its marginals are exact; its cross-covariances K - Q are omitted, which keeps the
-    cost at O(S n M L) with no n x n matrix).
+    cost at O(S n M L) with no n x n matrix). The inputs are projected in chunks of
+    ``ppgpc.blocks.block_rows`` rows, so memory beyond the draws is O(M^2 + chunk M).
     """
-    a, _ = _projections(kernel, params, post, Xs)
     k_u, k_f = jax.random.split(key)
     M, L = post.c.shape
     e = jax.random.normal(k_u, (num_samples, M, L))
     w = jax.vmap(lambda v: jax.scipy.linalg.solve_triangular(post.chol_B, v, lower=True,
                                                              trans="T"))(post.c[None] + e)
-    resid = jnp.sqrt(jnp.maximum(gram_diag(kernel, params, Xs) - jnp.sum(a * a, 0), 0.0))
-    noise = resid[None, :, None] * jax.random.normal(k_f, (num_samples, Xs.shape[0], L))
-    return jnp.einsum("mn,sml->snl", a, w) + noise
+    eps = jnp.moveaxis(jax.random.normal(k_f, (num_samples, Xs.shape[0], L)), 1, 0)
+
+    def rows(chunk):  # (n_chunk, S, L): the (M, n) projection one chunk of inputs at a time
+        Xc, eps_c = chunk
+        a, _ = _projections(kernel, params, post, Xc)
+        resid = jnp.sqrt(jnp.maximum(gram_diag(kernel, params, Xc) - jnp.sum(a * a, 0), 0.0))
+        return jnp.einsum("mn,sml->nsl", a, w) + resid[:, None, None] * eps_c
+
+    draws = map_rows(lambda i: rows((Xs[i], eps[i])), jnp.arange(Xs.shape[0]),
+                     block_rows(Xs.shape[0], M))
+    return jnp.moveaxis(draws, 0, 1)
 
 
 # ------------------------------------------------------------ one set of Z per output
@@ -372,7 +399,8 @@ def _map_outputs(fn, params, params_per_output: bool, *per_output):
 
 def collapsed_bound_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array,
                                noise_var, kmm_jitter: float = DEFAULT_KMM_JITTER,
-                               noise_scale=None, params_per_output: bool = False) -> jax.Array:
+                               noise_scale=None, params_per_output: bool = False,
+                               placement: Placement = Placement()) -> jax.Array:
     """Titsias's bound with inducing inputs Z_l of its own for each output l:
     F = sum_l F(y_l; Z_l, s_l noise_l) (``collapsed_bound`` with L = 1, one output after
     another).
@@ -385,6 +413,7 @@ def collapsed_bound_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: ja
             its own factorisation, so they cost nothing extra).
         params_per_output: the kernel parameters have a leading output axis (L, ...), one
             kernel per output; else the outputs share them.
+        placement: the mesh and block size of each output's sums (``collapsed_bound``).
 
     Returns:
         Scalar bound; it equals ``collapsed_bound`` when every Z_l is the same Z, the noise
@@ -394,23 +423,25 @@ def collapsed_bound_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: ja
     noise = _output_noise(noise_var, noise_scale, *Y.shape)
     bounds = _map_outputs(
         lambda p, y_l, Z_l, n_l: collapsed_bound(kernel, p, X, y_l[:, None], Z_l, n_l,
-                                                 kmm_jitter),
+                                                 kmm_jitter, placement),
         params, params_per_output, Y.T, Z, noise.T)
     return jnp.sum(bounds)
 
 
 def condition_per_output(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array, noise_var,
                          kmm_jitter: float = DEFAULT_KMM_JITTER, noise_scale=None,
-                         params_per_output: bool = False) -> SparsePosterior:
+                         params_per_output: bool = False,
+                         placement: Placement = Placement()) -> SparsePosterior:
     """The optimal q(u_l) of each output at its own Z_l (L, M, D) and noise s_l noise_l
     (``noise_var``, ``noise_scale`` and ``params_per_output`` as in
-    ``collapsed_bound_per_output``): a ``SparsePosterior`` whose fields have a leading
-    output axis (``c`` is (L, M, 1)); ``jitter`` is the largest the L factorisations
-    needed."""
+    ``collapsed_bound_per_output``; ``placement`` as there): a ``SparsePosterior`` whose
+    fields have a leading output axis (``c`` is (L, M, 1)); ``jitter`` is the largest the
+    L factorisations needed."""
     _check_per_output(Y, Z)
     noise = _output_noise(noise_var, noise_scale, *Y.shape)
     post = _map_outputs(
-        lambda p, y_l, Z_l, n_l: condition(kernel, p, X, y_l[:, None], Z_l, n_l, kmm_jitter),
+        lambda p, y_l, Z_l, n_l: condition(kernel, p, X, y_l[:, None], Z_l, n_l, kmm_jitter,
+                                           placement),
         params, params_per_output, Y.T, Z, noise.T)
     return post._replace(jitter=jnp.max(post.jitter))
 

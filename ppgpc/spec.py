@@ -41,6 +41,8 @@ import dataclasses
 import functools
 from typing import Any, Callable, NamedTuple, Optional
 
+from ppgpc import sparse
+
 __all__ = ["ModelSpec", "Conjugate", "Latent", "Gibbs", "CAVI", "SVI", "Inducing",
            "CAPABILITIES", "CONJUGATE_MODULE_NAMES", "conjugate_spec", "collapsed_sparse_spec"]
 
@@ -217,6 +219,7 @@ class ModelSpec:
     sparse_alternative: Optional[str] = None
     psis_loo_refusal: Optional[str] = None
     description: str = ""
+    place: Optional[Callable[..., Any]] = None
 
     def __post_init__(self):
         for group, kind in CAPABILITIES.items():
@@ -281,8 +284,9 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
     The variant keeps ``exact``'s ``num_latent``, ``log_link`` and ``pseudo_log_lik`` (on
     the dense data inside its ``SparseData``), has no latent form, and runs ``exact`` and
     ``map`` only: ``excluded_methods`` refuses NUTS over the inducing inputs. Its cost is
-    O(N M^2), so it is ``scalable``; its ``prepare`` is seeded (the k-means++ start). PSIS-LOO
-    refuses its fits (``COLLAPSED_PSIS_LOO_REFUSAL``).
+    O(N M^2), so it is ``scalable``; its ``prepare`` is seeded (the k-means++ start); its
+    sums over points run on the devices of a mesh when asked (``place``,
+    ``ppgpc.sparse.on_devices``). PSIS-LOO refuses its fits (``COLLAPSED_PSIS_LOO_REFUSAL``).
 
     Args:
         exact: the conjugate model's spec (``conjugate_spec``).
@@ -302,7 +306,7 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
             _on_base_data, exact.conjugate.pseudo_log_lik)),
         inducing=Inducing(inducing_predictive=module["sparse_inducing_predictive"]),
         excluded_methods=("nuts",), scalable=True, seeded_prepare=True,
-        psis_loo_refusal=COLLAPSED_PSIS_LOO_REFUSAL)
+        psis_loo_refusal=COLLAPSED_PSIS_LOO_REFUSAL, place=sparse.on_devices)
 
 
 def _on_base_data(function, data, *args):

@@ -30,6 +30,7 @@ SOURCES = {"ppgpc": ROOT / "ppgpc", "ppgpc.models": ROOT / "models"}
 
 LAYERS = [
     ("core", ["ppgpc._config", "ppgpc.validation", "ppgpc.linalg", "ppgpc.kernels", "ppgpc.gp",
+              "ppgpc.blocks", "ppgpc.sparse_stats",
               "ppgpc.sparse", "ppgpc.inducing", "ppgpc.simplex", "ppgpc.polyagamma", "ppgpc.kmeans",
               "ppgpc.polyagamma_moments", "ppgpc.polyagamma_samplers",
               "ppgpc.progress"]),

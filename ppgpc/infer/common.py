@@ -21,12 +21,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ppgpc.blocks import resolve_mesh
+from ppgpc.models import available as available_models
 from ppgpc.models import get_spec
 from ppgpc.spec import CAPABILITIES, ModelSpec
 
 __all__ = ["as_draws", "check_hyperparameters", "POSITIVE_HYPERS", "register_method",
            "Method", "get_method", "method_names", "supported_methods", "unsupported_reason",
-           "check_method_options", "size_limited", "resolve_spec", "jitted"]
+           "check_method_options", "size_limited", "resolve_spec", "jitted", "DEVICES_OPTION",
+           "device_methods", "check_devices"]
 
 
 # ------------------------------------------------------------------ shared helpers
@@ -103,6 +106,8 @@ class Method(NamedTuple):
     check: Callable[[dict], dict]
     scalable: Any
     """False, True (never forms an N x N matrix) or ``(options, num_samples) -> bool``."""
+    devices: bool = False
+    """Whether the method takes the option ``devices`` (``DEVICES_OPTION``)."""
 
 
 _METHODS: dict[str, Method] = {}
@@ -127,7 +132,7 @@ def _alternatives(requires) -> tuple:
 
 
 def register_method(name: str, runner, requires, defaults: dict, *,
-                    scalable=False, check=None) -> None:
+                    scalable=False, check=None, devices: bool = False) -> None:
     """Teach the driver a method.
 
     Args:
@@ -147,13 +152,16 @@ def register_method(name: str, runner, requires, defaults: dict, *,
         check: ``check(options) -> options``, the method's settings checked (a ValueError
             naming the bad one) and normalised; ``fit`` calls it before it looks at the
             data, so a bad setting is refused before any JAX code runs.
+        devices: the method runs a model's sums over points on the devices of a mesh when
+            the model can (``ModelSpec.place``): it takes the option ``devices``
+            (``DEVICES_OPTION``), which the driver applies before the runner starts.
 
     Example:
         >>> register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True)  # svi.py
     """
     _METHODS[name] = Method(name=name, runner=runner, requires=_alternatives(requires),
                             defaults=dict(defaults), check=check or dict,
-                            scalable=scalable or False)
+                            scalable=scalable or False, devices=bool(devices))
 
 
 def method_names() -> tuple[str, ...]:
@@ -209,17 +217,59 @@ def _with_options(method: str, defaults: dict, given: dict) -> dict:
     return {**defaults, **given}
 
 
+DEVICES_OPTION = "devices"
+"""The option of the methods registered with ``devices=True``: None (one device), an integer
+n (the first n of ``jax.devices()``) or a ``jax.sharding.Mesh`` with an axis ``"data"``
+(``ppgpc.blocks.resolve_mesh``)."""
+
+
+def device_methods() -> tuple[str, ...]:
+    """The methods that take the option ``devices``."""
+    return tuple(name for name, m in _METHODS.items() if m.devices)
+
+
 def check_method_options(method: str, options: dict) -> dict:
     """A method's options completed with its defaults and checked, as ``fit`` does before
     it looks at the data; for callers that run other work first (an estimator's smoothing
     search), so a bad setting is refused before that work rather than after it.
 
     Raises:
-        ValueError: an unknown method, or a setting that is not what it should be (named).
+        ValueError: an unknown method, or a setting that is not what it should be (named),
+            ``devices`` given to a method that cannot use it (the ones that can are named)
+            or a ``devices`` value ``ppgpc.blocks.resolve_mesh`` refuses.
         TypeError: an option the method does not have (the valid ones are named).
     """
     entry = get_method(method)
-    return entry.check(_with_options(method, entry.defaults, options))
+    options = dict(options)
+    devices = options.pop(DEVICES_OPTION, None)
+    if devices is not None and not entry.devices:
+        raise ValueError(
+            f"method {method!r} cannot split its work over devices (devices={devices!r}); "
+            f"the methods that can are {list(device_methods())}, with the collapsed sparse "
+            "models (estimators: inference='collapsed')")
+    checked = entry.check(_with_options(method, entry.defaults, options))
+    if entry.devices:
+        resolve_mesh(devices)  # a bad value is refused here, before any work
+        checked[DEVICES_OPTION] = devices
+    return checked
+
+
+def check_devices(spec: ModelSpec, devices):
+    """The mesh ``devices`` asks for (``ppgpc.blocks.resolve_mesh``; None for one device),
+    checked against the model: its ``ModelSpec.place`` splits the prepared data over it.
+
+    Raises:
+        ValueError: a model that cannot split its data (the ones that can are named), or a
+            value ``resolve_mesh`` refuses.
+    """
+    mesh = resolve_mesh(devices)
+    if mesh is not None and spec.place is None:
+        able = [name for name in available_models() if get_spec(name).place is not None]
+        raise ValueError(
+            f"model {spec.name!r} cannot split its data over devices (devices={devices!r}); "
+            f"the models that can are {able} (methods {list(device_methods())}; "
+            "estimators: inference='collapsed')")
+    return mesh
 
 
 def size_limited(spec: ModelSpec, method: str, options: dict, num_samples: int) -> bool:

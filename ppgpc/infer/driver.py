@@ -20,6 +20,8 @@ import numpy as np
 from ppgpc.infer import exact, nuts  # noqa: F401,I001  (exact, map, nuts)
 from ppgpc.infer import cavi, gibbs, svi  # noqa: F401,I001
 from ppgpc.infer.common import (
+    DEVICES_OPTION,
+    check_devices,
     check_method_options,
     get_method,
     method_names,
@@ -29,6 +31,7 @@ from ppgpc.infer.common import (
     supported_methods,
     unsupported_reason,
 )
+from ppgpc.blocks import num_shards
 from ppgpc.infer.results import FitResult
 from ppgpc.kernels import make_kernel
 from ppgpc.validation import (
@@ -82,8 +85,11 @@ def fit(
         **method_options: the method's options (an unknown one raises a TypeError naming
             the valid ones). exact/map: ``hyperparameters``, ``num_draws``, ``max_iter``,
             ``tol``, ``optimizer`` (``"lbfgs"`` or ``"adam"``), ``learning_rate`` (Adam),
-            ``progress_bar`` (Adam). nuts: ``form``, ``num_warmup``, ``num_samples``,
-            ``num_chains``, ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
+            ``progress_bar`` (Adam), ``devices`` (collapsed sparse models: None for one
+            device, n for the first n of ``jax.devices()``, or a ``jax.sharding.Mesh`` with
+            an axis ``"data"``; each device sums the bound over its share of the data).
+            nuts: ``form``, ``num_warmup``, ``num_samples``, ``num_chains``,
+            ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
             ``max_tree_depth``, ``dense_mass``, ``progress_bar``. svi (``ppgpc.infer.svi``):
             ``batch_size``, ``max_iter``, ``learning_rate``, ``optimizer``, ``schedule``,
             ``warmup_steps``, ``num_particles``, ``tol``, ``patience``, ``window``,
@@ -122,11 +128,15 @@ def fit(
     y, num_classes = check_integer_labels(y, X.shape[0], num_classes)
     if size_limited(spec, method, opts, X.shape[0]):
         check_exact_size(X.shape[0], max_exact_points, spec.name, spec.sparse_alternative)
+    devices = opts.pop(DEVICES_OPTION, None)
+    mesh = check_devices(spec, devices)
     kernel = make_kernel(kernel)
     model_options = dict(model_options or {})
     if spec.seeded_prepare:  # e.g. the k-means++ inducing inputs
         model_options.setdefault("seed", seed)
     data = spec.prepare(X, y, num_classes, **model_options)
+    if mesh is not None:  # the sums over points split over the mesh's data axis
+        data = spec.place(data, mesh)
 
     start = time.perf_counter()
     out = runner(spec, data, kernel, jax.random.PRNGKey(seed), opts)
@@ -141,5 +151,7 @@ def fit(
     }
     info = {k: (float(v) if isinstance(v, (np.floating, float)) and not math.isnan(v) else v)
             for k, v in out.pop("info").items()}
+    if mesh is not None:  # as a count: a Mesh does not go into a save's JSON
+        settings["method_options"][DEVICES_OPTION] = info["devices"] = num_shards(mesh)
     return FitResult(spec=spec, kernel=kernel, data=data, method=method, settings=settings,
                      info=info, seed=int(seed), **out)

@@ -4,6 +4,9 @@
   model), then the closed-form conjugate latent posterior (docs/math.md section 1).
 * ``"map"``: the same with the hyperparameter priors included (type-II MAP).
 
+Both take the option ``devices`` (``ppgpc.infer.common.DEVICES_OPTION``): a collapsed
+sparse model then sums its bound and its posterior over the devices of a mesh.
+
 Both need the ``conjugate`` capability of ``ppgpc.spec.ModelSpec``. ``point_hypers`` (the
 type-II optimum, or checked given values) also starts the collapsed form of ``"nuts"``.
 """
@@ -131,6 +134,6 @@ def check_optimizer_options(opts: dict) -> dict:
 
 
 register_method("exact", run_exact, "conjugate", OPTIMIZER_OPTIONS,
-                check=check_optimizer_options)
+                check=check_optimizer_options, devices=True)
 register_method("map", run_map, "conjugate", OPTIMIZER_OPTIONS,
-                check=check_optimizer_options)
+                check=check_optimizer_options, devices=True)

@@ -1,0 +1,132 @@
+"""Collapsed-ILR against the number of devices and the number of points.
+
+Each cell runs in a subprocess of its own (JAX fixes its device count when it starts, and
+the peak memory of a process is its own): synthetic data, D = 8 inputs, C = 10 classes,
+M = 500 inducing inputs by default. A cell times one optimiser step, the value and
+gradient of the collapsed bound over every hyperparameter and inducing input (the median
+of ``--repeats`` jitted calls after one compiling call), and with ``--fit-iterations k``
+also a driver fit of k L-BFGS iterations; it reports the process's peak resident memory
+(``resource.getrusage``). With d forced host devices every device is a thread of this one
+process on the same CPU cores, so the process's peak memory is the sum over devices and the
+timings measure overhead, not speed-up.
+
+Usage:
+    python benchmarks/scale_out.py                       # devices 1, 2, 4 at N = 1e4
+    python benchmarks/scale_out.py --points 10000 100000 1000000 --devices 1
+    python benchmarks/scale_out.py --points 1000000 --devices 1 --fit-iterations 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def synthetic(num_points: int, num_features: int, num_classes: int, seed: int = 0):
+    """(X (N, D), y (N,)): labels from the argmax of a random linear map plus noise."""
+    gen = np.random.default_rng(seed)
+    X = gen.normal(size=(num_points, num_features))
+    W = gen.normal(size=(num_features, num_classes))
+    y = np.argmax(X @ W + gen.gumbel(size=(num_points, num_classes)), axis=1)
+    return X, y
+
+
+def cell(args) -> dict:
+    """One measurement, in this process (run by ``main`` in a subprocess per cell)."""
+    import resource
+
+    import jax
+
+    import ppgpc  # noqa: F401  (float64)
+    from ppgpc import sparse
+    from ppgpc.blocks import resolve_mesh
+    from ppgpc.infer import fit
+    from ppgpc.infer.sites import log_density_terms
+    from ppgpc.kernels import make_kernel
+    from ppgpc.models import ilr_gp
+
+    X, y = synthetic(args.points, args.features, args.classes)
+    kernel = make_kernel("rbf-ard")
+    mesh = resolve_mesh(args.devices)
+    data = ilr_gp.sparse_prepare(X, y, args.classes, num_inducing=args.inducing, seed=0,
+                                 epsilon=0.99)
+    placed = sparse.on_devices(data, mesh)
+    hypers = ilr_gp.sparse_initial_hypers(data, kernel)
+
+    def objective(h, data):
+        return -log_density_terms(ilr_gp.sparse_collapsed_model, (data, kernel), h, False)
+
+    step = jax.jit(jax.value_and_grad(objective))
+    start = time.perf_counter()
+    jax.block_until_ready(step(hypers, placed))
+    compile_seconds = time.perf_counter() - start
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(step(hypers, placed))
+        times.append(time.perf_counter() - start)
+    out = {"points": args.points, "devices": args.devices, "inducing": args.inducing,
+           "step_seconds": float(np.median(times)), "first_call_seconds": compile_seconds}
+    if args.fit_iterations:
+        start = time.perf_counter()
+        result = fit("ilr_gp_sparse", X, y, method="exact", devices=args.devices,
+                     model_options={"num_inducing": args.inducing, "epsilon": 0.99},
+                     max_iter=args.fit_iterations, num_draws=1)
+        out["fit_seconds"] = time.perf_counter() - start
+        out["fit_iterations"] = result.info["optimizer_iterations"]
+        out["fit_evaluations"] = result.info["optimizer_evaluations"]
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--features", type=int, default=8)
+    parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--inducing", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fit-iterations", type=int, default=0,
+                        help="also time a driver fit of this many L-BFGS iterations")
+    parser.add_argument("--cell", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cell:
+        args.points, args.devices = args.points[0], args.devices[0]
+        print(json.dumps(cell(args)), flush=True)
+        return
+    print(f"Collapsed-ILR: D = {args.features}, C = {args.classes}, M = {args.inducing}; "
+          "one step = value and gradient of the bound")
+    print(f"{'N':>9} {'devices':>7} {'step s':>9} {'first s':>9} {'fit s':>8} "
+          f"{'peak RSS MiB':>12}")
+    for points in args.points:
+        for devices in args.devices:
+            env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+                       f"--xla_force_host_platform_device_count={devices}".strip())
+            command = [sys.executable, __file__, "--cell", "--points", str(points),
+                       "--devices", str(devices), "--features", str(args.features),
+                       "--classes", str(args.classes), "--inducing", str(args.inducing),
+                       "--repeats", str(args.repeats), "--fit-iterations",
+                       str(args.fit_iterations)]
+            run = subprocess.run(command, capture_output=True, text=True, env=env)
+            if run.returncode != 0:
+                print(f"{points:>9} {devices:>7} failed: {run.stderr.strip()[-400:]}")
+                continue
+            r = json.loads(run.stdout.strip().splitlines()[-1])
+            fit_s = f"{r['fit_seconds']:8.1f}" if "fit_seconds" in r else f"{'-':>8}"
+            print(f"{points:>9} {devices:>7} {r['step_seconds']:9.3f} "
+                  f"{r['first_call_seconds']:9.2f} {fit_s} {r['peak_rss_mib']:12.0f}",
+                  flush=True)
+            if "fit_iterations" in r:
+                print(f"{'':>9} fit: {r['fit_iterations']} L-BFGS iterations, "
+                      f"{r['fit_evaluations']} evaluations of the bound and gradient")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Checks that need several JAX devices, run as a script in a subprocess (``test_devices.py``).
+
+JAX fixes its device count when it starts, so the tests run this file with
+``XLA_FLAGS=--xla_force_host_platform_device_count=4``. Each check prints one JSON line
+``{"check": name, ...}`` with the largest relative differences it found; the test asserts
+on them. ``python tests/device_checks.py single`` runs the sums-over-devices checks,
+``python tests/device_checks.py distributed <process_id> <num_processes> <port>`` one
+process of the two-process ``jax.distributed`` fit, which prints its predictions.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+
+def relative(got, want) -> float:
+    """max |got - want| / max |want| over every leaf of two pytrees."""
+    import jax
+
+    worst = 0.0
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        g, w = np.asarray(g), np.asarray(w)
+        worst = max(worst, float(np.max(np.abs(g - w)) / max(np.max(np.abs(w)), 1e-300)))
+    return worst
+
+
+def toy(n=203, seed=0):
+    """(X (n, 3), y (n,)) three classes, not separable."""
+    gen = np.random.default_rng(seed)
+    X = gen.normal(size=(n, 3))
+    y = (X[:, 0] + 0.5 * X[:, 1] + 0.3 * gen.normal(size=n) > 0).astype(int) + (X[:, 2] > 0.8)
+    return X, y
+
+
+def bound_checks() -> None:
+    """Each collapsed model's bound and gradient on a 4-device mesh against one device."""
+    import jax
+    import jax.numpy as jnp
+
+    from ppgpc import blocks, sparse
+    from ppgpc.infer.sites import log_density_terms
+    from ppgpc.kernels import make_kernel
+    from ppgpc.models import dirichlet_gp, ilr_gp
+
+    X, y = toy()
+    kernel = make_kernel("rbf-ard")
+    mesh = blocks.resolve_mesh(4)
+    cases = {
+        "ilr shared": (ilr_gp, {"learn_noise_scale": True}, {}),
+        "ilr per coordinate": (ilr_gp, {"learn_noise_scale": True},
+                               {"shared_inducing": False}),
+        "gpd two-level": (dirichlet_gp, {"learn_noise_scale": True}, {}),
+        "gpd class kernels": (dirichlet_gp, {"shared_kernel": False}, {}),
+        "gpd per class": (dirichlet_gp, {}, {"shared_inducing": False}),
+    }
+    for name, (module, options, sparse_options) in cases.items():
+        data = module.sparse_prepare(X, y, 3, num_inducing=8, seed=1, **options,
+                                     **sparse_options)
+        # a block size that does not divide N, so the last block on each device is padded
+        data = data._replace(placement=sparse.Placement(block_rows=13))
+        hypers = module.sparse_initial_hypers(data, kernel)
+        gen = np.random.default_rng(2)
+        hypers = {k: v * (1 + 0.1 * gen.uniform(size=np.shape(v))) for k, v in hypers.items()}
+
+        def objective(h, data):
+            return log_density_terms(module.sparse_collapsed_model, (data, kernel), h, True)
+
+        value_and_grad = jax.jit(jax.value_and_grad(objective))
+        single = value_and_grad(hypers, data)
+        sharded = value_and_grad(hypers, sparse.on_devices(data, mesh))
+        posterior = jax.jit(module.sparse_condition, static_argnums=1)
+        post_single = posterior(data, kernel, hypers)
+        post_sharded = posterior(sparse.on_devices(data, mesh), kernel, hypers)
+        print(json.dumps({"check": "bound", "case": name,
+                          "value": relative(sharded[0], single[0]),
+                          "gradient": relative(sharded[1], single[1]),
+                          "posterior": relative(post_sharded, post_single),
+                          "devices": len(jnp.asarray(sharded[0]).devices())}), flush=True)
+
+
+def fit_checks() -> None:
+    """Driver and estimator fits on 4 devices against one device: predictions."""
+    from ppgpc import DirichletGPClassifier, ILRGPClassifier
+    from ppgpc.infer import fit
+
+    X, y = toy()
+    Xs = toy(40, seed=7)[0]
+    for model in ("ilr_gp_sparse", "dirichlet_gp_sparse"):
+        runs = [fit(model, X, y, method="exact", model_options={"num_inducing": 8},
+                    max_iter=15, num_draws=4, devices=devices) for devices in (None, 4)]
+        print(json.dumps({"check": "fit", "case": model,
+                          "proba": relative(runs[1].predict_proba(Xs),
+                                            runs[0].predict_proba(Xs)),
+                          "devices": runs[1].info.get("devices")}), flush=True)
+    for cls, options in ((ILRGPClassifier, {"epsilon": 0.99}),
+                         (DirichletGPClassifier, {"alpha_eps": 0.01})):
+        runs = [cls(**options, inference="collapsed", num_inducing=8, progress=False,
+                    inference_options={"max_iter": 15, **extra}).fit(X, y)
+                for extra in ({}, {"devices": 4})]
+        print(json.dumps({"check": "estimator", "case": cls.__name__,
+                          "proba": relative(runs[1].predict_proba(Xs),
+                                            runs[0].predict_proba(Xs)),
+                          "devices": runs[1].result_.info.get("devices")}), flush=True)
+
+
+def distributed(process_id: int, num_processes: int, port: int) -> None:
+    """One process of a ``jax.distributed`` Collapsed-ILR fit over every process's CPU
+    device (gloo collectives); prints its predictions, which every process holds whole."""
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=f"localhost:{port}",
+                               num_processes=num_processes, process_id=process_id)
+    from ppgpc.infer import fit
+
+    X, y = toy()
+    result = fit("ilr_gp_sparse", X, y, devices=len(jax.devices()), **DISTRIBUTED_FIT)
+    print(json.dumps({"check": "distributed", "process": process_id,
+                      "global_devices": len(jax.devices()),
+                      "devices": result.info.get("devices"),
+                      "proba": np.asarray(result.predict_proba(toy(40, seed=7)[0])).tolist()}),
+          flush=True)
+    jax.distributed.shutdown()
+
+
+DISTRIBUTED_FIT = dict(method="exact", model_options={"num_inducing": 8}, max_iter=15,
+                       num_draws=4)
+"""The fit of the two-process check (the test repeats it in a single process)."""
+
+
+if __name__ == "__main__":
+    import ppgpc  # noqa: F401  (float64, as every ppgpc user gets it)
+
+    if sys.argv[1] == "single":
+        bound_checks()
+        fit_checks()
+    elif sys.argv[1] == "distributed":
+        distributed(*(int(a) for a in sys.argv[2:5]))
+    else:
+        raise SystemExit(f"unknown check {sys.argv[1]!r}")
