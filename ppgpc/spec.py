@@ -200,6 +200,10 @@ class ModelSpec:
             fits from draws of its training latent, as a phrase that completes "cannot
             score ..."; None where it can.
         description: one line for the model registry.
+        place: optional ``(data, mesh) -> data``: the prepared data with its sums over
+            points split over the devices of a ``jax.sharding.Mesh`` (axis ``"data"``);
+            None where the model cannot use several devices (the driver's ``devices``
+            option is refused, naming the models that can).
     """
 
     name: str
