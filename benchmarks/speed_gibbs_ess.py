@@ -4,8 +4,8 @@ logistic-softmax blocked Gibbs sampler (docs/math.md section 3) against NUTS on 
 
 For each (N, C): Gaussian blobs in 2-D, RBF kernel (variance 4, lengthscale 1). Every sampler
 runs ``chains`` chains (4 by default) after its warm-up; the clock covers the sampling phase
-only (Gibbs: compiled first; NUTS: ``MCMC.run`` after ``MCMC.warmup``, which includes NumPyro's compile
-of the sampling loop). ESS is ArviZ's bulk ESS of every f_ic; the table shows its minimum
+only (Gibbs: compiled first; NUTS: one compiled transition after ``MCMC.warmup``, compiled
+on a first transition off the clock). ESS is ArviZ's bulk ESS of every f_ic; the table shows its minimum
 and median per second, the largest R-hat over the f_ic, and the ratio of Gibbs's minimum ESS
 per second to NUTS's (issue 40 asks for at least 1 at N = 200 and 3 at N = 1000, with R-hat
 at most 1.01). Both samplers get the Cholesky factor of K precomputed (NUTS runs on
