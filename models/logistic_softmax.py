@@ -57,9 +57,11 @@ from ppgpc import gp, linalg
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
 from ppgpc.models.logistic_softmax_cavi import (CAVIResult, CAVIState, elbo, inducing_latent,
                                                 run_cavi, sample_q_f, sample_q_v)
-from ppgpc.models.logistic_softmax_gibbs import (GibbsInfo, GibbsState, HyperGibbsInfo,
-                                                 f_block, gibbs_kernel, hyper_potential,
-                                                 hyper_sampler)
+from ppgpc.models.logistic_softmax_gibbs import (LEVEL_STEPS, GibbsInfo, GibbsState,
+                                                 HyperGibbsInfo, f_block, gibbs_kernel,
+                                                 hyper_potential, hyper_sampler,
+                                                 lambda_count_block, level_block, log_link,
+                                                 omega_block)
 from ppgpc.models.logistic_softmax_svi import (SVIState, minibatch, run_stochastic_cavi,
                                                stochastic_step)
 from ppgpc.polyagamma import PolyaGamma
@@ -80,11 +82,16 @@ __all__ = [
     "cavi",
     "fit_hypers",
     "SPEC",
-    # re-exported from logistic_softmax_gibbs, logistic_softmax_cavi, logistic_softmax_svi
+    # re-exported from logistic_softmax_gibbs (log_link too), logistic_softmax_cavi,
+    # logistic_softmax_svi
     "GibbsState",
     "GibbsInfo",
     "HyperGibbsInfo",
     "gibbs_kernel",
+    "LEVEL_STEPS",
+    "level_block",
+    "lambda_count_block",
+    "omega_block",
     "f_block",
     "hyper_potential",
     "hyper_sampler",
@@ -127,15 +134,6 @@ def prepare(X, y, num_classes: int) -> LSMData:
 def num_latent(num_classes: int) -> int:
     """L = C latent GPs."""
     return num_classes
-
-
-def log_link(f: jax.Array) -> jax.Array:
-    """log p(y = k | f) = log sigma(f_k) - log sum_c sigma(f_c), (..., C) -> (..., C).
-
-    log sigma(f) = -softplus(-f) and a log-sum-exp over classes: finite for any finite f.
-    """
-    log_sig = -jax.nn.softplus(-f)
-    return log_sig - jax.nn.logsumexp(log_sig, axis=-1, keepdims=True)
 
 
 def initial_hypers(data: LSMData, kernel) -> dict:

@@ -1,6 +1,9 @@
 """The blocked Gibbs sampler of the logistic-softmax GP (docs/math.md section 3), as a pure
-init/step pair over ``GibbsState`` (BlackJAX style), and its HMC-within-Gibbs step on the
-kernel hyperparameters.
+init/step pair over ``GibbsState`` (BlackJAX style), its blocks as pure functions
+(``level_block``, ``lambda_count_block``, ``omega_block``, ``f_block``), and its
+HMC-within-Gibbs step on the kernel hyperparameters. The model's link ``log_link`` lives
+here (the level move evaluates the plain likelihood) and ``logistic_softmax`` re-exports it.
+Why the sweep has a level move and integrates lambda out: docs/gibbs.md.
 
 The model (sites, augmentation) is ``ppgpc.models.logistic_softmax``; the driver's method
 ``"gibbs"`` (``ppgpc.infer.gibbs``) loops the pair inside NumPyro's ``MCMC`` through a thin
@@ -14,6 +17,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 from numpyro.infer.hmc import hmc
 
 from ppgpc import linalg
@@ -21,14 +25,33 @@ from ppgpc.kernels import gram, kernel_log_prior, kernel_params
 from ppgpc.polyagamma import sample_polyagamma
 
 __all__ = [
+    "LEVEL_STEPS",
+    "log_link",
     "GibbsState",
     "GibbsInfo",
     "HyperGibbsInfo",
+    "level_block",
+    "lambda_count_block",
+    "omega_block",
     "f_block",
     "hyper_potential",
     "hyper_sampler",
     "gibbs_kernel",
 ]
+
+LEVEL_STEPS = 3
+"""Elliptical-slice steps on the class-mean level per sweep (``level_block``; docs/gibbs.md
+gives the measurements behind 3)."""
+
+
+def log_link(f: jax.Array) -> jax.Array:
+    """log p(y = k | f) = log sigma(f_k) - log sum_c sigma(f_c), (..., C) -> (..., C).
+
+    log sigma(f) = -softplus(-f) and a log-sum-exp over classes: finite for any finite f.
+    """
+    log_sig = -jax.nn.softplus(-f)
+    return log_sig - jax.nn.logsumexp(log_sig, axis=-1, keepdims=True)
+
 
 class GibbsState(NamedTuple):
     """State of the blocked Gibbs sampler."""
@@ -67,6 +90,92 @@ class HyperGibbsInfo(NamedTuple):
     """Leapfrog steps of that step."""
     hyper_diverging: jax.Array
     """Whether its trajectory diverged."""
+
+
+def level_block(key, f, chol_K, onehot, num_steps: int = LEVEL_STEPS):
+    """Move the class-mean level m = mean_c f^c given the contrasts d^c = f^c - m, with
+    lambda, n and omega integrated out: ``num_steps`` elliptical slice sampling steps
+    (Murray, Adams & MacKay 2010) on
+
+        p(m | d, y) propto N(m | 0, K / C) prod_i sigma(m_i + d_iy_i) / sum_c sigma(m_i + d_ic).
+
+    Under the prior f^c ~ N(0, K) independently, m ~ N(0, K / C) and m is independent of d
+    (Cov(m, d^c) = K / C - K / C = 0), so this is the exact conditional of m in the
+    non-augmented posterior. The likelihood is nearly flat in m where every f_ic is
+    negative (there the link tends to softmax(f), which ignores a shared shift), the
+    direction along which the augmented blocks mix slowest (docs/gibbs.md).
+
+    Each step: nu = chol(K) e / sqrt(C), e ~ N(0, I); threshold log L(m) + log u; propose
+    m cos t + nu sin t on a bracket [t - 2 pi, t] that shrinks towards 0 until the
+    likelihood exceeds the threshold. Cost O(N^2) per step (one triangular-matrix product)
+    plus O(N C) per proposal.
+
+    Args:
+        key: PRNG key; f: (N, C); chol_K: (N, N) Cholesky factor of K; onehot: (N, C) y'.
+        num_steps: slice-sampling steps.
+
+    Returns:
+        (N, C) latent with the new level and the same contrasts.
+    """
+    N, C = f.shape
+    m0 = jnp.mean(f, axis=1, keepdims=True)                        # (N, 1)
+    d = f - m0                                                      # (N, C)
+
+    def log_lik(m):                                                 # (N, 1) -> ()
+        return jnp.sum(onehot * log_link(d + m))
+
+    def one_step(m, k):
+        k_nu, k_u, k_t, k_shrink = jax.random.split(k, 4)
+        nu = chol_K @ jax.random.normal(k_nu, (N, 1)) / jnp.sqrt(C)   # ~ N(0, K / C)
+        threshold = log_lik(m) + jnp.log1p(-jax.random.uniform(k_u))   # log L(m) + log u
+        t = jax.random.uniform(k_t, maxval=2.0 * jnp.pi)
+
+        def proposal(t):
+            return m * jnp.cos(t) + nu * jnp.sin(t)
+
+        def rejected(c):
+            return c[4] <= threshold
+
+        def shrink(c):
+            t, lo, hi, i, _ = c
+            lo, hi = jnp.where(t < 0.0, t, lo), jnp.where(t < 0.0, hi, t)
+            t = jax.random.uniform(jax.random.fold_in(k_shrink, i), minval=lo, maxval=hi)
+            return t, lo, hi, i + 1, log_lik(proposal(t))
+
+        t = lax.while_loop(rejected, shrink,
+                           (t, t - 2.0 * jnp.pi, t, 0, log_lik(proposal(t))))[0]
+        return proposal(t), None
+
+    m, _ = lax.scan(one_step, m0, jax.random.split(key, num_steps))
+    return d + m
+
+
+def lambda_count_block(key, f):
+    """Draw (lambda, n) | f jointly, lambda integrated against the counts first:
+
+        lambda_i | f_i ~ Gamma(1, rate sum_c sigma(f_ic)),
+        n_ic | lambda_i, f_ic ~ Poisson(lambda_i sigma(-f_ic)),
+
+    so n_i | f_i is negative multinomial (a Gamma-Poisson mixture). From
+    p(lambda_i, n_i | f_i) propto prod_c exp(-lambda_i) (lambda_i sigma(-f_ic))^n_ic / n_ic!
+    (docs/math.md section 3): summing n out leaves exp(-lambda_i sum_c sigma(f_ic)).
+
+    Args:
+        key: PRNG key; f: (N, C).
+
+    Returns:
+        lambda (N,) and n (N, C) (counts stored as floats).
+    """
+    k_lam, k_n = jax.random.split(key)
+    N, C = f.shape
+    lam = jax.random.exponential(k_lam, (N,)) / jnp.sum(jax.nn.sigmoid(f), axis=1)
+    n = jax.random.poisson(k_n, lam[:, None] * jax.nn.sigmoid(-f), (N, C)).astype(f.dtype)
+    return lam, n
+
+
+def omega_block(key, onehot, n, f):
+    """omega_ic | n_ic, f_ic ~ PG(y'_ic + n_ic, |f_ic|) (PG(0, z) = 0), (N, C)."""
+    return sample_polyagamma(key, onehot + n, f)
 
 
 def f_block(key, K, chol_K, omega, kappa):
@@ -178,30 +287,30 @@ def hyper_sampler(data, kernel, *, num_warmup: int, algo: str = "HMC",
     return init, step
 
 
-def gibbs_kernel(data, kernel, hypers: dict, *, collapse_lambda: bool = False,
-                 sample_hypers: bool = False, num_warmup: int = 0, hyper_algo: str = "HMC",
-                 hyper_num_steps: int = 8, max_tree_depth: int = 6,
-                 target_accept: float = 0.8):
+def gibbs_kernel(data, kernel, hypers: dict, *, sample_hypers: bool = False,
+                 num_warmup: int = 0, hyper_algo: str = "HMC", hyper_num_steps: int = 8,
+                 max_tree_depth: int = 6, target_accept: float = 0.8):
     """The blocked Gibbs sampler as a pure ``(init, step)`` pair (BlackJAX style).
 
-    One sweep draws, each from its full conditional (docs/math.md section 3):
+    One sweep (docs/math.md section 3; docs/gibbs.md for why these blocks):
 
     0. with ``sample_hypers``: the kernel hyperparameters theta | f by one HMC (or NUTS)
        step on ``hyper_potential`` (HMC-within-Gibbs), then K_theta and its Cholesky factor;
-    1. lambda_i | n_i ~ Gamma(1 + sum_c n_ic, rate C), or with ``collapse_lambda`` the pair
-       (lambda_i, n_i) | f_i jointly: lambda_i | f_i ~ Gamma(1, rate sum_c sigma(f_ic))
-       (lambda integrated against the Poisson counts), which makes n_i | f_i negative
-       multinomial (a Gamma-Poisson mixture);
-    2. n_ic | lambda_i, f_ic ~ Poisson(lambda_i sigma(-f_ic));
-    3. omega_ic | n_ic, f_ic ~ PG(y'_ic + n_ic, |f_ic|) (PG(0, z) = 0);
+    1. the class-mean level m | d, y with lambda, n and omega integrated out
+       (``level_block``: ``LEVEL_STEPS`` elliptical slice steps on the plain likelihood);
+    2. (lambda, n) | f jointly (``lambda_count_block``: lambda_i | f_i ~ Gamma(1, rate
+       sum_c sigma(f_ic)), then n_ic ~ Poisson(lambda_i sigma(-f_ic)));
+    3. omega_ic | n_ic, f_ic ~ PG(y'_ic + n_ic, |f_ic|) (``omega_block``);
     4. f^c | omega^c, n^c, theta by ``f_block`` with kappa^c = (y'^c - n^c) / 2.
 
-    With fixed hyperparameters the Gram matrix and its Cholesky factor are computed once here.
+    Steps 0 and 1 leave the marginal posterior of f invariant and step 2 and 3 redraw the
+    augmentation from its full conditional given f, so the sweep keeps the joint posterior
+    of (f, lambda, n, omega) invariant. With fixed hyperparameters the Gram matrix and its
+    Cholesky factor are computed once here.
 
     Args:
         data, kernel: prepared data and kernel.
         hypers: kernel hyperparameters by site name (the starting point when sampled).
-        collapse_lambda: the collapsed (lambda, n) block of step 1.
         sample_hypers: HMC-within-Gibbs on the hyperparameters (step 0).
         num_warmup, hyper_algo, hyper_num_steps, max_tree_depth, target_accept: of that
             step (``hyper_sampler``; ``num_warmup`` sweeps adapt its step size and mass
@@ -235,7 +344,7 @@ def gibbs_kernel(data, kernel, hypers: dict, *, collapse_lambda: bool = False,
         return GibbsState(f, jnp.ones(N), jnp.zeros((N, C)), jnp.zeros((N, C)), *extra)
 
     def step(key, state: GibbsState):
-        k_hyp, k_lam, k_n, k_omega, k_f = jax.random.split(key, 5)
+        k_hyp, k_level, k_count, k_omega, k_f = jax.random.split(key, 5)
         f = state.f
         # 0. hyperparameters
         if sample_hypers:
@@ -244,16 +353,12 @@ def gibbs_kernel(data, kernel, hypers: dict, *, collapse_lambda: bool = False,
             K, chol_K = factors(h)
         else:
             hmc_state, h, (K, chol_K) = None, {}, (K0, chol_K0)
-        # 1. lambda
-        if collapse_lambda:
-            rate = jnp.sum(jax.nn.sigmoid(f), axis=1)
-            lam = jax.random.exponential(k_lam, (N,)) / rate
-        else:
-            lam = jax.random.gamma(k_lam, 1.0 + jnp.sum(state.n, axis=1)) / C
-        # 2. n (omega integrated out)
-        n = jax.random.poisson(k_n, lam[:, None] * jax.nn.sigmoid(-f), (N, C)).astype(f.dtype)
+        # 1. the class-mean level, augmentation integrated out
+        f = level_block(k_level, f, chol_K, Y)
+        # 2. lambda and n given f
+        lam, n = lambda_count_block(k_count, f)
         # 3. omega
-        omega = sample_polyagamma(k_omega, Y + n, f)
+        omega = omega_block(k_omega, Y, n, f)
         # 4. f
         f = f_block(k_f, K, chol_K, omega, 0.5 * (Y - n))
         new = GibbsState(f, lam, n, omega, h, hmc_state)
@@ -263,4 +368,3 @@ def gibbs_kernel(data, kernel, hypers: dict, *, collapse_lambda: bool = False,
         return new, GibbsInfo(jnp.mean(n))
 
     return init, step
-

@@ -65,31 +65,71 @@ def test_f_block_matches_the_dense_gaussian_conditional(rng):
         assert np.max(np.abs(emp - Sigma) / se) < 4.5
 
 
-@pytest.mark.parametrize("collapse", [False, True])
-def test_lambda_n_omega_blocks_have_the_right_conditional_means(collapse):
-    """One sweep from a fixed state, many keys: E[lambda | n] = (1 + sum n) / C (or
-    1 / sum_c sigma(f_c) collapsed), E[n | f] = E[lambda] sigma(-f), and
-    E[omega - E(omega | n, f)] = 0 with the closed-form Polya-Gamma mean."""
+def test_lambda_n_omega_blocks_have_the_right_conditional_means():
+    """Blocks 2 and 3 from a fixed f, many keys: E[lambda | f] = 1 / sum_c sigma(f_c),
+    E[n | f] = E[lambda | f] sigma(-f), and E[omega - E(omega | n, f)] = 0 with the
+    closed-form Polya-Gamma mean; omega = 0 exactly where y' + n = 0."""
     X, y = toy_problem(4, 3)
     data = lsm.prepare(X, y, 3)
-    init, step = lsm.gibbs_kernel(data, RBF(), _jax_hypers(), collapse_lambda=collapse)
-    state = init(jax.random.PRNGKey(0))._replace(
-        f=jnp.array([[1.0, -0.5, 0.0], [-2.0, 0.5, 3.0], [0.0, 0.0, 0.0], [2.5, -3.0, 1.0]]),
-        n=jnp.array([[0.0, 1, 0], [2, 0, 1], [0, 0, 0], [5, 1, 0]]))
+    f = jnp.array([[1.0, -0.5, 0.0], [-2.0, 0.5, 3.0], [0.0, 0.0, 0.0], [2.5, -3.0, 1.0]])
     S = 5000
-    new, _ = jax.vmap(lambda k: step(k, state))(jax.random.split(jax.random.PRNGKey(1), S))
-    f = np.asarray(state.f)
-    sig = 1 / (1 + np.exp(-f))
-    e_lam = 1 / sig.sum(1) if collapse else (1 + np.asarray(state.n).sum(1)) / 3
-    lam = np.asarray(new.lam)
+
+    def blocks(key):
+        k_count, k_omega = jax.random.split(key)
+        lam, n = lsm.lambda_count_block(k_count, f)
+        return lam, n, lsm.omega_block(k_omega, data.onehot, n, f)
+
+    lam, n, omega = map(np.asarray, jax.vmap(blocks)(jax.random.split(jax.random.PRNGKey(1), S)))
+    sig = 1 / (1 + np.exp(-np.asarray(f)))
+    e_lam = 1 / sig.sum(1)
     assert np.max(np.abs(lam.mean(0) - e_lam) / (lam.std(0) / np.sqrt(S))) < 4.5
-    n = np.asarray(new.n)
     assert np.allclose(n, np.round(n)) and n.min() >= 0
     e_n = e_lam[:, None] * (1 - sig)
     assert np.max(np.abs(n.mean(0) - e_n) / (n.std(0) / np.sqrt(S) + 1e-12)) < 4.5
-    resid = np.asarray(new.omega) - np.asarray(polyagamma_mean(data.onehot + n, f))
+    resid = omega - np.asarray(polyagamma_mean(data.onehot + n, f))
     assert np.max(np.abs(resid.mean(0)) / (resid.std(0) / np.sqrt(S) + 1e-12)) < 4.5
-    assert np.all(np.asarray(new.omega)[(np.asarray(data.onehot) + n) == 0] == 0)
+    assert np.all(omega[(np.asarray(data.onehot) + n) == 0] == 0)
+
+
+def test_level_block_samples_the_level_posterior_by_quadrature():
+    """Block 1 leaves p(m | d, y) propto N(m | 0, K / C) prod_i p(y_i | m_i + d_i) invariant:
+    4000 independent chains from prior draws of m, 40 slice steps each, against the
+    posterior mean and variance of each m_i by quadrature on a 2-D grid (z-scores of
+    independent draws); the contrasts d = f - mean_c f stay as they were."""
+    K = np.array([[4.0, 2.4], [2.4, 4.0]])
+    chol = jnp.asarray(np.linalg.cholesky(K))
+    d = np.array([[3.0, -1.5, -1.5], [-1.0, 1.0, 0.0]])
+    onehot = jnp.asarray(np.eye(3)[[0, 1]])
+    C, S = 3, 4000
+    # quadrature: the unnormalised log posterior of (m_1, m_2) on a grid of +-8 prior sds
+    g = np.linspace(-8, 8, 801) * np.sqrt(4.0 / C)
+    m1, m2 = np.meshgrid(g, g, indexing="ij")
+    prec = np.linalg.inv(K / C)
+    log_post = -0.5 * (prec[0, 0] * m1**2 + 2 * prec[0, 1] * m1 * m2 + prec[1, 1] * m2**2)
+    for i, m in enumerate((m1, m2)):
+        log_post = log_post + np.asarray(lsm.log_link(jnp.asarray(m[..., None] + d[i])))[
+            ..., int(np.argmax(onehot[i]))]
+    w = np.exp(log_post - log_post.max())
+    w /= w.sum()
+    mean = np.array([np.sum(w * m1), np.sum(w * m2)])
+    var = np.array([np.sum(w * m1**2), np.sum(w * m2**2)]) - mean**2
+
+    def chain(key):
+        k0, k1 = jax.random.split(key)
+        start = jnp.asarray(d) + (chol @ jax.random.normal(k0, (2,)))[:, None] / np.sqrt(C)
+        return lsm.level_block(k1, start, chol, onehot, num_steps=40)
+
+    f = np.asarray(jax.vmap(chain)(jax.random.split(jax.random.PRNGKey(5), S)))
+    np.testing.assert_allclose(f - f.mean(-1, keepdims=True), np.broadcast_to(d, f.shape),
+                               atol=1e-12)
+    m = f.mean(-1)                                                   # (S, 2)
+    z_mean = (m.mean(0) - mean) / np.sqrt(var / S)
+    sq = (m - mean) ** 2
+    z_var = (sq.mean(0) - var) / (sq.std(0) / np.sqrt(S))
+    assert np.max(np.abs(z_mean)) < 4.5, z_mean
+    assert np.max(np.abs(z_var)) < 4.5, z_var
+    # the likelihood moves the level: the posterior mean is off the prior's 0 by many SEs
+    assert np.min(np.abs(mean) / np.sqrt(var / S)) > 10, mean / np.sqrt(var / S)
 
 
 @pytest.fixture(scope="module")
