@@ -57,6 +57,7 @@ from ppgpc import gp, linalg
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
 from ppgpc.models.logistic_softmax_cavi import (CAVIResult, CAVIState, elbo, inducing_latent,
                                                 run_cavi, sample_q_f, sample_q_v)
+from ppgpc.models import logistic_softmax_gibbs
 from ppgpc.models.logistic_softmax_gibbs import (LEVEL_STEPS, GibbsInfo, GibbsState,
                                                  HyperGibbsInfo, f_block, gibbs_kernel,
                                                  hyper_potential, hyper_sampler,
@@ -82,19 +83,9 @@ __all__ = [
     "cavi",
     "fit_hypers",
     "SPEC",
-    # re-exported from logistic_softmax_gibbs (log_link too), logistic_softmax_cavi,
-    # logistic_softmax_svi
-    "GibbsState",
-    "GibbsInfo",
-    "HyperGibbsInfo",
-    "gibbs_kernel",
-    "LEVEL_STEPS",
-    "level_block",
-    "lambda_count_block",
-    "omega_block",
-    "f_block",
-    "hyper_potential",
-    "hyper_sampler",
+    # re-exported: every public name of logistic_softmax_gibbs (log_link too), and from
+    # logistic_softmax_cavi, logistic_softmax_svi
+    *(name for name in logistic_softmax_gibbs.__all__ if name != "log_link"),
     "CAVIState",
     "CAVIResult",
     "sample_q_v",
