@@ -15,7 +15,7 @@ two sizes (shape-stable, so a new number of rows compiles nothing), keys from
 
 The functions read a result's fields only (``spec``, ``kernel``, ``data``, ``hypers``,
 ``latent``, ``inducing``, ``point_hypers``, ``seed``, ``num_chains``, ``num_draws``,
-``num_classes``); ``FitResult``'s prediction methods call them.
+``num_classes``) and ``hyper_draw``; ``FitResult``'s prediction methods call them.
 """
 
 from __future__ import annotations
@@ -107,11 +107,6 @@ def flat_hypers(result) -> dict:
     return {k: _flat(jnp.broadcast_to(v, lead + v.shape[2:])) for k, v in result.hypers.items()}
 
 
-def _point(result) -> dict:
-    """The point hyperparameters of a ``point_hypers`` fit (chain 0, draw 0)."""
-    return {k: v[0, 0] for k, v in result.hypers.items()}
-
-
 def _unflatten(result, draws: jax.Array) -> jax.Array:
     """(chain * draw, n, L) -> (chain, draw, n, L)."""
     return draws.reshape((result.num_chains, result.num_draws) + draws.shape[1:])
@@ -199,7 +194,7 @@ def conjugate_draws(result, key, Xs, num_draws=None, shared=False) -> jax.Array:
     number of draws); sampled hyperparameters give one predictive draw each."""
     if result.point_hypers:
         return _point_conjugate_draws(
-            key, result.spec, result.kernel, result.data, _point(result), Xs,
+            key, result.spec, result.kernel, result.data, result.hyper_draw(0, 0), Xs,
             result.num_chains, result.num_draws if num_draws is None else num_draws, shared)
     return _unflatten(result, _per_draw_conjugate_draws(
         key, result.spec, result.kernel, result.data, flat_hypers(result), Xs,
@@ -214,7 +209,7 @@ def latent_draws(result, key, Xs, num_draws=None, shared=False) -> jax.Array:
     flat_f = _flat(result.latent)
     if result.point_hypers:
         draws = _point_latent_draws(key, result.spec, result.kernel, result.data,
-                                    _point(result), flat_f, Xs, shared)
+                                    result.hyper_draw(0, 0), flat_f, Xs, shared)
     else:
         draws = _per_draw_latent_draws(key, result.spec, result.kernel, result.data,
                                        flat_hypers(result), flat_f, Xs, shared)
@@ -225,7 +220,8 @@ def inducing_draws(result, key, Xs, num_draws=None, shared=False) -> jax.Array:
     """Kind ``"inducing"``: the sparse conditional p(f* | v_s) given each whitened inducing
     draw, then the model's mixing if it has one (``spec.inducing.inducing_latent``), with
     the point hyperparameters, (chain, draw, n, L) (``num_draws`` does not apply)."""
-    draws = _inducing_draws(key, result.spec, result.kernel, result.data, _point(result),
+    draws = _inducing_draws(key, result.spec, result.kernel, result.data,
+                            result.hyper_draw(0, 0),
                             _flat(result.inducing), Xs, shared)
     return _unflatten(result, draws)
 
