@@ -30,7 +30,11 @@ and are re-exported here:
 * ``"gibbs"``: the blocked Gibbs sampler of docs/math.md section 3 (``gibbs_kernel``, module
   ``logistic_softmax_gibbs``), an init/step pair over ``GibbsState`` plugged into NumPyro's
   ``MCMC``; hyperparameters fixed or sampled by an HMC step per sweep (HMC-within-Gibbs,
-  ``hyper_potential``);
+  ``hyper_potential``); with the method option ``num_inducing`` = M the inducing-point
+  sampler of the DTC model f = K_nm K_mm^-1 u (``inducing_gibbs_kernel``, module
+  ``logistic_softmax_gibbs_sparse``; O(N M^2 C) per sweep), its kernel hyperparameters and
+  inducing inputs fixed at the sparse CAVI's point (``fit_inducing_hypers``) unless given,
+  held as draws of the whitened inducing values (predictive kind ``"inducing"``);
 * ``"cavi"``: coordinate-ascent VI of appendix A.2 (``cavi``; the init/step pair
   ``cavi_init``/``cavi_step`` in ``logistic_softmax_cavi``), full (M = N) or sparse, with
   type-II ML or MAP of the kernel hyperparameters (and inducing inputs) on the ELBO by
@@ -59,10 +63,15 @@ from ppgpc.models.logistic_softmax_cavi import (CAVIResult, CAVIState, elbo, ind
                                                 run_cavi, sample_q_f, sample_q_v)
 from ppgpc.models import logistic_softmax_gibbs
 from ppgpc.models.logistic_softmax_gibbs import (LEVEL_STEPS, GibbsInfo, GibbsState,
-                                                 HyperGibbsInfo, f_block, gibbs_kernel,
-                                                 hyper_potential, hyper_sampler,
+                                                 HyperGibbsInfo, elliptical_slice, f_block,
+                                                 gibbs_kernel, hyper_potential, hyper_sampler,
                                                  lambda_count_block, level_block, log_link,
                                                  omega_block)
+from ppgpc.models import logistic_softmax_gibbs_sparse
+from ppgpc.models.logistic_softmax_gibbs_sparse import (InducingGibbsState,
+                                                        inducing_gibbs_kernel,
+                                                        inducing_level_block, inducing_matrix,
+                                                        v_block)
 from ppgpc.models.logistic_softmax_svi import (SVIState, minibatch, run_stochastic_cavi,
                                                stochastic_step)
 from ppgpc.polyagamma import PolyaGamma
@@ -82,10 +91,12 @@ __all__ = [
     "latent_conditional",
     "cavi",
     "fit_hypers",
+    "fit_inducing_hypers",
     "SPEC",
-    # re-exported: every public name of logistic_softmax_gibbs (log_link too), and from
-    # logistic_softmax_cavi, logistic_softmax_svi
+    # re-exported: every public name of logistic_softmax_gibbs (log_link too) and
+    # logistic_softmax_gibbs_sparse, and from logistic_softmax_cavi, logistic_softmax_svi
     *(name for name in logistic_softmax_gibbs.__all__ if name != "log_link"),
+    *logistic_softmax_gibbs_sparse.__all__,
     "CAVIState",
     "CAVIResult",
     "sample_q_v",
@@ -267,6 +278,27 @@ def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
     return res.hypers, info
 
 
+def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *, seed: int = 0,
+                        progress: bool = False, include_prior: bool = True, **options):
+    """Kernel hyperparameters and M inducing inputs for the inducing-point Gibbs sampler,
+    and facts for ``info``: the sparse CAVI's point (``cavi`` with ``num_inducing``: type-II
+    MAP of the hyperparameters and the inducing inputs on the sparse ELBO, the fit of
+    ``LogisticSoftmaxGPClassifier(inference="cavi", num_inducing=M)``), so the sampler draws
+    the exact posterior of the sparse model that CAVI approximates.
+
+    Returns:
+        ``(hypers, info)``: ``hypers`` has the ``kernel_*`` sites and ``inducing_inputs``
+        (M, D) (the training inputs themselves when M = N).
+    """
+    res = cavi(data, kernel, None, num_inducing=num_inducing, include_prior=include_prior,
+               seed=seed, progress=progress, **options)
+    kind = "type-II MAP" if include_prior else "type-II ML"
+    info = {"hyperparameters": f"sparse CAVI ELBO ({kind}, inducing inputs learnt)",
+            "elbo": float(res.elbo[-1]), "cavi_iterations": int(len(res.elbo)),
+            "cavi_converged": bool(res.converged)}
+    return {**res.hypers, "inducing_inputs": res.inducing}, info
+
+
 SPEC = ModelSpec(
     name="logistic_softmax",
     description="Logistic-softmax GP classifier (C latent GPs), Polya-Gamma augmented",
@@ -275,12 +307,14 @@ SPEC = ModelSpec(
     log_link=log_link,
     initial_hypers=initial_hypers,
     latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
-    gibbs=Gibbs(gibbs_kernel=gibbs_kernel, fit_hypers=fit_hypers),
+    gibbs=Gibbs(gibbs_kernel=gibbs_kernel, fit_hypers=fit_hypers,
+                inducing_kernel=inducing_gibbs_kernel, fit_inducing=fit_inducing_hypers),
     cavi=CAVI(cavi=cavi, sample_q_f=sample_q_f, sample_q_v=sample_q_v),
     inducing=Inducing(inducing_latent=inducing_latent),
-    # the sparse CAVI (M < N inducing inputs) costs O(N M^2) and is held as draws of v
-    # (predictive kind "inducing"), so the driver exempts it from max_exact_points;
-    # Gibbs, NUTS and the full CAVI form N x N matrices
+    # the sparse CAVI and the inducing-point Gibbs sampler (M < N inducing inputs) cost
+    # O(N M^2) and are held as draws of v (predictive kind "inducing"), so the driver
+    # exempts them from max_exact_points; the full Gibbs, NUTS and the full CAVI form N x N
+    # matrices
     sparse_alternative="use the sparse CAVI with M < N inducing inputs: "
                        'LogisticSoftmaxGPClassifier(inference="cavi", num_inducing=M) '
                        '(with inference_options={"batch_size": B} for minibatches); '
