@@ -21,9 +21,9 @@ by the posterior draws). Every block below is exact for this model; the sweep to
 O(N M) numbers per class besides the M x M precision, so its cost is O(N M^2 C).
 
 Kernel hyperparameters and inducing inputs are held fixed at a point; by default
-(``fit_inducing_hypers``) the point the sparse CAVI learns, type-II MAP of the kernel
-hyperparameters and the inducing inputs on the sparse ELBO, as
-``LogisticSoftmaxGPClassifier(inference="cavi", num_inducing=M)`` fits them.
+(``logistic_softmax.fit_inducing_hypers``) the point the stochastic sparse CAVI learns
+(minibatches of 128 points, 1000 iterations), type-II MAP of the kernel hyperparameters and
+the inducing inputs on the sparse ELBO.
 """
 
 from __future__ import annotations

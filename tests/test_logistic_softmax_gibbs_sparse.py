@@ -14,6 +14,7 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC, NUTS
 
+import ppgpc
 from conftest import SMALL, toy_problem
 from ppgpc import LogisticSoftmaxGPClassifier
 from ppgpc.infer import fit, to_inference_data
@@ -146,10 +147,10 @@ def test_inducing_gibbs_matches_nuts_on_the_inducing_posterior(inducing_fit):
     assert np.max(np.abs(m2) / (sd / np.sqrt(e2))) > 20
 
 
-def test_inducing_gibbs_result_holds_v_and_predicts(inducing_fit):
+def test_inducing_gibbs_result_holds_v_and_predicts(inducing_fit, tmp_path):
     """The fit is held as draws of v (predictive kind "inducing", no latent at the training
-    inputs), with the inducing inputs among the point hyperparameters; it predicts, exports
-    and its chains agree (R-hat of v)."""
+    inputs), with the inducing inputs among the point hyperparameters; it predicts, exports,
+    saves and loads (predicting the same), and its chains agree (R-hat of v)."""
     result, X, y, hypers = inducing_fit
     assert result.predictive_kind == "inducing" and result.point_hypers
     assert result.latent is None
@@ -165,6 +166,9 @@ def test_inducing_gibbs_result_holds_v_and_predicts(inducing_fit):
     assert "mean_count" in idata.sample_stats
     rhat = az.rhat(az.convert_to_inference_data({"v": np.asarray(result.inducing)}))
     assert float(rhat["v"].max()) < 1.05
+    loaded = ppgpc.load(ppgpc.save(result, tmp_path / "fit"))
+    assert loaded.predictive_kind == "inducing"
+    np.testing.assert_allclose(loaded.predict_proba(X[:4]), probs[:4], rtol=1e-10)
 
 
 # ------------------------------------------------------------ the ways to ask, errors
@@ -203,7 +207,8 @@ def test_inducing_gibbs_settings_are_checked():
 
 def test_estimator_default_inducing_gibbs_needs_no_exact_size():
     """``LogisticSoftmaxGPClassifier(num_inducing=M, inference="gibbs")`` with the defaults:
-    the sparse CAVI's point (hyperparameters and learnt inducing inputs), then the sampler;
+    the stochastic sparse CAVI's point (hyperparameters and learnt inducing inputs), then
+    the sampler;
     N above ``max_exact_points`` is fine (nothing N x N), and it predicts."""
     X, y = toy_problem(40, 3, seed=1)
     labels = np.array(["a", "b", "c"])[y]
@@ -213,7 +218,7 @@ def test_estimator_default_inducing_gibbs_needs_no_exact_size():
     clf.fit(X, labels)
     res = clf.result_
     assert res.predictive_kind == "inducing" and res.inducing.shape == (1, 100, 6, 3)
-    assert res.info["hyperparameters"].startswith("sparse CAVI ELBO")
+    assert res.info["hyperparameters"].startswith("stochastic sparse CAVI ELBO")
     assert np.asarray(res.hypers["inducing_inputs"]).shape == (1, 1, 6, 2)
     assert clf.score(X, labels) > 0.9
     probs = clf.predict_proba(X[:5])

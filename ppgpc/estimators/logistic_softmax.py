@@ -31,10 +31,12 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
         num_inducing: inducing inputs M of ``inference="cavi"`` or ``"gibbs"``: None
             (default) is the full model (Z = X); an integer M < N the sparse CAVI,
             predicting through q's own p(f* | u) at O(N M^2) cost with no size limit, or
-            the inducing-point Gibbs sampler of the same sparse model (DTC, f = K_nm K_mm^-1
-            u; O(N M^2 C) per sweep, no size limit), its kernel hyperparameters and
-            inducing inputs fixed at the sparse CAVI's type-II MAP point unless given in
-            ``inference_options["hyperparameters"]`` (optionally with ``inducing_inputs``).
+            the inducing-point Gibbs sampler, exact for the DTC model f = K_nm K_mm^-1 u at
+            the training inputs (O(N M^2 C) per sweep, no size limit), its kernel
+            hyperparameters and inducing inputs fixed at the type-II MAP point of the
+            stochastic sparse CAVI (minibatches of 128 points, 1000 iterations) unless
+            given in ``inference_options["hyperparameters"]`` (optionally with
+            ``inducing_inputs``).
             With a ``batch_size`` in ``inference_options`` (the stochastic CAVI), None
             means ``ppgpc.sparse.DEFAULT_NUM_INDUCING``, at most N.
         inference: ``"gibbs"`` (default): the exact blocked Gibbs sampler, kernel
