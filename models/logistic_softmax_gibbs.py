@@ -30,6 +30,7 @@ __all__ = [
     "GibbsState",
     "GibbsInfo",
     "HyperGibbsInfo",
+    "elliptical_slice",
     "level_block",
     "lambda_count_block",
     "omega_block",
@@ -92,46 +93,31 @@ class HyperGibbsInfo(NamedTuple):
     """Whether its trajectory diverged."""
 
 
-def level_block(key, f, chol_K, onehot, num_steps: int = LEVEL_STEPS):
-    """Move the class-mean level m = mean_c f^c given the contrasts d^c = f^c - m, with
-    lambda, n and omega integrated out: ``num_steps`` elliptical slice sampling steps
-    (Murray, Adams & MacKay 2010) on
+def elliptical_slice(key, x, prior_draw, log_lik, num_steps: int):
+    """``num_steps`` elliptical slice sampling steps (Murray, Adams & MacKay 2010) on
 
-        p(m | d, y) propto N(m | 0, K / C) prod_i sigma(m_i + d_iy_i) / sum_c sigma(m_i + d_ic).
+        p(x) propto N(x | 0, Sigma) L(x),
 
-    Under the prior f^c ~ N(0, K) independently, m ~ N(0, K / C) and m is independent of d
-    (Cov(m, d^c) = K / C - K / C = 0), so this is the exact conditional of m in the
-    non-augmented posterior. The likelihood is nearly flat in m where every f_ic is
-    negative (there the link tends to softmax(f), which ignores a shared shift), the
-    direction along which the augmented blocks mix slowest (docs/gibbs.md).
-
-    Each step: nu = chol(K) e / sqrt(C), e ~ N(0, I); threshold log L(m) + log u; propose
-    m cos t + nu sin t on a bracket [t - 2 pi, t] that shrinks towards 0 until the
-    likelihood exceeds the threshold. Cost O(N^2) per step (one triangular-matrix product)
-    plus O(N C) per proposal.
+    given ``prior_draw(key) ~ N(0, Sigma)`` (of x's shape) and ``log_lik(x) = log L(x)``.
+    Each step: nu from the prior; threshold log L(x) + log u; propose x cos t + nu sin t on a
+    bracket [t - 2 pi, t] that shrinks towards 0 until the likelihood exceeds the threshold.
+    No tuning; every step leaves p(x) invariant.
 
     Args:
-        key: PRNG key; f: (N, C); chol_K: (N, N) Cholesky factor of K; onehot: (N, C) y'.
+        key: PRNG key; x: the current point; prior_draw, log_lik: as above.
         num_steps: slice-sampling steps.
 
     Returns:
-        (N, C) latent with the new level and the same contrasts.
+        The new point, x's shape.
     """
-    N, C = f.shape
-    m0 = jnp.mean(f, axis=1, keepdims=True)                        # (N, 1)
-    d = f - m0                                                      # (N, C)
-
-    def log_lik(m):                                                 # (N, 1) -> ()
-        return jnp.sum(onehot * log_link(d + m))
-
-    def one_step(m, k):
+    def one_step(x, k):
         k_nu, k_u, k_t, k_shrink = jax.random.split(k, 4)
-        nu = chol_K @ jax.random.normal(k_nu, (N, 1)) / jnp.sqrt(C)   # ~ N(0, K / C)
-        threshold = log_lik(m) + jnp.log1p(-jax.random.uniform(k_u))   # log L(m) + log u
+        nu = prior_draw(k_nu)
+        threshold = log_lik(x) + jnp.log1p(-jax.random.uniform(k_u))   # log L(x) + log u
         t = jax.random.uniform(k_t, maxval=2.0 * jnp.pi)
 
         def proposal(t):
-            return m * jnp.cos(t) + nu * jnp.sin(t)
+            return x * jnp.cos(t) + nu * jnp.sin(t)
 
         def rejected(c):
             return c[4] <= threshold
@@ -146,8 +132,44 @@ def level_block(key, f, chol_K, onehot, num_steps: int = LEVEL_STEPS):
                            (t, t - 2.0 * jnp.pi, t, 0, log_lik(proposal(t))))[0]
         return proposal(t), None
 
-    m, _ = lax.scan(one_step, m0, jax.random.split(key, num_steps))
-    return d + m
+    x, _ = lax.scan(one_step, x, jax.random.split(key, num_steps))
+    return x
+
+
+def level_block(key, f, chol_K, onehot, num_steps: int = LEVEL_STEPS):
+    """Move the class-mean level m = mean_c f^c given the contrasts d^c = f^c - m, with
+    lambda, n and omega integrated out: ``num_steps`` elliptical slice sampling steps
+    (``elliptical_slice``) on
+
+        p(m | d, y) propto N(m | 0, K / C) prod_i sigma(m_i + d_iy_i) / sum_c sigma(m_i + d_ic).
+
+    Under the prior f^c ~ N(0, K) independently, m ~ N(0, K / C) and m is independent of d
+    (Cov(m, d^c) = K / C - K / C = 0), so this is the exact conditional of m in the
+    non-augmented posterior. The likelihood is nearly flat in m where every f_ic is
+    negative (there the link tends to softmax(f), which ignores a shared shift), the
+    direction along which the augmented blocks mix slowest (docs/gibbs.md).
+
+    Prior draws nu = chol(K) e / sqrt(C), e ~ N(0, I): O(N^2) per step (one
+    triangular-matrix product) plus O(N C) per proposal.
+
+    Args:
+        key: PRNG key; f: (N, C); chol_K: (N, N) Cholesky factor of K; onehot: (N, C) y'.
+        num_steps: slice-sampling steps.
+
+    Returns:
+        (N, C) latent with the new level and the same contrasts.
+    """
+    N, C = f.shape
+    m0 = jnp.mean(f, axis=1, keepdims=True)                        # (N, 1)
+    d = f - m0                                                      # (N, C)
+
+    def prior_draw(k):                                              # ~ N(0, K / C), (N, 1)
+        return chol_K @ jax.random.normal(k, (N, 1)) / jnp.sqrt(C)
+
+    def log_lik(m):                                                 # (N, 1) -> ()
+        return jnp.sum(onehot * log_link(d + m))
+
+    return d + elliptical_slice(key, m0, prior_draw, log_lik, num_steps)
 
 
 def lambda_count_block(key, f):

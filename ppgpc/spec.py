@@ -99,10 +99,20 @@ class Gibbs(NamedTuple):
             NamedTuples whose state has a field ``f`` (N, L).
         fit_hypers: ``(data, kernel) -> (hypers, info)``: the point hyperparameters the
             sweep runs with when none are given.
+        inducing_kernel: ``(data, kernel, hypers) -> (init, step)``, a model with an
+            inducing-point sampler (method option ``num_inducing``): ``hypers`` holds the
+            kernel's and ``inducing_inputs`` (M, D), all fixed; the state has a field ``v``
+            (M, L) of whitened inducing values, stored per draw and predicted through the
+            ``inducing`` group (predictive kind ``"inducing"``).
+        fit_inducing: ``(data, kernel, num_inducing, *, seed, progress) -> (hypers, info)``:
+            the point (kernel hyperparameters and ``inducing_inputs``) that sampler runs
+            with when no hyperparameters are given.
     """
 
     gibbs_kernel: Callable[..., Any]
     fit_hypers: Callable[..., Any]
+    inducing_kernel: Optional[Callable[..., Any]] = None
+    fit_inducing: Optional[Callable[..., Any]] = None
 
 
 class CAVI(NamedTuple):

@@ -28,11 +28,17 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
     posterior (or variational) draws of f.
 
     Args:
-        num_inducing: inducing inputs M of ``inference="cavi"``: None (default) is the
-            full CAVI (Z = X), an integer M < N the sparse CAVI, predicting through q's own
-            p(f* | u) at O(N M^2) cost with no size limit. With a ``batch_size`` in
-            ``inference_options`` (the stochastic CAVI), None means
-            ``ppgpc.sparse.DEFAULT_NUM_INDUCING``, at most N.
+        num_inducing: inducing inputs M of ``inference="cavi"`` or ``"gibbs"``: None
+            (default) is the full model (Z = X); an integer M < N the sparse CAVI,
+            predicting through q's own p(f* | u) at O(N M^2) cost with no size limit, or
+            the inducing-point Gibbs sampler, exact for the DTC model f = K_nm K_mm^-1 u at
+            the training inputs (O(N M^2 C) per sweep, no size limit), its kernel
+            hyperparameters and inducing inputs fixed at the type-II MAP point of the
+            stochastic sparse CAVI (minibatches of 128 points, 1000 iterations) unless
+            given in ``inference_options["hyperparameters"]`` (optionally with
+            ``inducing_inputs``).
+            With a ``batch_size`` in ``inference_options`` (the stochastic CAVI), None
+            means ``ppgpc.sparse.DEFAULT_NUM_INDUCING``, at most N.
         inference: ``"gibbs"`` (default): the exact blocked Gibbs sampler, kernel
             hyperparameters fitted first by type-II MAP on the CAVI ELBO, given in
             ``inference_options["hyperparameters"]``, or sampled in every sweep with
@@ -76,8 +82,8 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
                              "inference_options")
         if self.num_inducing is not None:
             check_count("num_inducing", self.num_inducing)
-            if self.inference != "cavi":
-                raise ValueError("num_inducing applies to inference='cavi', not "
+            if self.inference not in ("cavi", "gibbs"):
+                raise ValueError("num_inducing applies to inference='cavi' or 'gibbs', not "
                                  f"{self.inference!r}")
 
     def _method_options(self, given: dict) -> dict:
@@ -86,6 +92,8 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
         elif "validation_fraction" in given:
             raise ValueError("validation_fraction applies to inference='cavi', not "
                              f"{self.inference!r}")
+        if self.inference == "gibbs" and self.num_inducing is not None:
+            given = {**given, "num_inducing": int(self.num_inducing)}
         return given
 
     def _exact_size_limit(self) -> int | None:
@@ -100,6 +108,8 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
         given = self._given_options()
         if method == "cavi":
             return self._cavi(X, y, num_classes, given, options)
+        if method == "gibbs" and self.num_inducing is not None:
+            options.setdefault("num_inducing", int(self.num_inducing))
         if method == "nuts":
             options.setdefault("form", given.get("form", "latent"))
             if given.get("hyperparameters") is None and not given.get("sample_hyperparameters"):

@@ -31,7 +31,7 @@ import numpy as np
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
 from ppgpc.validation import check_options
 
-__all__ = ["run_cavi", "check_cavi_options", "CAVI_OPTIONS"]
+__all__ = ["run_cavi", "check_cavi_options", "integer_seed", "CAVI_OPTIONS"]
 
 CAVI_OPTIONS = {
     "hyperparameters": None,
@@ -66,7 +66,7 @@ def check_cavi_options(opts: dict) -> dict:
                                    "learn_hyperparameters"))
 
 
-def _integer_seed(key) -> int:
+def integer_seed(key) -> int:
     """An integer seed for the model's CAVI (initial inducing inputs, minibatches) from the
     driver's key: the key's last 32-bit word, which is ``seed`` itself for the driver's
     ``PRNGKey(seed)``, so ``fit(..., seed=s)`` runs CAVI with seed s."""
@@ -86,7 +86,7 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
         learn_hypers=opts["learn_hyperparameters"], learn_inducing=opts["learn_inducing"],
         include_prior=bool(opts["include_prior"]),
         max_iter=int(opts["max_iter"]), tol=float(opts["tol"]),
-        learning_rate=float(opts["learning_rate"]), seed=_integer_seed(key),
+        learning_rate=float(opts["learning_rate"]), seed=integer_seed(key),
         progress=bool(opts["progress_bar"]), **stochastic)
     num_draws = int(opts["num_draws"])
     if res.sparse:

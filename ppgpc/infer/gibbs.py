@@ -16,6 +16,14 @@ with ``start = spec.initial_hypers(data, kernel)``, the model's state carries th
 values in a field ``hypers`` (a dict by site name), and the ``FitResult`` stores one
 hyperparameter draw per latent draw (``point_hypers=False``), so predictions average over
 both.
+
+Option ``num_inducing`` = M (a model whose ``spec.gibbs`` has an ``inducing_kernel``): the
+inducing-point sampler, O(N M^2) per sweep and no N x N matrix (so ``max_exact_points``
+does not apply when M < N). Its kernel hyperparameters and inducing inputs are fixed: given
+(``hyperparameters={...}``, optionally with ``inducing_inputs`` (M, D); without them the
+k-means++ inputs of ``ppgpc.inducing.initial_inducing_inputs`` from the run's seed) or the
+model's ``spec.gibbs.fit_inducing`` point; ``"sample"`` is refused. The state's field ``v``
+(M, L) is stored per draw and the ``FitResult`` has the predictive kind ``"inducing"``.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
+from ppgpc.inducing import initial_inducing_inputs, resolve_num_inducing
+from ppgpc.infer.cavi import integer_seed
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
 from ppgpc.infer.mcmc import chain_method
 from ppgpc.validation import check_options
@@ -53,8 +63,10 @@ class GibbsKernel(MCMCKernel):
     """``MCMCKernel`` adapter over a pure ``(init, step)`` pair.
 
     Args:
-        init_fn: ``init(key) -> state`` (state has a field ``f``).
+        init_fn: ``init(key) -> state`` (state has a field named ``field``).
         step_fn: ``step(key, state) -> (state, info)``; ``info`` a NamedTuple of arrays.
+        field: the state's field stored per draw (``"f"``; ``"v"`` for an inducing-point
+            sampler), with the state's ``hypers`` when it has them.
 
     Example:
         >>> from numpyro.infer import MCMC
@@ -64,17 +76,18 @@ class GibbsKernel(MCMCKernel):
 
     sample_field = "z"
 
-    def __init__(self, init_fn: Callable, step_fn: Callable):
+    def __init__(self, init_fn: Callable, step_fn: Callable, field: str = "f"):
         self._init_fn = init_fn
         self._step_fn = step_fn
+        self._field = field
 
     @property
     def model(self):
         return None
 
-    @staticmethod
-    def _sample_field(inner) -> dict:
-        return {"f": inner.f, **dict(getattr(inner, "hypers", None) or {})}
+    def _sample_field(self, inner) -> dict:
+        return {self._field: getattr(inner, self._field),
+                **dict(getattr(inner, "hypers", None) or {})}
 
     def _init_one(self, rng_key):
         k_init, k_probe, k_next = jax.random.split(rng_key, 3)
@@ -120,6 +133,7 @@ GIBBS_OPTIONS = {
     "hyper_algo": "HMC",
     "hyper_num_steps": 8,
     "hyper_max_tree_depth": 6,
+    "num_inducing": None,
 }
 
 
@@ -133,13 +147,80 @@ def check_gibbs_options(opts: dict) -> dict:
     if opts["hyper_algo"] not in HYPER_ALGORITHMS:
         raise ValueError(f"hyper_algo must be one of {list(HYPER_ALGORITHMS)}, got "
                          f"{opts['hyper_algo']!r}")
-    return check_options(opts, counts=("num_samples", "num_chains", "thinning",
-                                       "hyper_num_steps", "hyper_max_tree_depth"),
-                         non_negative=("num_warmup",), flags=("progress_bar",))
+    opts = check_options(opts, counts=("num_samples", "num_chains", "thinning",
+                                       "hyper_num_steps", "hyper_max_tree_depth",
+                                       "num_inducing"),
+                         non_negative=("num_warmup",), flags=("progress_bar",),
+                         optional=("num_inducing",))
+    if opts["num_inducing"] is not None and isinstance(opts["hyperparameters"], str):
+        raise ValueError("the inducing-point Gibbs sampler (num_inducing) holds the kernel "
+                         "hyperparameters and inducing inputs fixed: give hyperparameters "
+                         f"as a dict or None, not {opts['hyperparameters']!r}")
+    return opts
+
+
+def _inducing_point(spec, data, kernel, key, opts) -> tuple[dict, dict]:
+    """The fixed kernel hyperparameters and inducing inputs of the inducing-point sampler:
+    given (with or without ``inducing_inputs``) or the model's ``fit_inducing`` point."""
+    M = resolve_num_inducing(opts["num_inducing"], data.X.shape[0])
+    given = opts["hyperparameters"]
+    if given is None:
+        return spec.gibbs.fit_inducing(data, kernel, M, seed=integer_seed(key),
+                                       progress=bool(opts["progress_bar"]))
+    given = dict(given)
+    Z = given.pop("inducing_inputs", None)
+    hypers = check_hyperparameters(spec, data, kernel, given)
+    if Z is None:
+        Z = initial_inducing_inputs(data.X, M, integer_seed(key))
+        return {**hypers, "inducing_inputs": Z}, {
+            "hyperparameters": "given (inducing inputs: k-means++)"}
+    Z = np.asarray(Z, dtype=np.float64)
+    if Z.shape != (M, data.X.shape[1]) or not np.all(np.isfinite(Z)):
+        raise ValueError(f"hyperparameter inducing_inputs must be a finite (num_inducing, "
+                         f"D) = {(M, data.X.shape[1])} array, got shape {Z.shape}")
+    return {**hypers, "inducing_inputs": jnp.asarray(Z)}, {"hyperparameters": "given"}
+
+
+def _run_inducing(spec, data, kernel, key, opts) -> dict:
+    """Runner of method ``"gibbs"`` with ``num_inducing``: the model's inducing-point
+    sampler, held as draws of the whitened inducing values (predictive kind
+    ``"inducing"``)."""
+    if spec.gibbs.inducing_kernel is None or spec.inducing is None:
+        raise ValueError(f"model {spec.name!r} has no inducing-point Gibbs sampler; leave "
+                         "num_inducing at None")
+    hypers, info = _inducing_point(spec, data, kernel, key, opts)
+    init_fn, step_fn = spec.gibbs.inducing_kernel(data, kernel, hypers,
+                                                  **dict(opts["kernel_options"] or {}))
+    samples, stats = _sample(init_fn, step_fn, "v", key, opts)
+    inducing = samples.pop("v")
+    if not bool(np.all(np.isfinite(np.asarray(inducing)))):
+        raise FloatingPointError("the inducing-point Gibbs sampler produced non-finite draws")
+    info["num_inducing"] = int(hypers["inducing_inputs"].shape[0])
+    return dict(hypers=as_draws(hypers), latent=None, inducing=inducing,
+                predictive_kind="inducing", point_hypers=True, info=info,
+                sample_stats=stats)
+
+
+def _sample(init_fn, step_fn, field: str, key, opts) -> tuple[dict, dict]:
+    """NumPyro's ``MCMC`` over the pair: the stored fields (chain, draw, ...) by name and
+    the per-sweep info as sample statistics (chain, draw)."""
+    num_chains = int(opts["num_chains"])
+    mcmc = MCMC(GibbsKernel(init_fn, step_fn, field), num_warmup=int(opts["num_warmup"]),
+                num_samples=int(opts["num_samples"]), num_chains=num_chains,
+                thinning=int(opts["thinning"]), chain_method=_chain_method(num_chains),
+                progress_bar=bool(opts["progress_bar"]))
+    info_shape = jax.eval_shape(lambda k: step_fn(k, init_fn(k))[1], jax.random.PRNGKey(0))
+    info_fields = tuple(getattr(info_shape, "_fields", ()))
+    mcmc.run(key, extra_fields=tuple("info." + f for f in info_fields))
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    return (dict(mcmc.get_samples(group_by_chain=True)),
+            {f: np.asarray(extra["info." + f]) for f in info_fields})
 
 
 def run_gibbs(spec, data, kernel, key, opts) -> dict:
     """Runner of method ``"gibbs"`` (``ppgpc.infer.register_method``)."""
+    if opts["num_inducing"] is not None:
+        return _run_inducing(spec, data, kernel, key, opts)
     given = opts["hyperparameters"]
     kernel_options = dict(opts["kernel_options"] or {})
     sample = isinstance(given, str)
@@ -159,18 +240,8 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
     else:
         hypers, info = spec.gibbs.fit_hypers(data, kernel, progress=bool(opts["progress_bar"]))
     init_fn, step_fn = spec.gibbs.gibbs_kernel(data, kernel, hypers, **kernel_options)
-    num_chains = int(opts["num_chains"])
-    mcmc = MCMC(GibbsKernel(init_fn, step_fn), num_warmup=int(opts["num_warmup"]),
-                num_samples=int(opts["num_samples"]), num_chains=num_chains,
-                thinning=int(opts["thinning"]), chain_method=_chain_method(num_chains),
-                progress_bar=bool(opts["progress_bar"]))
-    info_shape = jax.eval_shape(lambda k: step_fn(k, init_fn(k))[1], jax.random.PRNGKey(0))
-    info_fields = tuple(getattr(info_shape, "_fields", ()))
-    mcmc.run(key, extra_fields=tuple("info." + f for f in info_fields))
-    samples = mcmc.get_samples(group_by_chain=True)
+    samples, stats = _sample(init_fn, step_fn, "f", key, opts)
     latent = samples.pop("f")
-    extra = mcmc.get_extra_fields(group_by_chain=True)
-    stats = {f: np.asarray(extra["info." + f]) for f in info_fields}
     if not bool(np.all(np.isfinite(np.asarray(latent)))):
         raise FloatingPointError("the Gibbs sampler produced non-finite latent draws")
     if sample:
@@ -181,5 +252,12 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
                 point_hypers=True, info=info, sample_stats=stats)
 
 
+def _is_sparse(opts: dict, num_samples: int) -> bool:
+    """The inducing-point sampler with fewer inducing inputs than points forms no N x N
+    matrix."""
+    M = opts["num_inducing"]   # checked by check_gibbs_options
+    return M is not None and M < num_samples
+
+
 register_method("gibbs", run_gibbs, ("gibbs", "latent"), GIBBS_OPTIONS,
-                check=check_gibbs_options)
+                scalable=_is_sparse, check=check_gibbs_options)
