@@ -51,7 +51,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from ppgpc import gp, linalg, simplex, sparse
+from ppgpc import gp, linalg, simplex, sparse, sparse_whitened
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
 from ppgpc.spec import CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
@@ -348,21 +348,26 @@ def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs)
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
-def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, posterior):
-    """Each coordinate's latent predictive marginals at its inducing inputs under q(u): at
-    the shared Z (M, D), or with per-coordinate inducing inputs (C-1, M, D) coordinate l's at
-    its own Z_l. Mean (M, C-1) and variance (M, C-1); the ArviZ export draws ``u`` from them
-    (``Inducing.inducing_predictive``)."""
-    if _per_output(posterior.Z):
-        return sparse.predict_at_own_inputs(kernel, kernel_params(hypers), posterior)
-    return sparse_predict(data, kernel, hypers, posterior, posterior.Z)
+def sparse_sample_inducing(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
+                           num_samples: int):
+    """(S, M, C-1) draws of the whitened inducing values of q(u), v = L_B^-T (c + e)
+    (``ppgpc.sparse_whitened.sample_whitened``; column l from coordinate l's own q with
+    per-coordinate inducing inputs)."""
+    return sparse_whitened.sample_whitened(key, posterior, num_samples)
 
 
-def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
-                        num_samples: int):
-    """(S, N, C-1) draws of f at the training inputs under q (``ppgpc.sparse.sample_at``)."""
-    sample = sparse.sample_at_per_output if _per_output(posterior.Z) else sparse.sample_at
-    return sample(key, kernel, kernel_params(hypers), posterior, data.X, num_samples)
+def sparse_inducing_latent(data: sparse.SparseData, kernel, hypers: dict, v, Xs, eps):
+    """(S, n, C-1) draws of the latent at Xs (n, D) given whitened draws v (S, M, C-1):
+    f = a^T v + sqrt(k - |a|^2) eps (``ppgpc.sparse_whitened.latent_given_whitened``)."""
+    return sparse_whitened.latent_given_whitened(kernel, kernel_params(hypers),
+                                                 hypers["inducing_inputs"], v, Xs, eps)
+
+
+def sparse_inducing_values(data: sparse.SparseData, kernel, hypers: dict, v):
+    """u = L_m v (..., M, C-1): each coordinate at its own inducing inputs (the shared Z, or
+    Z_l with per-coordinate inducing inputs), for the ArviZ export's ``u``."""
+    return sparse_whitened.inducing_values(kernel, kernel_params(hypers),
+                                           hypers["inducing_inputs"], v)
 
 
 SPARSE_SPEC = collapsed_sparse_spec(

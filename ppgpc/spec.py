@@ -58,7 +58,8 @@ class Conjugate(NamedTuple):
         condition: ``(data, kernel, hypers) -> posterior``: the exact latent posterior.
         predict: ``(data, kernel, hypers, posterior, Xs) -> (mean (n, L), var (n, L))``.
         sample_train: ``(key, data, kernel, hypers, posterior, S) -> (S, N, L)`` joint draws
-            of the latent at the training inputs.
+            of the latent at the training inputs; None for a model whose point fits are
+            held as whitened inducing draws (``Inducing.sample_inducing``).
         loo_predictive: optional ``(data, kernel, hypers, posterior) -> (mean (N, L), var
             (N, L))``: the closed-form leave-one-out predictive of the latent at each
             training input with the hyperparameters held fixed (``ppgpc.gp.loo_predictive``).
@@ -70,7 +71,7 @@ class Conjugate(NamedTuple):
     collapsed_model: Callable[..., None]
     condition: Callable[..., Any]
     predict: Callable[..., Any]
-    sample_train: Callable[..., Any]
+    sample_train: Optional[Callable[..., Any]] = None
     loo_predictive: Optional[Callable[..., Any]] = None
     pseudo_log_lik: Optional[Callable[..., Any]] = None
 
@@ -166,6 +167,11 @@ class Inducing(NamedTuple):
             (S, n, L)``: draws of the latent at Xs given whitened inducing draws v, the
             predictive of a fit of kind ``"inducing"`` (``hypers`` hold the point
             hyperparameters, inducing inputs and any mixing matrix).
+        sample_inducing: ``(key, data, kernel, hypers, posterior, S) -> (S, M, L)``: draws
+            of the whitened inducing values under a collapsed sparse posterior
+            (``ppgpc.sparse_whitened``). A point fit (``exact``, ``map``) of a model that has
+            it stores these, predictive kind ``"inducing"``, instead of draws of the latent
+            at the N training inputs: O(S M L) floats whatever N.
         inducing_predictive: ``(data, kernel, hypers, posterior) -> (mean, var)``, each
             (M, L): each latent's predictive marginals at its inducing inputs under a
             collapsed sparse posterior (the ArviZ export draws ``u`` from them).
@@ -176,6 +182,7 @@ class Inducing(NamedTuple):
     """
 
     inducing_latent: Optional[Callable[..., Any]] = None
+    sample_inducing: Optional[Callable[..., Any]] = None
     inducing_predictive: Optional[Callable[..., Any]] = None
     inducing_values: Optional[Callable[..., Any]] = None
 
@@ -307,18 +314,28 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
         name: the variant's model name, e.g. ``"ilr_gp_sparse"``.
         description: one line for the model registry.
         module: the model module's namespace, holding ``sparse_<name>`` for ``prepare``,
-            ``initial_hypers`` and the four required members of ``Conjugate``, and
-            ``sparse_inducing_predictive`` (``Inducing.inducing_predictive``).
+            ``initial_hypers`` and ``collapsed_model``, ``condition``, ``predict`` of
+            ``Conjugate``; then either ``sparse_sample_inducing``, ``sparse_inducing_latent``
+            and ``sparse_inducing_values`` (point fits held as whitened inducing draws,
+            predictive kind ``"inducing"``), or ``sparse_sample_train`` and
+            ``sparse_inducing_predictive`` (point fits held as draws at the training
+            inputs, kind ``"conjugate"``).
     """
-    functions = {f: module["sparse_" + f]
-                 for f in ("collapsed_model", "condition", "predict", "sample_train")}
+    functions = {f: module["sparse_" + f] for f in ("collapsed_model", "condition", "predict")}
+    if "sparse_sample_inducing" in module:
+        inducing = Inducing(inducing_latent=module["sparse_inducing_latent"],
+                            sample_inducing=module["sparse_sample_inducing"],
+                            inducing_values=module["sparse_inducing_values"])
+    else:
+        functions["sample_train"] = module["sparse_sample_train"]
+        inducing = Inducing(inducing_predictive=module["sparse_inducing_predictive"])
     return ModelSpec(
         name=name, description=description, prepare=module["sparse_prepare"],
         num_latent=exact.num_latent, log_link=exact.log_link,
         initial_hypers=module["sparse_initial_hypers"],
         conjugate=Conjugate(**functions, pseudo_log_lik=functools.partial(
             _on_base_data, exact.conjugate.pseudo_log_lik)),
-        inducing=Inducing(inducing_predictive=module["sparse_inducing_predictive"]),
+        inducing=inducing,
         excluded_methods=("nuts",), scalable=True, seeded_prepare=True,
         psis_loo_refusal=COLLAPSED_PSIS_LOO_REFUSAL, place=sparse.on_devices)
 

@@ -31,7 +31,7 @@ SOURCES = {"ppgpc": ROOT / "ppgpc", "ppgpc.models": ROOT / "models"}
 LAYERS = [
     ("core", ["ppgpc._config", "ppgpc.validation", "ppgpc.linalg", "ppgpc.kernels", "ppgpc.gp",
               "ppgpc.blocks", "ppgpc.sparse_stats",
-              "ppgpc.sparse", "ppgpc.inducing", "ppgpc.simplex", "ppgpc.polyagamma", "ppgpc.kmeans",
+              "ppgpc.sparse", "ppgpc.sparse_whitened", "ppgpc.inducing", "ppgpc.simplex", "ppgpc.polyagamma", "ppgpc.kmeans",
               "ppgpc.polyagamma_moments", "ppgpc.polyagamma_samplers",
               "ppgpc.progress"]),
     ("data and metrics", ["ppgpc.datasets", "ppgpc.datasets.*", "ppgpc.metrics",

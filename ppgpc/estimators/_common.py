@@ -136,6 +136,8 @@ def check_class_labels(y: np.ndarray) -> None:
 
 
 SPARSE_NUM_DRAWS = 256
-"""Default predictive draws for ``inference="collapsed"`` (the latent draws at the training
-inputs are (draws, N, L) floats, which 1000 draws make gigabytes on the large UCI sets)."""
+"""Default predictive draws for ``inference="collapsed"`` of a model whose sparse fits are
+held as latent draws at the training inputs (sparse GPD): those are (draws, N, L) floats,
+which 1000 draws make gigabytes on the large UCI sets. Collapsed-ILR holds whitened
+inducing draws (S, M, L) instead and keeps the driver's default."""
 
