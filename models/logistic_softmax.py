@@ -341,8 +341,10 @@ SPEC = ModelSpec(
     # O(N M^2) and are held as draws of v (predictive kind "inducing"), so the driver
     # exempts them from max_exact_points; the full Gibbs, NUTS and the full CAVI form N x N
     # matrices
-    sparse_alternative="use the sparse CAVI with M < N inducing inputs: "
+    sparse_alternative="use M < N inducing inputs: the sparse CAVI, "
                        'LogisticSoftmaxGPClassifier(inference="cavi", num_inducing=M) '
-                       '(with inference_options={"batch_size": B} for minibatches); '
-                       'driver: method="cavi", num_inducing=M',
+                       '(with inference_options={"batch_size": B} for minibatches), or the '
+                       'inducing-point Gibbs sampler, LogisticSoftmaxGPClassifier('
+                       'inference="gibbs", num_inducing=M); driver: method="cavi" or '
+                       '"gibbs" with num_inducing=M',
 )

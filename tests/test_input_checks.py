@@ -315,7 +315,7 @@ def test_too_large_is_refused_before_any_validation_fit(toy, monkeypatch):
     with pytest.raises(ValueError, match="30 training points.*DirichletGPClassifier\\("
                                          "inference=\"collapsed\"\\)"):
         DirichletGPClassifier(max_exact_points=20).fit(X, y)
-    with pytest.raises(ValueError, match="30 training points.*use the sparse CAVI"):
+    with pytest.raises(ValueError, match="30 training points.*the sparse CAVI"):
         LogisticSoftmaxGPClassifier(inference="cavi", max_exact_points=20).fit(X, y)
 
 
