@@ -147,3 +147,32 @@ def assert_nuts_matches_gaussian_posterior(nuts, mean, sd, *, min_ess: float,
     assert np.max(np.abs(z_mean)) < max_abs_z, np.max(np.abs(z_mean))
     assert np.max(np.abs(z_sd)) < max_abs_z, np.max(np.abs(z_sd))
     assert nuts.info["divergences"] == 0
+
+
+def grid_moments(log_post, m1, m2):
+    """Posterior means and variances (2,) of (m1, m2) from an unnormalised log density
+    ``log_post`` on the 2-D grid ``m1``, ``m2`` (``np.meshgrid(..., indexing="ij")``)."""
+    w = np.exp(log_post - log_post.max())
+    w /= w.sum()
+    mean = np.array([np.sum(w * m1), np.sum(w * m2)])
+    return mean, np.array([np.sum(w * m1**2), np.sum(w * m2**2)]) - mean**2
+
+
+def assert_level_draws_match(levels, d, mean, var):
+    """Independent chains of a level move against the level's posterior by quadrature.
+
+    ``levels`` (S, n, C) are the chains' final values of a latent (or whitened) array whose
+    contrasts must stay ``d`` (n, C) exactly; the class-mean level (S, n) must match the
+    posterior ``mean`` and ``var`` (n,) within 4.5 Monte Carlo standard errors, and that
+    posterior mean must be more than 10 standard errors from the prior's 0 somewhere (so a
+    move that ignored the likelihood would fail)."""
+    S = levels.shape[0]
+    np.testing.assert_allclose(levels - levels.mean(-1, keepdims=True),
+                               np.broadcast_to(d, levels.shape), atol=1e-12)
+    m = levels.mean(-1)                                              # (S, n)
+    z_mean = (m.mean(0) - mean) / np.sqrt(var / S)
+    sq = (m - mean) ** 2
+    z_var = (sq.mean(0) - var) / (sq.std(0) / np.sqrt(S))
+    assert np.max(np.abs(z_mean)) < 4.5, z_mean
+    assert np.max(np.abs(z_var)) < 4.5, z_var
+    assert np.max(np.abs(mean) / np.sqrt(var / S)) > 10, mean / np.sqrt(var / S)

@@ -9,20 +9,9 @@ import pytest
 from conftest import toy_problem
 from ppgpc import sparse, sparse_whitened
 from ppgpc.infer import fit
-from ppgpc.kernels import RBF
+from test_sparse import KERNEL, PARAMS, problem  # noqa: F401  (the fixture)
 
-KERNEL = RBF(ard=True)
-PARAMS = {"variance": jnp.asarray(2.0), "lengthscale": jnp.asarray([0.8, 1.3])}
 S = 20_000
-
-
-@pytest.fixture(scope="module")
-def problem():
-    gen = np.random.default_rng(5)
-    X = jnp.asarray(gen.uniform(-2, 2, size=(40, 2)))
-    Y = jnp.asarray(np.stack([np.sin(2 * X[:, 0]), np.cos(X[:, 1]) * X[:, 0]], 1)
-                    + 0.2 * gen.normal(size=(40, 2)))
-    return X, Y
 
 
 def _check_marginals(draws, mean, var):
@@ -37,7 +26,7 @@ def test_whitened_draws_give_the_collapsed_predictive(problem):
     """v = L_B^-T (c + e), then f = a^T v + sqrt(k - |a|^2) eps: the draws of f at new inputs
     have the closed-form collapsed predictive marginals (``sparse.predict``), and u = L_m v
     is what f is at the inducing inputs themselves (residual variance ~ the K_mm jitter)."""
-    X, Y = problem
+    X, Y, _ = problem
     Z, Xs = X[:10] + 0.1, X[:6] - 0.2
     q = sparse.condition(KERNEL, PARAMS, X, Y, Z, 0.05)
     mean, var = sparse.predict(KERNEL, PARAMS, q, Xs)
@@ -56,7 +45,7 @@ def test_whitened_draws_give_the_collapsed_predictive(problem):
 def test_per_output_whitened_draws_give_each_outputs_predictive(problem):
     """Per-output inducing inputs and kernel parameters: column l of the draws follows output
     l's own collapsed predictive (``sparse.predict_per_output``)."""
-    X, Y = problem
+    X, Y, _ = problem
     Zs = jnp.stack([X[:8], X[5:13] + 0.05])
     params = {"variance": jnp.asarray([2.0, 0.7]),
               "lengthscale": jnp.asarray([[0.8, 1.3], [1.5, 0.6]])}
