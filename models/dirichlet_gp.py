@@ -55,7 +55,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from ppgpc import gp, linalg, sparse
+from ppgpc import gp, linalg, sparse, sparse_whitened
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
 from ppgpc.spec import CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
@@ -457,34 +457,40 @@ def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs)
                               *_sparse_latent(data, kernel, hypers, posterior, Xs))
 
 
-def sparse_inducing_predictive(data: sparse.SparseData, kernel, hypers: dict, posterior):
-    """Each class's latent predictive marginals at its inducing inputs under q(u_c) (the
-    shared Z (M, D), or class c's own Z_c): mean (M, C) and variance (M, C), without noise
-    whatever ``predict_from`` says (the ArviZ export draws ``u``, the latent, from these:
-    ``Inducing.inducing_predictive``)."""
+def sparse_sample_inducing(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
+                           num_samples: int):
+    """(S, M, C) draws of every class's whitened inducing values under its q(u_c)
+    (``ppgpc.sparse_whitened.sample_whitened``)."""
+    return sparse_whitened.sample_whitened(key, posterior, num_samples)
+
+
+def sparse_inducing_latent(data: sparse.SparseData, kernel, hypers: dict, v, Xs, eps):
+    """(S, n, C) draws at Xs (n, D) given whitened draws v (S, M, C): f_c = mean_c + a_c^T v_c
+    + sqrt(k_c - |a_c|^2) eps, the latent's predictive under q(u); with
+    ``predict_from="noisy"`` the pseudo-observation noise of the class the latent
+    predictive mean picks is added to the variance (that mean a^T vbar from the average vbar
+    of the draws given, as ``predict``'s is from q's mean)."""
+    base = data.base
+    params, axis = _class_params(base, hypers)
     Z = hypers["inducing_inputs"]
-    if not _per_class(Z):
-        return _sparse_latent(data, kernel, hypers, posterior, Z)
+
+    def latent(v, eps, extra_var=0.0):
+        return hypers["mean"] + sparse_whitened.latent_given_whitened(
+            kernel, params, Z, v, Xs, eps, params_per_output=axis == 0, extra_var=extra_var)
+
+    if base.options.predict_from != "noisy":
+        return latent(v, eps)
+    mean = latent(jnp.mean(v, axis=0, keepdims=True), jnp.zeros_like(eps[:1]))[0]  # (n, C)
+    return latent(v, eps, _noise_at_prediction(base, hypers, mean))
+
+
+def sparse_inducing_values(data: sparse.SparseData, kernel, hypers: dict, v):
+    """u_c = mean_c + L_m,c v_c (..., M, C): each class's latent at its inducing inputs (the
+    shared Z, or its own Z_c), without pseudo-observation noise whatever ``predict_from``
+    says, for the ArviZ export's ``u``."""
     params, axis = _class_params(data.base, hypers)
-    mean, var = sparse.predict_at_own_inputs(kernel, params, posterior,
-                                             params_per_output=axis == 0)
-    return mean + hypers["mean"][None, :], var
-
-
-def sparse_sample_train(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
-                        num_samples: int):
-    """(S, N, C) draws of f at the training inputs under q (``ppgpc.sparse.sample_at``)."""
-    params, axis = _class_params(data.base, hypers)
-    if _per_class(hypers["inducing_inputs"]):
-        return sparse.sample_at_per_output(key, kernel, params, posterior, data.X, num_samples,
-                                           params_per_output=axis == 0) + hypers["mean"]
-    C = data.base.targets.shape[1]
-
-    def one(k, params, post):
-        return sparse.sample_at(k, kernel, params, post, data.X, num_samples)[..., 0]
-
-    draws = jax.vmap(one, in_axes=(0, axis, 0))(jax.random.split(key, C), params, posterior)
-    return jnp.moveaxis(draws, 0, -1) + hypers["mean"]
+    return hypers["mean"] + sparse_whitened.inducing_values(
+        kernel, params, hypers["inducing_inputs"], v, params_per_output=axis == 0)
 
 
 SPARSE_SPEC = collapsed_sparse_spec(

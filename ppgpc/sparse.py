@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 
 from ppgpc import linalg, sparse_stats
-from ppgpc.blocks import Placement, block_rows, map_rows, replicate
+from ppgpc.blocks import Placement, replicate
 from ppgpc.inducing import (DEFAULT_NUM_INDUCING, InducingPrior, initial_inducing_inputs,
                             resolve_num_inducing)
 from ppgpc.kernels import gram, gram_diag
@@ -67,11 +67,9 @@ __all__ = [
     "condition_two_level",
     "Placement",
     "predict",
-    "sample_at",
     "collapsed_bound_per_output",
     "condition_per_output",
     "predict_per_output",
-    "sample_at_per_output",
 ]
 
 DEFAULT_KMM_JITTER = 1e-6
@@ -299,35 +297,6 @@ def predict(kernel, params, post: SparsePosterior, Xs: jax.Array):
     return mean, jnp.maximum(var, 0.0)
 
 
-def sample_at(key: jax.Array, kernel, params, post: SparsePosterior, Xs: jax.Array,
-              num_samples: int) -> jax.Array:
-    """Draws of f(Xs) under q(f) = p(f | u) q(u): (S, n, L).
-
-    u = L_m L_B^-T (c + e) with e ~ N(0, I) is a draw of q(u); then
-    f(x) = a(x)^T L_B^-T (c + e) + sqrt(k(x, x) - |a(x)|^2) e_x. The draws share u, so they
-    carry q's correlations between inputs; the residual p(f | u) is drawn independently per
-    input (its marginals are exact; its cross-covariances K - Q are omitted, which keeps the
-    cost at O(S n M L) with no n x n matrix). The inputs are projected in chunks of
-    ``ppgpc.blocks.block_rows`` rows, so memory beyond the draws is O(M^2 + chunk M).
-    """
-    k_u, k_f = jax.random.split(key)
-    M, L = post.c.shape
-    e = jax.random.normal(k_u, (num_samples, M, L))
-    w = jax.vmap(lambda v: jax.scipy.linalg.solve_triangular(post.chol_B, v, lower=True,
-                                                             trans="T"))(post.c[None] + e)
-    eps = jnp.moveaxis(jax.random.normal(k_f, (num_samples, Xs.shape[0], L)), 1, 0)
-
-    def rows(chunk):  # (n_chunk, S, L): the (M, n) projection one chunk of inputs at a time
-        Xc, eps_c = chunk
-        a, _ = _projections(kernel, params, post, Xc)
-        resid = jnp.sqrt(jnp.maximum(gram_diag(kernel, params, Xc) - jnp.sum(a * a, 0), 0.0))
-        return jnp.einsum("mn,sml->nsl", a, w) + resid[:, None, None] * eps_c
-
-    draws = map_rows(lambda i: rows((Xs[i], eps[i])), jnp.arange(Xs.shape[0]),
-                     block_rows(Xs.shape[0], M))
-    return jnp.moveaxis(draws, 0, 1)
-
-
 # ------------------------------------------------------------ one set of Z per output
 def _check_per_output(Y: jax.Array, Z: jax.Array) -> None:
     if Z.ndim != 3 or Z.shape[0] != Y.shape[1]:
@@ -460,29 +429,3 @@ def predict_per_output(kernel, params, post: SparsePosterior, Xs: jax.Array,
         lambda p, *fields: predict(kernel, p, SparsePosterior(*fields, post.jitter), Xs),
         params, params_per_output, *_output_posteriors(post))
     return mean[..., 0].T, var.T
-
-
-def predict_at_own_inputs(kernel, params, post: SparsePosterior,
-                          params_per_output: bool = False):
-    """Each output's predictive marginals at its own inducing inputs under per-output q(u_l)
-    (``condition_per_output``): mean (M, L) and variance (M, L), column l output l at Z_l.
-    One (M, M) projection per output, where ``predict_per_output`` at all L M inputs would
-    take L of them and keep one."""
-    mean, var = _map_outputs(
-        lambda p, *fields: predict(kernel, p, SparsePosterior(*fields, post.jitter),
-                                   fields[0]),
-        params, params_per_output, *_output_posteriors(post))
-    return mean[..., 0].T, var.T
-
-
-def sample_at_per_output(key: jax.Array, kernel, params, post: SparsePosterior,
-                         Xs: jax.Array, num_samples: int,
-                         params_per_output: bool = False) -> jax.Array:
-    """Draws of f(Xs) under per-output q (``condition_per_output``): (S, n, L), output l
-    drawn as in ``sample_at`` from its own q(u_l) with its own key."""
-    L = post.Z.shape[0]
-    draws = _map_outputs(
-        lambda p, k, *fields: sample_at(k, kernel, p, SparsePosterior(*fields, post.jitter),
-                                        Xs, num_samples),
-        params, params_per_output, jax.random.split(key, L), *_output_posteriors(post))
-    return jnp.moveaxis(draws[..., 0], 0, -1)

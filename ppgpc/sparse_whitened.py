@@ -57,17 +57,27 @@ def sample_whitened(key: jax.Array, post: SparsePosterior, num_samples: int) -> 
     return jnp.moveaxis(v.reshape(M, num_samples, L), 1, 0)
 
 
-def _latent_one(kernel, params, Z, v, Xs, eps, kmm_jitter):
-    """f = a^T v + sqrt(k - |a|^2) eps at Xs (n, D) for v (S, M, L) at one Z (M, D)."""
+def _latent_one(kernel, params, Z, v, Xs, eps, kmm_jitter, extra_var):
+    """f = a^T v + sqrt(k - |a|^2 + extra_var) eps at Xs (n, D) for v (S, M, L) at one Z
+    (M, D); ``extra_var`` (n, L) or 0."""
     a = linalg.tri_solve(inducing_cholesky(kernel, params, Z, kmm_jitter).factor,
                          gram(kernel, params, Z, Xs))                          # (M, n)
     resid = jnp.maximum(gram_diag(kernel, params, Xs) - jnp.sum(a * a, 0), 0.0)
-    return jnp.einsum("mn,sml->snl", a, v) + jnp.sqrt(resid)[None, :, None] * eps
+    return (jnp.einsum("mn,sml->snl", a, v)
+            + jnp.sqrt(resid[:, None] + extra_var)[None] * eps)
+
+
+def _per_output_sets(Z: jax.Array, params_per_output: bool, num_outputs: int) -> jax.Array:
+    """Z as one set per output, (L, M, D): per-output parameters with a shared Z use it for
+    every output."""
+    if Z.ndim == 3:
+        return Z
+    return jnp.broadcast_to(Z, (num_outputs,) + Z.shape)
 
 
 def latent_given_whitened(kernel, params, Z: jax.Array, v: jax.Array, Xs: jax.Array,
                           eps: jax.Array, kmm_jitter: float = DEFAULT_KMM_JITTER,
-                          params_per_output: bool = False) -> jax.Array:
+                          params_per_output: bool = False, extra_var=0.0) -> jax.Array:
     """Draws of the latent at Xs given whitened inducing draws (module docstring).
 
     Args:
@@ -77,17 +87,23 @@ def latent_given_whitened(kernel, params, Z: jax.Array, v: jax.Array, Xs: jax.Ar
         v: (S, M, L) whitened draws (``sample_whitened``); Xs: (n, D);
         eps: (S, n, L) standard normals (the residual of p(f | v), independent per input).
         kmm_jitter: the relative K_mm jitter the posterior was conditioned with.
+        extra_var: (n, L) variance added to each input's residual (a noise the model's
+            predictive includes), or 0.
 
     Returns:
         (S, n, L) draws f(Xs), one per draw of v.
     """
-    if Z.ndim == 2:
-        return _latent_one(kernel, params, Z, v, Xs, eps, kmm_jitter)
-    axes = (0 if params_per_output else None, 0, 0, 0)
+    if Z.ndim == 2 and not params_per_output:
+        return _latent_one(kernel, params, Z, v, Xs, eps, kmm_jitter, extra_var)
+    L = v.shape[-1]
+    extra = jnp.broadcast_to(jnp.asarray(extra_var, dtype=v.dtype), (Xs.shape[0], L))
+    axes = (0 if params_per_output else None, 0, 0, 0, 0)
     draws = map_outputs(
-        lambda p, Z_l, v_l, e_l: _latent_one(kernel, p, Z_l, v_l[..., None], Xs,
-                                             e_l[..., None], kmm_jitter)[..., 0],
-        axes)(params, Z, jnp.moveaxis(v, -1, 0), jnp.moveaxis(eps, -1, 0))   # (L, S, n)
+        lambda p, Z_l, v_l, e_l, x_l: _latent_one(kernel, p, Z_l, v_l[..., None], Xs,
+                                                  e_l[..., None], kmm_jitter,
+                                                  x_l[:, None])[..., 0],
+        axes)(params, _per_output_sets(Z, params_per_output, L), jnp.moveaxis(v, -1, 0),
+              jnp.moveaxis(eps, -1, 0), extra.T)                              # (L, S, n)
     return jnp.moveaxis(draws, 0, -1)
 
 
@@ -96,12 +112,13 @@ def inducing_values(kernel, params, Z: jax.Array, v: jax.Array,
                     params_per_output: bool = False) -> jax.Array:
     """u = L_m v, the latent at its own inducing inputs for whitened draws v (..., M, L):
     column l at Z (shared) or at Z_l (per output), (..., M, L)."""
-    if Z.ndim == 2:
+    if Z.ndim == 2 and not params_per_output:
         chol = inducing_cholesky(kernel, params, Z, kmm_jitter).factor
         return jnp.einsum("mk,...kl->...ml", chol, v)
     axes = (0 if params_per_output else None, 0, 0)
     u = map_outputs(
         lambda p, Z_l, v_l: jnp.einsum(
             "mk,...k->...m", inducing_cholesky(kernel, p, Z_l, kmm_jitter).factor, v_l),
-        axes)(params, Z, jnp.moveaxis(v, -1, 0))                              # (L, ..., M)
+        axes)(params, _per_output_sets(Z, params_per_output, v.shape[-1]),
+              jnp.moveaxis(v, -1, 0))                                         # (L, ..., M)
     return jnp.moveaxis(u, 0, -1)

@@ -59,7 +59,8 @@ class Conjugate(NamedTuple):
         predict: ``(data, kernel, hypers, posterior, Xs) -> (mean (n, L), var (n, L))``.
         sample_train: ``(key, data, kernel, hypers, posterior, S) -> (S, N, L)`` joint draws
             of the latent at the training inputs; None for a model whose point fits are
-            held as whitened inducing draws (``Inducing.sample_inducing``).
+            held as whitened inducing draws (``Inducing.sample_inducing``: the collapsed
+            sparse variants).
         loo_predictive: optional ``(data, kernel, hypers, posterior) -> (mean (N, L), var
             (N, L))``: the closed-form leave-one-out predictive of the latent at each
             training input with the hyperparameters held fixed (``ppgpc.gp.loo_predictive``).
@@ -172,9 +173,6 @@ class Inducing(NamedTuple):
             (``ppgpc.sparse_whitened``). A point fit (``exact``, ``map``) of a model that has
             it stores these, predictive kind ``"inducing"``, instead of draws of the latent
             at the N training inputs: O(S M L) floats whatever N.
-        inducing_predictive: ``(data, kernel, hypers, posterior) -> (mean, var)``, each
-            (M, L): each latent's predictive marginals at its inducing inputs under a
-            collapsed sparse posterior (the ArviZ export draws ``u`` from them).
         inducing_values: ``(data, kernel, hypers, v (..., M, L)) -> u (..., M, L) or None``:
             the latent's own values at the inducing inputs for whitened draws v, where the
             fit's latent at its inducing inputs is not what ``predict_latent`` gives there
@@ -183,7 +181,6 @@ class Inducing(NamedTuple):
 
     inducing_latent: Optional[Callable[..., Any]] = None
     sample_inducing: Optional[Callable[..., Any]] = None
-    inducing_predictive: Optional[Callable[..., Any]] = None
     inducing_values: Optional[Callable[..., Any]] = None
 
 
@@ -315,20 +312,14 @@ def collapsed_sparse_spec(exact: ModelSpec, name: str, description: str,
         description: one line for the model registry.
         module: the model module's namespace, holding ``sparse_<name>`` for ``prepare``,
             ``initial_hypers`` and ``collapsed_model``, ``condition``, ``predict`` of
-            ``Conjugate``; then either ``sparse_sample_inducing``, ``sparse_inducing_latent``
-            and ``sparse_inducing_values`` (point fits held as whitened inducing draws,
-            predictive kind ``"inducing"``), or ``sparse_sample_train`` and
-            ``sparse_inducing_predictive`` (point fits held as draws at the training
-            inputs, kind ``"conjugate"``).
+            ``Conjugate``, and ``sparse_sample_inducing``, ``sparse_inducing_latent`` and
+            ``sparse_inducing_values`` of ``Inducing``: point fits are held as whitened
+            inducing draws (predictive kind ``"inducing"``), O(S M L) floats whatever N.
     """
     functions = {f: module["sparse_" + f] for f in ("collapsed_model", "condition", "predict")}
-    if "sparse_sample_inducing" in module:
-        inducing = Inducing(inducing_latent=module["sparse_inducing_latent"],
-                            sample_inducing=module["sparse_sample_inducing"],
-                            inducing_values=module["sparse_inducing_values"])
-    else:
-        functions["sample_train"] = module["sparse_sample_train"]
-        inducing = Inducing(inducing_predictive=module["sparse_inducing_predictive"])
+    inducing = Inducing(inducing_latent=module["sparse_inducing_latent"],
+                        sample_inducing=module["sparse_sample_inducing"],
+                        inducing_values=module["sparse_inducing_values"])
     return ModelSpec(
         name=name, description=description, prepare=module["sparse_prepare"],
         num_latent=exact.num_latent, log_link=exact.log_link,

@@ -168,17 +168,6 @@ def test_blocked_posterior_equals_the_unblocked_one(problem):
             lambda f: f[l], post), Xs), sparse.predict(KERNEL, params, single, Xs))
 
 
-def test_chunked_draws_equal_one_chunk(problem, monkeypatch):
-    X, Y, Z, noise, _, params = problem
-    post = sparse.condition(KERNEL, params, X, Y, Z, noise)
-    key = jax.random.PRNGKey(3)
-    whole = sparse.sample_at(key, KERNEL, params, post, X, 4)
-    monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", 5 * M)        # 5 rows per chunk
-    chunked = sparse.sample_at(key, KERNEL, params, post, X, 4)
-    assert whole.shape == (4, N, L)
-    assert_close(chunked, whole, rtol=1e-12)
-
-
 def test_chunked_lloyd_steps_equal_one_chunk(monkeypatch):
     from ppgpc import kmeans
 

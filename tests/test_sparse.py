@@ -54,18 +54,6 @@ def test_sparse_predictive_converges_to_the_exact_one(problem):
     assert errors[-1] < 1e-6
 
 
-def test_draws_under_q_have_the_predictive_marginals(problem):
-    X, Y, _ = problem
-    q = sparse.condition(KERNEL, PARAMS, X, Y, X[:10], 0.05)
-    mean, var = sparse.predict(KERNEL, PARAMS, q, X[:6])
-    S = 20_000
-    draws = np.asarray(sparse.sample_at(jax.random.PRNGKey(3), KERNEL, PARAMS, q, X[:6], S))
-    assert draws.shape == (S, 6, 2)
-    sd = np.sqrt(np.asarray(var))[:, None]
-    assert np.all(np.abs(draws.mean(0) - mean) < 5 * sd / np.sqrt(S))
-    assert np.all(np.abs(draws.std(0) - sd) < 5 * sd / np.sqrt(2 * S))
-
-
 def test_kmeans_plus_plus_is_deterministic_per_key_and_picks_distinct_points():
     X = jnp.asarray(np.random.default_rng(0).normal(size=(60, 3)))
     a = np.asarray(kmeans_plus_plus_indices(jax.random.PRNGKey(7), X, 20))
@@ -196,8 +184,8 @@ def test_per_output_noise_scales_multiply_each_outputs_noise(problem):
 
 def test_per_output_noise_columns_and_kernels_are_each_outputs_own(problem):
     """noise_var (N, L) gives output l the column noise[:, l]; params with a leading output
-    axis (params_per_output=True) give it kernel l. The bound, q(u_l), its predictive (also
-    at its own inputs) and its draws are then each output's single-output ones."""
+    axis (params_per_output=True) give it kernel l. The bound, q(u_l) and its predictive
+    are then each output's single-output ones."""
     X, Y, hetero = problem
     L = Y.shape[1]
     Zs = _distinct_sets(X, L, 8)
@@ -216,22 +204,12 @@ def test_per_output_noise_columns_and_kernels_are_each_outputs_own(problem):
     q = sparse.condition_per_output(KERNEL, per, X, Y, Zs, noise, noise_scale=s,
                                     params_per_output=True)
     mean, var = sparse.predict_per_output(KERNEL, per, q, Xs, params_per_output=True)
-    own_mean, own_var = sparse.predict_at_own_inputs(KERNEL, per, q, params_per_output=True)
-    draws = sparse.sample_at_per_output(jax.random.PRNGKey(4), KERNEL, per, q, Xs, 3,
-                                        params_per_output=True)
-    keys = jax.random.split(jax.random.PRNGKey(4), L)
     for l in range(L):
         one = sparse.condition(KERNEL, one_params[l], X, Y[:, l:l + 1], Zs[l],
                                s[l] * noise[:, l])
         m, v = sparse.predict(KERNEL, one_params[l], one, Xs)
         np.testing.assert_allclose(mean[:, l], m[:, 0], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(var[:, l], v, rtol=1e-10, atol=1e-12)
-        m, v = sparse.predict(KERNEL, one_params[l], one, Zs[l])
-        np.testing.assert_allclose(own_mean[:, l], m[:, 0], rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(own_var[:, l], v, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(
-            draws[..., l], sparse.sample_at(keys[l], KERNEL, one_params[l], one, Xs, 3)[..., 0],
-            rtol=1e-10, atol=1e-12)
     shared = sparse.collapsed_bound_per_output(KERNEL, PARAMS, X, Y, Zs, noise)
     assert float(shared) != pytest.approx(float(sparse.collapsed_bound_per_output(
         KERNEL, PARAMS, X, Y, Zs, hetero)), rel=1e-6)  # the second column is used
@@ -262,32 +240,6 @@ def test_per_output_predictive_is_each_outputs_own_and_exact_at_the_training_inp
     np.testing.assert_allclose(m, exact_mean, atol=1e-6)
     np.testing.assert_allclose(v, np.broadcast_to(np.asarray(exact_var)[:, None], v.shape),
                                atol=1e-6)
-
-
-def test_predictive_at_own_inputs_is_each_outputs_predictive_at_its_own_inducing_inputs(problem):
-    X, Y, hetero = problem
-    L = Y.shape[1]
-    Zs = _distinct_sets(X, L, 8)
-    q = sparse.condition_per_output(KERNEL, PARAMS, X, Y, Zs, hetero)
-    mean, var = sparse.predict_at_own_inputs(KERNEL, PARAMS, q)
-    assert mean.shape == var.shape == (8, L)
-    for l in range(L):
-        m, v = sparse.predict_per_output(KERNEL, PARAMS, q, Zs[l])
-        np.testing.assert_allclose(mean[:, l], m[:, l], rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(var[:, l], v[:, l], rtol=1e-10, atol=1e-12)
-
-
-def test_per_output_draws_have_the_per_output_predictive_marginals(problem):
-    X, Y, _ = problem
-    q = sparse.condition_per_output(KERNEL, PARAMS, X, Y, _distinct_sets(X, 2, 8), 0.05)
-    mean, var = sparse.predict_per_output(KERNEL, PARAMS, q, X[:6])
-    S = 20_000
-    draws = np.asarray(sparse.sample_at_per_output(jax.random.PRNGKey(3), KERNEL, PARAMS, q,
-                                                   X[:6], S))
-    assert draws.shape == (S, 6, 2)
-    sd = np.sqrt(np.asarray(var))
-    assert np.all(np.abs(draws.mean(0) - mean) < 5 * sd / np.sqrt(S))
-    assert np.all(np.abs(draws.std(0) - sd) < 5 * sd / np.sqrt(2 * S))
 
 
 def test_collapsed_ilr_with_inducing_inputs_per_coordinate():
@@ -421,30 +373,34 @@ def test_sparse_gpd_with_inducing_inputs_per_class_fits_and_predicts(tmp_path):
 @pytest.mark.parametrize("shared_inducing", [True, False])
 def test_sparse_gpd_arviz_u_is_the_latent_without_pseudo_observation_noise(shared_inducing):
     """With ``predict_from="noisy"`` the predictive adds each class's pseudo-observation
-    noise, but the ArviZ ``u`` is the latent at the inducing inputs: over 400 draws its mean
-    and variance match the noiseless predictive there (mean within 5 Monte Carlo s.e.,
-    variance ratio within 5 s.d. of the sample variance, sqrt(2 / (S - 1))), and its variance
-    is well below the noisy one."""
+    noise (the latent draws at new inputs have the noisy predictive's variance), but the
+    ArviZ ``u`` is the latent at the inducing inputs: over 4000 draws its mean and variance
+    match the noiseless predictive there (mean within 5 Monte Carlo s.e., variance ratio
+    within 5 s.d. of the sample variance, sqrt(2 / (S - 1))), well below the noisy one."""
     X, y = toy_problem(40, 3, seed=6)
-    S = 400
+    S = 4000
     result = fit("dirichlet_gp_sparse", X, y, method="exact", num_draws=S,
                  model_options={"alpha_eps": 0.05, "num_inducing": 6, "seed": 2,
                                 "predict_from": "noisy", "shared_inducing": shared_inducing})
     hypers = result.hyper_draw(0, 0)
     q = result.spec.conjugate.condition(result.data, result.kernel, hypers)
-    mean, var = result.spec.inducing.inducing_predictive(result.data, result.kernel, hypers, q)
     Z = np.asarray(hypers["inducing_inputs"])
-    own = [Z if shared_inducing else Z[c] for c in range(3)]
-    for c in range(3):  # the noisy predictive at the same inputs: same mean, more variance
-        m_noisy, v_noisy = result.spec.conjugate.predict(result.data, result.kernel, hypers, q, own[c])
-        np.testing.assert_allclose(mean[:, c], m_noisy[:, c], rtol=1e-9)
-        assert np.all(v_noisy[:, c] > var[:, c] + 0.5)
     u = to_inference_data(result).posterior["u"].values                     # (1, S, M, C)
     assert u.shape == (1, S, 6, 3)
-    se = np.sqrt(np.asarray(var) / S)
-    assert np.all(np.abs(u[0].mean(0) - mean) < 5 * se)
-    ratio = u[0].var(0, ddof=1) / np.asarray(var)
-    assert np.all(np.abs(ratio - 1.0) < 5 * np.sqrt(2.0 / (S - 1)))
+    for c in range(3):
+        own = Z if shared_inducing else Z[c]
+        mean, var = dirichlet_gp._sparse_latent(result.data, result.kernel, hypers, q, own)
+        m_noisy, v_noisy = result.spec.conjugate.predict(result.data, result.kernel, hypers, q,
+                                                         own)
+        np.testing.assert_allclose(mean[:, c], m_noisy[:, c], rtol=1e-9)
+        assert np.all(v_noisy[:, c] > var[:, c] + 0.5)
+        se = np.sqrt(np.asarray(var[:, c]) / S)
+        assert np.all(np.abs(u[0, :, :, c].mean(0) - mean[:, c]) < 5 * se)
+        ratio = u[0, :, :, c].var(0, ddof=1) / np.asarray(var[:, c])
+        assert np.all(np.abs(ratio - 1.0) < 5 * np.sqrt(2.0 / (S - 1)))
+        draws = np.asarray(result.predict_latent(own))[0, :, :, c]          # (S, M)
+        ratio = draws.var(0, ddof=1) / np.asarray(v_noisy[:, c])
+        assert np.all(np.abs(ratio - 1.0) < 5 * np.sqrt(2.0 / (S - 1)))
 
 
 def test_map_outputs_matches_vmap_with_mixed_axes():

@@ -13,7 +13,7 @@ from ppgpc.datasets import Standardizer
 
 __all__ = ["fit_standardizer", "warn_of_collapsed_noise", "fitted_noise_scale",
            "is_fitted_attribute", "iterations", "check_class_labels", "OUTLIER_SCORE",
-           "COLLAPSED_NOISE_SCALE", "SPARSE_NUM_DRAWS"]
+           "COLLAPSED_NOISE_SCALE"]
 
 OUTLIER_SCORE = 20.0
 """A z-scored training value this far from 0 makes ``fit`` warn that the column's scale is
@@ -133,11 +133,3 @@ def check_class_labels(y: np.ndarray) -> None:
         check_classification_targets(np.asarray(y.tolist()))
     else:
         check_classification_targets(y)
-
-
-SPARSE_NUM_DRAWS = 256
-"""Default predictive draws for ``inference="collapsed"`` of a model whose sparse fits are
-held as latent draws at the training inputs (sparse GPD): those are (draws, N, L) floats,
-which 1000 draws make gigabytes on the large UCI sets. Collapsed-ILR holds whitened
-inducing draws (S, M, L) instead and keeps the driver's default."""
-

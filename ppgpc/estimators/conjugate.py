@@ -15,11 +15,9 @@ import numpy as np
 
 from ppgpc import metrics
 from ppgpc.datasets import stratified_folds, train_validation_split
-from ppgpc.estimators._common import SPARSE_NUM_DRAWS
 from ppgpc.estimators.base import GPClassifierBase
 from ppgpc.estimators.options import Selection, as_selection
 from ppgpc.sparse import resolve_num_inducing
-from ppgpc.infer.common import resolve_spec
 from ppgpc.infer.loo import loo_latent, loo_nll
 from ppgpc.progress import Timer, note
 from ppgpc.validation import check_count, check_flag, check_seed
@@ -66,9 +64,6 @@ class ConjugateClassifier(GPClassifierBase):
                                        **options)
         method = method or self._method()
         opts = {**self._given_options(), **options}
-        if resolve_spec(self.model_name + "_sparse").inducing.sample_inducing is None:
-            # fits held as draws at the N training inputs: fewer draws (SPARSE_NUM_DRAWS)
-            opts.setdefault("num_draws", SPARSE_NUM_DRAWS)
         model_options = {**model_options, "seed": self.seed,
                          "num_inducing": resolve_num_inducing(self.num_inducing, X.shape[0])}
         if not self.shared_inducing:  # inducing inputs per output

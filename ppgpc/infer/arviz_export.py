@@ -105,15 +105,6 @@ def training_latent(result) -> jax.Array:
                             for i, start in enumerate(range(0, N, _BLOCK))], axis=2)
 
 
-def _own_inducing_draws(result, chains: int, draws: int, key):
-    """(chain, draw, M, L) marginal draws of each latent at its inducing inputs (shared, or
-    its own) for a point-hyperparameter collapsed fit (``spec.inducing.inducing_predictive``)."""
-    hypers = result.hyper_draw(0, 0)
-    q = result.spec.conjugate.condition(result.data, result.kernel, hypers)
-    mean, var = result.spec.inducing.inducing_predictive(result.data, result.kernel, hypers, q)
-    return mean + jnp.sqrt(var) * jax.random.normal(key, (chains, draws) + mean.shape)
-
-
 def _split_hypers(result, chains: int, draws: int):
     """(sampled, point): hyperparameter sites drawn with every posterior draw, (chain, draw,
     ...), and point ones (``point_hypers``, or a site stored as one (1, 1, ...) value
@@ -157,20 +148,15 @@ def _posterior_group(result, chains: int, draws: int, key):
     if Z is not None and result.inducing is not None and inducing.inducing_values is not None:
         # the model's own values at its inducing inputs where they are not what
         # predict_latent gives there (SVGP with one set per latent: W f(Z) is not defined,
-        # so u is each latent's u_c = f_c(Z_c) = L_mm,c v_c, before mixing); None elsewhere
+        # so u is each latent's u_c = f_c(Z_c) = L_mm,c v_c, before mixing; the collapsed
+        # fits: u = L_m v at each latent's own Z, never with GPD's pseudo-observation
+        # noise); None elsewhere
         own = inducing.inducing_values(result.data, result.kernel, result.hyper_draw(0, 0),
                                        jnp.asarray(result.inducing))
-    if (Z is not None and result.inducing is None and result.point_hypers
-            and inducing.inducing_predictive is not None):
-        # a collapsed fit (Collapsed-ILR, sparse GPD): u_c is latent c's marginal draw at its
-        # inducing inputs (its own Z_c with shared_inducing=False) from the model's latent
-        # predictive there, never with pseudo-observation noise (GPD's predict_from="noisy")
-        posterior["u"] = np.asarray(_own_inducing_draws(result, chains, draws, key))
-        dims["u"] = ["inducing", "latent"]
-    elif own is not None:
+    if own is not None:
         posterior["u"] = np.asarray(own)
         dims["u"] = ["inducing", "latent"]
-    elif Z is not None and result.point_hypers and "u" not in posterior:
+    elif Z is not None and np.ndim(Z) == 4 and result.point_hypers and "u" not in posterior:
         # draws of the latent at the inducing inputs: joint for per-draw predictives, marginal
         # (each element exact, correlations between inducing points not kept) for point
         # conjugate fits, whose predictive is sampled pointwise.
