@@ -59,6 +59,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from ppgpc import gp, linalg
+from ppgpc.blocks import Placement, replicate
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
 from ppgpc.models.logistic_softmax_cavi import (CAVIResult, CAVIState, elbo, inducing_latent,
                                                 run_cavi, sample_q_f, sample_q_v)
@@ -96,6 +97,8 @@ __all__ = [
     "INDUCING_FIT_BATCH",
     "INDUCING_FIT_ITERATIONS",
     "SPEC",
+    "on_devices",
+    "FULL_CAVI_ON_ONE_DEVICE",
     # re-exported: every public name of logistic_softmax_gibbs (log_link too) and
     # logistic_softmax_gibbs_sparse, and from logistic_softmax_cavi, logistic_softmax_svi
     *(name for name in logistic_softmax_gibbs.__all__ if name != "log_link"),
@@ -123,6 +126,26 @@ class LSMData(NamedTuple):
     """C."""
     onehot: jax.Array
     """(N, C) one-hot labels y'."""
+    placement: Placement = Placement()
+    """Where the stochastic CAVI's sums over points run (static): one device, or the
+    devices of a mesh (``on_devices``, the driver's ``devices``)."""
+
+
+FULL_CAVI_ON_ONE_DEVICE = (
+    "the full-batch CAVI runs on one device; give batch_size (or class_batch_size) for the "
+    "stochastic CAVI, whose minibatches and full-data ELBO are split over the devices")
+"""Why ``cavi`` without minibatches refuses a mesh (the driver's refusal says it too)."""
+
+
+def on_devices(data: LSMData, mesh) -> LSMData:
+    """``data`` with the stochastic CAVI's sums over points split over the devices of
+    ``mesh`` (a ``jax.sharding.Mesh`` with an axis ``"data"``; ``logistic_softmax_svi``:
+    each device takes its share of the minibatch, one ``psum`` adds the statistics, q(v),
+    the hyperparameters and the optimiser state stay replicated) and the arrays replicated
+    on the mesh (``ppgpc.blocks.replicate``)."""
+    placed = data._replace(placement=Placement(mesh=mesh,
+                                                block_rows=data.placement.block_rows))
+    return replicate(placed, mesh)
 
 
 def prepare(X, y, num_classes: int) -> LSMData:
@@ -222,6 +245,9 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
             iterations; ``tol`` compares consecutive evaluations.
         progress: show the iterations and the ELBO on stderr (``ppgpc.progress.bar``).
 
+    On the devices of a mesh (``on_devices``) the stochastic version splits every minibatch
+    and every full-data ELBO over them; the full version refuses a mesh.
+
     Returns:
         ``CAVIResult``; with fixed hyperparameters the full version's ELBO trace never
         decreases (the stochastic version's trace is noisy: one value per evaluation).
@@ -229,6 +255,8 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
     Y, X = data.onehot, data.X
     N, C = Y.shape
     stochastic = batch_size is not None or class_batch_size is not None
+    if data.placement.mesh is not None and not stochastic:
+        raise ValueError(FULL_CAVI_ON_ONE_DEVICE)
     if stochastic:
         batch_size = N if batch_size is None else check_count("batch_size", batch_size)
         class_batch_size = (C if class_batch_size is None
@@ -263,7 +291,7 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
             jax.random.fold_in(root, 1), Y, X, kernel, hypers, Z, batch_size=batch_size,
             class_batch_size=class_batch_size, step_size_delay=step_size_delay,
             step_size_power=step_size_power, elbo_every=int(elbo_every), progress=progress,
-            **common)
+            placement=data.placement, **common)
     return run_cavi(Y, X, kernel, hypers, Z, progress=progress, **common)
 
 
@@ -337,6 +365,7 @@ SPEC = ModelSpec(
                 inducing_kernel=inducing_gibbs_kernel, fit_inducing=fit_inducing_hypers),
     cavi=CAVI(cavi=cavi, sample_q_f=sample_q_f, sample_q_v=sample_q_v),
     inducing=Inducing(inducing_latent=inducing_latent),
+    place=on_devices,
     # the sparse CAVI and the inducing-point Gibbs sampler (M < N inducing inputs) cost
     # O(N M^2) and are held as draws of v (predictive kind "inducing"), so the driver
     # exempts them from max_exact_points; the full Gibbs, NUTS and the full CAVI form N x N

@@ -44,9 +44,14 @@ __all__ = [
     "Projection",
     "CAVI_WINDOW",
     "projection",
+    "inducing_factor",
+    "project",
     "q_f",
     "elbo",
     "lik_terms",
+    "lambda_terms",
+    "kl_v",
+    "weighted_grams",
     "local_updates",
     "natural_targets",
     "moments_from_natural",
@@ -110,7 +115,17 @@ def projection(kernel, hypers, X, Z) -> Projection:
     """``Projection`` of X (N, D) on Z (M, D) under the kernel hyperparameters ``hypers``
     (by site name)."""
     params = kernel_params(hypers)
-    chol_mm = linalg.cholesky(gram(kernel, params, Z)).factor
+    return project(kernel, params, inducing_factor(kernel, params, Z), Z, X)
+
+
+def inducing_factor(kernel, params, Z):
+    """chol(K_mm) (M, M) for kernel parameters ``params`` (``kernel_params``)."""
+    return linalg.cholesky(gram(kernel, params, Z)).factor
+
+
+def project(kernel, params, chol_mm, Z, X) -> Projection:
+    """``Projection`` of X (n, D) given the factor chol(K_mm) of Z (M, D): any subset of
+    points (a block of a minibatch) sees the same replicated factor."""
     A = linalg.tri_solve(chol_mm, gram(kernel, params, Z, X))
     ktilde = jnp.maximum(gram_diag(kernel, params, X) - jnp.sum(A * A, axis=0), 0.0)
     return Projection(A, ktilde, chol_mm)
@@ -144,13 +159,20 @@ def elbo(Y, proj: Projection, state: CAVIState) -> jax.Array:
     N, C = Y.shape
     m_f, s_f = q_f(proj, state.m, state.S)
     lik = lik_terms(Y, m_f, s_f, state.alpha, state.gamma, state.c, C)
-    a = state.alpha
-    entropy_lam = a - math.log(C) + gammaln(a) + (1.0 - a) * digamma(a)
-    chol_S = jnp.linalg.cholesky(state.S)
-    M = state.m.shape[0]
-    kl = 0.5 * (jnp.trace(state.S, axis1=1, axis2=2) + jnp.sum(state.m**2, axis=0) - M
-                - linalg.logdet(chol_S))
-    return jnp.sum(lik) + jnp.sum(entropy_lam - a) - jnp.sum(kl)
+    return jnp.sum(lik) + jnp.sum(lambda_terms(state.alpha, C)) - jnp.sum(kl_v(state.m, state.S))
+
+
+def lambda_terms(alpha, num_classes: int):
+    """-alpha_i + H(Gamma(alpha_i, C)) of each point (n,), ``elbo``'s second sum."""
+    entropy_lam = alpha - math.log(num_classes) + gammaln(alpha) + (1.0 - alpha) * digamma(alpha)
+    return entropy_lam - alpha
+
+
+def kl_v(m, S):
+    """KL(N(m^c, S^c) || N(0, I)) of each class (C,) for m (M, C), S (C, M, M)."""
+    M = m.shape[0]
+    return 0.5 * (jnp.trace(S, axis1=1, axis2=2) + jnp.sum(m**2, axis=0) - M
+                  - linalg.logdet(jnp.linalg.cholesky(S)))
 
 
 def lik_terms(Y, m_f, s_f, alpha, gamma, c, num_classes: int):
@@ -197,10 +219,15 @@ def natural_targets(A, theta, kappa, scale):
     """(15), (16) in whitened natural form for each class column: the precision
     I + scale A diag(theta^c) A^T (k, M, M) and scale A kappa^c (M, k); ``scale`` = N / |B|
     (1 for the full data)."""
-    M = A.shape[0]
+    grams, R = weighted_grams(A, theta, kappa)
+    return jnp.eye(A.shape[0]) + scale * grams, scale * R
 
+
+def weighted_grams(A, theta, kappa):
+    """The sums over points of ``natural_targets``: A diag(theta^c) A^T (k, M, M) and
+    A kappa^c (M, k), for A (M, n), theta and kappa (n, k)."""
     def one(theta_c, kappa_c):
-        return jnp.eye(M) + scale * ((A * theta_c[None, :]) @ A.T), scale * (A @ kappa_c)
+        return (A * theta_c[None, :]) @ A.T, A @ kappa_c
 
     return jax.vmap(one, in_axes=(1, 1), out_axes=(0, 1))(theta, kappa)
 

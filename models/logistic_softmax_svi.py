@@ -7,6 +7,13 @@ takes a natural-gradient step on q(v^c), c in K, with the Robbins-Monro step siz
 rho_t = (t + delay)^-power, then optax Adam steps on (log hypers, Z) of the minibatch
 estimate of the ELBO's likelihood terms. The CAVI pieces it shares (q(f) marginals, local
 updates, natural targets, the optimiser) are ``ppgpc.models.logistic_softmax_cavi``.
+
+On the devices of a mesh (``placement``, from the driver's ``devices``) each step splits its
+minibatch over them (``stochastic_step_on_devices``, and the Adam steps' likelihood sum),
+and so does every full-data ELBO evaluation (``svi_full_elbo``), with
+``ppgpc.blocks.sum_and_map_blocks``: the sums over points meet in one ``psum``, the local
+parameters of each point come back from the device that updated them, and q(v), the
+hyperparameters and the optimiser state stay replicated.
 """
 
 from __future__ import annotations
@@ -19,17 +26,21 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ppgpc.kernels import kernel_log_prior
+from ppgpc.blocks import Placement, layout, sum_and_map_blocks, sum_blocks
+from ppgpc.kernels import kernel_log_prior, kernel_params
 from ppgpc.models.logistic_softmax_cavi import (CAVIResult, CAVIState, Projection, elbo,
-                                                cavi_init, hyper_steps, init_q, lik_terms,
+                                                cavi_init, hyper_steps, inducing_factor,
+                                                init_q, kl_v, lambda_terms, lik_terms,
                                                 local_updates, moments_from_natural,
-                                                natural_targets, projection, q_f)
+                                                natural_targets, project, projection, q_f,
+                                                weighted_grams)
 from ppgpc.progress import bar as progress_bar
 
 __all__ = [
     "SVIState",
     "minibatch",
     "stochastic_step",
+    "stochastic_step_on_devices",
     "svi_init",
     "svi_step",
     "svi_full_elbo",
@@ -77,7 +88,8 @@ def stochastic_step(Y, proj_B: Projection, state: SVIState, B, K, rho) -> SVISta
        the whitened (15), (16) from the minibatch (for an exponential family, the natural
        gradient of the ELBO in the natural parameters is target - current).
 
-    With B and K the full sets and rho = 1 this is exactly one full CAVI sweep.
+    With B and K the full sets and rho = 1 this is exactly one full CAVI sweep. On several
+devices: ``stochastic_step_on_devices``.
 
     Args:
         Y: (N, C) one-hot labels; proj_B: the projection at the inputs X[B];
@@ -89,6 +101,46 @@ def stochastic_step(Y, proj_B: Projection, state: SVIState, B, K, rho) -> SVISta
     Y_BK = Y[B][:, K]
     c, alpha, gamma, theta, kappa = local_updates(Y_BK, m_f, s_f, state.alpha[B], C)
     prec_hat, eta_hat = natural_targets(proj_B.A, theta, kappa, N / B.shape[0])
+    return _moved(state, B, K, rho, prec_hat, eta_hat, (c, alpha, gamma))
+
+
+def stochastic_step_on_devices(Y, X_B, kernel, params, Z, state: SVIState, B, K, rho,
+                               placement: Placement) -> SVIState:
+    """``stochastic_step`` with the minibatch split over the devices of
+    ``placement.mesh`` (``ppgpc.blocks.sum_and_map_blocks``): each device projects its
+    share of the points B on the replicated chol(K_mm), updates their local parameters
+    (steps 1-2) and sums their A diag(theta^c) A^T and A kappa^c (``weighted_grams``); one
+    ``psum`` adds the sums for step 3, and the local parameters come back per point.
+
+    Args:
+        X_B: (|B|, D) the minibatch's inputs; params: kernel parameters
+            (``kernel_params``); Z: (M, D); the rest as ``stochastic_step``.
+    """
+    N, C = Y.shape
+    m_K, S_K = moments_from_natural(state.prec[K], state.eta1[:, K])
+
+    def block(shared, rows, valid, group):
+        params, chol_mm, Z, m_K, S_K = shared
+        Xb, Yb, alpha_b = rows
+        proj = project(kernel, params, chol_mm, Z, Xb)
+        m_f, s_f = q_f(proj, m_K, S_K)
+        c, alpha, gamma, theta, kappa = local_updates(Yb, m_f, s_f, alpha_b, C)
+        keep = valid[:, None]
+        grams = weighted_grams(proj.A, jnp.where(keep, theta, 0.0), jnp.where(keep, kappa, 0.0))
+        return grams, (c, alpha, gamma)
+
+    shared = (params, inducing_factor(kernel, params, Z), Z, m_K, S_K)
+    (grams, R), local = sum_and_map_blocks(
+        block, layout(B.shape[0], Z.shape[0], placement), shared,
+        (X_B, Y[B][:, K], state.alpha[B]), mesh=placement.mesh)
+    scale = N / B.shape[0]
+    return _moved(state, B, K, rho, jnp.eye(Z.shape[0]) + scale * grams, scale * R, local)
+
+
+def _moved(state: SVIState, B, K, rho, prec_hat, eta_hat, local) -> SVIState:
+    """Step 3 of ``stochastic_step`` and the local parameters (c, alpha, gamma) of B x K
+    written back."""
+    c, alpha, gamma = local
     prec = state.prec.at[K].set((1.0 - rho) * state.prec[K] + rho * prec_hat)
     eta1 = state.eta1.at[:, K].set((1.0 - rho) * state.eta1[:, K] + rho * eta_hat)
     rows, cols = B[:, None], K[None, :]
@@ -107,33 +159,37 @@ def svi_init(N, C, M) -> SVIState:
 
 @functools.partial(jax.jit, static_argnames=("kernel", "batch_size", "class_batch_size",
                                              "learn_hypers", "learn_inducing",
-                                             "include_prior", "num_steps"))
-def svi_step(key, Y, X, kernel, log_hypers, Z, state, opt_state, rho,
-                          learning_rate, *, batch_size, class_batch_size, learn_hypers,
-                          learn_inducing, include_prior, num_steps):
+                                             "include_prior", "num_steps", "placement"))
+def svi_step(key, Y, X, kernel, log_hypers, Z, state, opt_state, rho, learning_rate, *,
+             batch_size, class_batch_size, learn_hypers, learn_inducing, include_prior,
+             num_steps, placement: Placement = Placement()):
     """One step of the stochastic CAVI:
 
     1. a minibatch (B, K) (``minibatch``) from ``key``;
-    2. ``stochastic_step`` on it with step size ``rho``;
+    2. ``stochastic_step`` on it with step size ``rho`` (``stochastic_step_on_devices``
+       when ``placement`` has a mesh);
     3. ``num_steps`` optimiser steps (``hyper_steps``) on (log hypers, Z) of the unbiased
        minibatch estimate of the ELBO's likelihood terms, N/|B| C/|K| sum_{B x K} (the rest
-       of the ELBO does not depend on them)."""
+       of the ELBO does not depend on them), summed device by device on a mesh."""
     N, C = Y.shape
     B, K = minibatch(key, N, C, batch_size, class_batch_size)
     X_B = X[B]
     hypers = jax.tree.map(jnp.exp, log_hypers)
-    state = stochastic_step(Y, projection(kernel, hypers, X_B, Z), state, B, K, rho)
+    if placement.mesh is None:
+        state = stochastic_step(Y, projection(kernel, hypers, X_B, Z), state, B, K, rho)
+    else:
+        state = stochastic_step_on_devices(Y, X_B, kernel, kernel_params(hypers), Z, state,
+                                           B, K, rho, placement)
     if learn_hypers or learn_inducing:
         m_K, S_K = moments_from_natural(state.prec[K], state.eta1[:, K])
-        Y_BK, alpha_B = Y[B][:, K], state.alpha[B]
-        gamma_BK, c_BK = state.gamma[B][:, K], state.c[B][:, K]
+        rows = (X_B, Y[B][:, K], state.alpha[B], state.gamma[B][:, K], state.c[B][:, K])
         scale = (N / B.shape[0]) * (C / K.shape[0])
 
         def objective(params):
             lh, z = params
             h = jax.tree.map(jnp.exp, lh)
-            m_f, s_f = q_f(projection(kernel, h, X_B, z), m_K, S_K)
-            value = scale * jnp.sum(lik_terms(Y_BK, m_f, s_f, alpha_B, gamma_BK, c_BK, C))
+            value = scale * _lik_sum(kernel, kernel_params(h), z, m_K, S_K, rows, C,
+                                     placement)
             if include_prior:
                 value = value + kernel_log_prior(kernel, X.shape[1], h)
             return -value
@@ -144,13 +200,35 @@ def svi_step(key, Y, X, kernel, log_hypers, Z, state, opt_state, rho,
     return log_hypers, Z, state, opt_state
 
 
+def _lik_sum(kernel, params, Z, m_K, S_K, rows, num_classes: int, placement: Placement):
+    """sum over the minibatch's points and classes of ``lik_terms``; rows = (X_B, Y_BK,
+    alpha_B, gamma_BK, c_BK), in blocks over the devices of ``placement`` when it has a
+    mesh."""
+    chol_mm = inducing_factor(kernel, params, Z)
+    if placement.mesh is None:
+        X_B, Y_BK, alpha_B, gamma_BK, c_BK = rows
+        m_f, s_f = q_f(project(kernel, params, chol_mm, Z, X_B), m_K, S_K)
+        return jnp.sum(lik_terms(Y_BK, m_f, s_f, alpha_B, gamma_BK, c_BK, num_classes))
+
+    def block(shared, rows, valid, group):
+        params, chol_mm, Z, m_K, S_K = shared
+        Xb, Yb, alpha_b, gamma_b, c_b = rows
+        m_f, s_f = q_f(project(kernel, params, chol_mm, Z, Xb), m_K, S_K)
+        terms = lik_terms(Yb, m_f, s_f, alpha_b, gamma_b, c_b, num_classes)
+        return jnp.sum(jnp.where(valid[:, None], terms, 0.0))
+
+    return sum_blocks(block, layout(rows[0].shape[0], Z.shape[0], placement),
+                      (params, chol_mm, Z, m_K, S_K), rows, mesh=placement.mesh)
+
+
 @functools.partial(jax.jit, static_argnames=("kernel", "num_iters", "batch_size",
                                              "class_batch_size", "learn_hypers",
-                                             "learn_inducing", "include_prior", "num_steps"))
+                                             "learn_inducing", "include_prior", "num_steps",
+                                             "placement"))
 def _stochastic_window(key, start, Y, X, kernel, log_hypers, Z, state, opt_state,
                        learning_rate, step_size_delay, step_size_power, *, num_iters,
                        batch_size, class_batch_size, learn_hypers, learn_inducing,
-                       include_prior, num_steps):
+                       include_prior, num_steps, placement):
     """Iterations t = start, ..., start + num_iters - 1 of ``svi_step`` in one
     ``lax.scan``: minibatch key fold_in(key, t), step size rho_t = (t + delay)^-power."""
     def body(carry, t):
@@ -160,7 +238,7 @@ def _stochastic_window(key, start, Y, X, kernel, log_hypers, Z, state, opt_state
             jax.random.fold_in(key, t), Y, X, kernel, log_hypers, Z, state, opt_state, rho,
             learning_rate, batch_size=batch_size, class_batch_size=class_batch_size,
             learn_hypers=learn_hypers, learn_inducing=learn_inducing,
-            include_prior=include_prior, num_steps=num_steps)
+            include_prior=include_prior, num_steps=num_steps, placement=placement)
         return out, None
 
     carry, _ = lax.scan(body, (log_hypers, Z, state, opt_state),
@@ -168,18 +246,38 @@ def _stochastic_window(key, start, Y, X, kernel, log_hypers, Z, state, opt_state
     return carry
 
 
-@functools.partial(jax.jit, static_argnames=("kernel",))
-def svi_full_elbo(Y, X, kernel, log_hypers, Z, state: SVIState):
+@functools.partial(jax.jit, static_argnames=("kernel", "placement"))
+def svi_full_elbo(Y, X, kernel, log_hypers, Z, state: SVIState,
+                  placement: Placement = Placement()):
     """The full-data ELBO at the current q(v) and hyperparameters, with every point's local
     parameters updated first (one local sweep from the stored alpha); returns the ELBO and
-    the equivalent ``CAVIState``."""
+    the equivalent ``CAVIState``. With a mesh in ``placement`` the points are taken in
+    blocks over its devices: each sums ``lik_terms`` and ``lambda_terms`` of its points and
+    keeps their local parameters (``ppgpc.blocks.sum_and_map_blocks``)."""
     N, C = Y.shape
-    proj = projection(kernel, jax.tree.map(jnp.exp, log_hypers), X, Z)
     m, S = moments_from_natural(state.prec, state.eta1)
-    m_f, s_f = q_f(proj, m, S)
-    c, alpha, gamma, _, _ = local_updates(Y, m_f, s_f, state.alpha, C)
-    full = CAVIState(m=m, S=S, alpha=alpha, gamma=gamma, c=c)
-    return elbo(Y, proj, full), full
+    if placement.mesh is None:
+        proj = projection(kernel, jax.tree.map(jnp.exp, log_hypers), X, Z)
+        m_f, s_f = q_f(proj, m, S)
+        c, alpha, gamma, _, _ = local_updates(Y, m_f, s_f, state.alpha, C)
+        full = CAVIState(m=m, S=S, alpha=alpha, gamma=gamma, c=c)
+        return elbo(Y, proj, full), full
+    params = kernel_params(jax.tree.map(jnp.exp, log_hypers))
+
+    def block(shared, rows, valid, group):
+        params, chol_mm, Z, m, S = shared
+        Xb, Yb, alpha_b = rows
+        m_f, s_f = q_f(project(kernel, params, chol_mm, Z, Xb), m, S)
+        c, alpha, gamma, _, _ = local_updates(Yb, m_f, s_f, alpha_b, C)
+        terms = (jnp.sum(lik_terms(Yb, m_f, s_f, alpha, gamma, c, C), axis=1)
+                 + lambda_terms(alpha, C))
+        return jnp.sum(jnp.where(valid, terms, 0.0)), (c, alpha, gamma)
+
+    total, (c, alpha, gamma) = sum_and_map_blocks(
+        block, layout(N, Z.shape[0], placement),
+        (params, inducing_factor(kernel, params, Z), Z, m, S), (X, Y, state.alpha),
+        mesh=placement.mesh)
+    return total - jnp.sum(kl_v(m, S)), CAVIState(m=m, S=S, alpha=alpha, gamma=gamma, c=c)
 
 
 def _elbo_converged(trace: list[float], tol: float) -> bool:
@@ -192,7 +290,8 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
                         steps_per_iteration: int, learning_rate: float, batch_size: int,
                         class_batch_size: int, step_size_delay: float,
                         step_size_power: float, elbo_every: int,
-                        progress: bool = False) -> CAVIResult:
+                        progress: bool = False,
+                        placement: Placement = Placement()) -> CAVIResult:
     """The stochastic CAVI loop: ``svi_init``, then ``elbo_every`` steps at a time on the
     device (step t's minibatch key is fold_in(key, t)), each window followed by the
     full-data ELBO (``svi_full_elbo``), until ``max_iter`` steps or a relative change of
@@ -204,6 +303,8 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
         batch_size, class_batch_size: |B| <= N and |K| <= C (checked by the caller).
         step_size_delay, step_size_power: rho_t = (t + delay)^-power.
         progress: show the iterations and the ELBO on stderr (``ppgpc.progress.bar``).
+        placement: one device, or a mesh whose devices split each minibatch and the
+            full-data ELBO (``svi_step``, ``svi_full_elbo``); the result is the same.
 
     Returns:
         ``CAVIResult`` whose ELBO trace holds one value per evaluation.
@@ -221,9 +322,10 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
             learning_rate, step_size_delay, step_size_power, num_iters=steps,
             batch_size=batch_size, class_batch_size=class_batch_size,
             learn_hypers=bool(learn_hypers), learn_inducing=bool(learn_inducing),
-            include_prior=bool(include_prior), num_steps=int(steps_per_iteration))
+            include_prior=bool(include_prior), num_steps=int(steps_per_iteration),
+            placement=placement)
         done += steps
-        value, state = svi_full_elbo(Y, X, kernel, log_hypers, Z, sstate)
+        value, state = svi_full_elbo(Y, X, kernel, log_hypers, Z, sstate, placement)
         trace.append(float(value))
         bar.update(steps)
         bar.set_postfix(elbo=f"{trace[-1]:.6g}", refresh=False)

@@ -42,7 +42,9 @@ a leading L axis under ``shared_kernel=False``), ``inducing_inputs`` (M, D) or (
 ``mixing`` (L, L) in the model and ``q_mean`` (L, M), ``q_scale_tril`` (L, M, M) in the
 guide (the model reads them too under the marginal estimator, as Pyro's
 ``VariationalSparseGP`` does); latent ``v`` (L, M), ``f`` (B, L) (joint estimator only);
-observed ``y`` (B,), or (S, B) under the marginal estimator with the likelihood scaled by 1/S.
+observed ``y`` (B,), or (S, B) under the marginal estimator with the likelihood scaled by 1/S;
+on several devices (``on_devices``, the driver's ``devices``) the marginal estimator's sum
+over the batch is taken device by device and enters as the factor ``y_batch`` instead.
 Fit with driver method ``"svi"`` (``ppgpc.infer.svi``).
 Predictions use the driver's ``"inducing"`` predictive kind: draws of v and the SVGP
 conditional at new inputs (``inducing_latent``).
@@ -69,9 +71,12 @@ import numpyro.distributions as dist
 
 from ppgpc import gp, linalg
 from ppgpc.kernels import gram, kernel_log_prior, kernel_params, sample_kernel_params
+from ppgpc.blocks import Placement
 from ppgpc.models.softmax_svgp_elbo import (LOG_LINKS, WhitenedPrior, _chol_mm, _observe,
                                             _params_sites, _price_variance_term, _projection,
                                             _resolve_batch, _variational_sites,
+                                            batch_log_likelihood_sum, inducing_latent,
+                                            on_devices,
                                             includes_hyper_prior, inducing_values,
                                             own_inducing_values,
                                             log_likelihood_curvature, marginal_moments,
@@ -95,11 +100,12 @@ __all__ = [
     "model",
     "guide",
     "latent_model",
-    "inducing_latent",
     "latent_conditional",
     "SPEC",
     "ILR_SPEC",
     # re-exported from softmax_svgp_elbo
+    "inducing_latent",
+    "on_devices",
     "inducing_values",
     "svi_result",
     "mixed_amplitudes",
@@ -132,7 +138,7 @@ _LOG_LINKS = LOG_LINKS  # (the name the specs below use)
                    meta_fields=["num_classes", "link", "ell_estimator",
                                 "likelihood_samples", "shared_kernel", "shared_inducing",
                                 "kernel_prior", "variance_prior_on", "initial_variance",
-                                "initial_lengthscale", "learn_mixing"])
+                                "initial_lengthscale", "learn_mixing", "placement"])
 @dataclasses.dataclass(frozen=True)
 class SVGPData:
     """Prepared training data of the SVGP classifier (a pytree: arrays are leaves, the
@@ -177,6 +183,9 @@ class SVGPData:
     learn_mixing: bool = True
     """Learn the mixing matrix W (a ``numpyro.param``), or hold W = I: the independent-
     latent classifier that ``latent_model`` (NUTS) samples exactly."""
+    placement: Placement = Placement()
+    """Where the minibatch's sum runs (static): one device, or split over the devices of a
+    mesh (``on_devices``, the driver's ``devices``)."""
 
     @property
     def num_inducing(self) -> int:
@@ -338,19 +347,26 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
             raise RuntimeError("the marginal ELBO estimator draws f inside the model; run "
                                "the model under numpyro.handlers.seed (SVI does)")
         q_mean, q_tril = _variational_sites(L, M)
-        a, resid = _projection(data, kernel, params, Z, chol_mm, data.X[idx])
-        mean, var = marginal_moments(a, resid, q_mean, q_tril)
-        S = data.likelihood_samples
-        eps = jax.random.normal(key, (S,) + mean.shape)
-        price = data.ell_estimator == "price"
-        sd = jax.lax.stop_gradient(jnp.sqrt(var)) if price else jnp.sqrt(var)
-        f = mean + sd * eps                                                  # (S, B, L)
-        with numpyro.plate("likelihood_samples", S, dim=-2), \
-                numpyro.handlers.scale(scale=1.0 / S):
-            _observe(data, f @ W.T, idx)
-            if price:
-                numpyro.factor("price_variance_gradient",
-                               _price_variance_term(data, f, W, var))
+        S, total = data.likelihood_samples, None
+        if data.placement.mesh is not None:  # the batch's sum on the devices (on_devices)
+            eps = jax.random.normal(key, (S, idx.shape[0], L))
+            total = batch_log_likelihood_sum(data, kernel, params, Z, chol_mm, q_mean,
+                                             q_tril, W, idx, eps)
+        else:
+            a, resid = _projection(data, kernel, params, Z, chol_mm, data.X[idx])
+            mean, var = marginal_moments(a, resid, q_mean, q_tril)
+            eps = jax.random.normal(key, (S,) + mean.shape)
+            price = data.ell_estimator == "price"
+            sd = jax.lax.stop_gradient(jnp.sqrt(var)) if price else jnp.sqrt(var)
+            f = mean + sd * eps                                              # (S, B, L)
+            with numpyro.plate("likelihood_samples", S, dim=-2), \
+                    numpyro.handlers.scale(scale=1.0 / S):
+                _observe(data, f @ W.T, idx)
+                if price:
+                    numpyro.factor("price_variance_gradient",
+                                   _price_variance_term(data, f, W, var))
+    if total is not None:  # outside the plate (inside, it would count B times)
+        numpyro.factor("y_batch", N / idx.shape[0] / S * total)
 
 
 def guide(data: SVGPData, kernel, batch_size: int | None = None,
@@ -372,26 +388,6 @@ def guide(data: SVGPData, kernel, batch_size: int | None = None,
         with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
             mean, var = svgp_conditional(data, kernel, params, Z, chol_mm, v, data.X[idx])
             numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)).to_event(1))
-
-
-# ------------------------------------------------------------------ fitted posterior
-def inducing_latent(data: SVGPData, kernel, hypers: dict, v, Xs, eps):
-    """Draws of the mixed latent W f(Xs) given whitened inducing draws (predictive kind
-    ``"inducing"``): f = a^T v + sqrt(k** - |a|^2) eps, then W f.
-
-    Args:
-        hypers: point hyperparameters by site (``kernel_*``, ``inducing_inputs``, ``mixing``).
-        v: (S, M, L) whitened inducing draws; Xs: (n, D); eps: (S, n, L) standard normals.
-
-    Returns:
-        (S, n, L) draws of W f(Xs).
-    """
-    params = kernel_params(hypers)
-    Z = hypers["inducing_inputs"]
-    chol_mm = _chol_mm(data, kernel, params, Z)
-    mean, var = svgp_conditional(data, kernel, params, Z, chol_mm, jnp.swapaxes(v, -1, -2), Xs)
-    f = mean + jnp.sqrt(var) * eps
-    return f @ hypers["mixing"].T
 
 
 # ------------------------------------------------------ full (non-sparse) latent model
@@ -490,7 +486,7 @@ def _spec(name: str, link: str, num_latent, description: str) -> ModelSpec:
                 includes_hyper_prior=includes_hyper_prior),
         inducing=Inducing(inducing_latent=inducing_latent, inducing_values=own_inducing_values),
         sparse_alternative='fit by SVI: inference="svi" (driver method "svi")',
-        seeded_prepare=True)
+        seeded_prepare=True, place=on_devices)
 
 
 SPEC = _spec("softmax_svgp", "softmax", num_latent_softmax,

@@ -10,11 +10,13 @@ re-exports the public ones).
   time (``_per_latent``);
 * the curvature of the log-likelihood in f for Price's-theorem gradients
   (``log_likelihood_curvature``);
+* ``batch_log_likelihood_sum``: the marginal estimator's sum over a minibatch, in blocks of
+  the batch on the devices of ``SVGPData.placement`` (each device its share, one ``psum``);
 * ``validation_log_predictive``: log p(y_i | x_i) of held-out labels under q, for the SVI
   driver's validation monitor;
 * the ``numpyro.param`` sites of q(v), the prior's view of the mixed amplitudes
-  (``mixed_amplitudes``, ``prior_params``) and the fitted q's draws (``svi_result``,
-  ``inducing_values``).
+  (``mixed_amplitudes``, ``prior_params``), the fitted q's draws (``svi_result``,
+  ``inducing_values``) and its predictive draws at new inputs (``inducing_latent``).
 
 The expected log-likelihood E_q[log p(y_i | W f_i)] of the ELBO is a Monte Carlo estimate
 with reparameterisation, in one of three forms (``SVGPData.ell_estimator``):
@@ -49,6 +51,8 @@ not import the model.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpyro
@@ -57,6 +61,7 @@ from numpyro.distributions import constraints
 from numpyro.distributions.kl import kl_divergence
 
 from ppgpc import linalg, simplex
+from ppgpc.blocks import Placement, layout, replicate, sum_blocks
 from ppgpc.kernels import gram, gram_diag, kernel_params
 from ppgpc.sparse import inducing_cholesky, map_outputs
 
@@ -75,6 +80,10 @@ __all__ = [
     "mixing_matrix",
     "includes_hyper_prior",
     "own_inducing_values",
+    "log_likelihood",
+    "batch_log_likelihood_sum",
+    "on_devices",
+    "inducing_latent",
 ]
 
 _MIN_VAR = 1e-10
@@ -224,6 +233,70 @@ def _price_variance_term(data, f, W, var):
     return 0.5 * jnp.sum(h * (var - jax.lax.stop_gradient(var)), axis=-1)
 
 
+def log_likelihood(data, mixed, obs):
+    """log p(obs_i | W f_i) for W f (..., n, L) and observations obs (n,) labels or (n, L)
+    targets (Gaussian link): (..., n)."""
+    if data.link == "gaussian":
+        return dist.Normal(mixed, jnp.sqrt(data.noise_var)).to_event(1).log_prob(obs)
+    return dist.Categorical(logits=LOG_LINKS[data.link](mixed)).log_prob(obs)
+
+
+def batch_log_likelihood_sum(data, kernel, params, Z, chol_mm, q_mean, q_tril, W, idx, eps):
+    """The marginal (or Price) estimator's sum over a minibatch, on the devices of
+    ``data.placement`` (``ppgpc.blocks.sum_blocks`` over blocks of the batch):
+
+        sum_{s, i in batch} log p(y_i | W f_si),   f_si = mu_i + sigma_i eps_si,
+
+    with (mu_i, sigma_i^2) q's marginal at x_i (``marginal_moments``), plus, under
+    ``"price"``, the zero-valued term whose gradient is Price's (``_price_variance_term``).
+    The ELBO's likelihood part is (N / B) (1 / S) times it.
+
+    Args:
+        params, Z, chol_mm: kernel parameters, inducing inputs and their K_mm factor;
+        q_mean: (L, M); q_tril: (L, M, M); W: (L, L) mixing matrix.
+        idx: (B,) the batch's point indices; eps: (S, B, L) standard normals.
+    """
+    obs = data.targets[idx] if data.link == "gaussian" else data.y[idx]
+    price = data.ell_estimator == "price"
+
+    def block(shared, rows, valid, group):
+        params, Z, chol_mm, q_mean, q_tril, W = shared
+        Xb, obs_b, eps_b = rows                                             # eps_b (n, S, L)
+        a, resid = _projection(data, kernel, params, Z, chol_mm, Xb)
+        mean, var = marginal_moments(a, resid, q_mean, q_tril)              # (n, L)
+        sd = jax.lax.stop_gradient(jnp.sqrt(var)) if price else jnp.sqrt(var)
+        f = mean + sd * jnp.swapaxes(eps_b, 0, 1)                           # (S, n, L)
+        terms = log_likelihood(data, f @ W.T, obs_b)                        # (S, n)
+        if price:
+            terms = terms + _price_variance_term(data, f, W, var)
+        return jnp.sum(jnp.where(valid, terms, 0.0))
+
+    lay = layout(idx.shape[0], data.num_inducing, data.placement)
+    return sum_blocks(block, lay, (params, Z, chol_mm, q_mean, q_tril, W),
+                      (data.X[idx], obs, jnp.swapaxes(eps, 0, 1)), mesh=data.placement.mesh)
+
+
+def on_devices(data, mesh):
+    """``data`` with each minibatch's expected log-likelihood split over the devices of
+    ``mesh`` (a ``jax.sharding.Mesh`` with an axis ``"data"``): each device sums its share
+    of the batch (``batch_log_likelihood_sum``; a batch size that the devices do not
+    divide is padded with rows of weight 0), one ``psum`` adds them, and the variational
+    parameters, hyperparameters and optimiser state stay replicated. The arrays are
+    replicated on the mesh (``ppgpc.blocks.replicate``).
+
+    Raises:
+        ValueError: ``ell_estimator="joint"``, whose draws of f are sites of the model and
+            the guide (``"marginal"`` and ``"price"`` can be split).
+    """
+    if data.ell_estimator == "joint":
+        raise ValueError("ell_estimator='joint' draws f at the batch as a site of the model "
+                         "and the guide, which cannot be split over devices; the 'marginal' "
+                         "(default) and 'price' estimators can")
+    placed = dataclasses.replace(data, placement=Placement(
+        mesh=mesh, block_rows=data.placement.block_rows))
+    return replicate(placed, mesh)
+
+
 # ------------------------------------------------------------------ held-out scoring
 VALIDATION_CHUNK = 1024
 """Held-out points scored at once by ``validation_log_predictive`` (bounds its memory to
@@ -371,6 +444,25 @@ def inducing_values(data, kernel, hypers: dict, v):
     if chol_mm.ndim == 2:
         return jnp.einsum("ij,...jl->...il", chol_mm, v)
     return jnp.einsum("lij,...jl->...il", chol_mm, v)
+
+
+def inducing_latent(data, kernel, hypers: dict, v, Xs, eps):
+    """Draws of the mixed latent W f(Xs) given whitened inducing draws (predictive kind
+    ``"inducing"``): f = a^T v + sqrt(k** - |a|^2) eps, then W f.
+
+    Args:
+        hypers: point hyperparameters by site (``kernel_*``, ``inducing_inputs``, ``mixing``).
+        v: (S, M, L) whitened inducing draws; Xs: (n, D); eps: (S, n, L) standard normals.
+
+    Returns:
+        (S, n, L) draws of W f(Xs).
+    """
+    params = kernel_params(hypers)
+    Z = hypers["inducing_inputs"]
+    chol_mm = _chol_mm(data, kernel, params, Z)
+    mean, var = svgp_conditional(data, kernel, params, Z, chol_mm, jnp.swapaxes(v, -1, -2), Xs)
+    f = mean + jnp.sqrt(var) * eps
+    return f @ hypers["mixing"].T
 
 
 def svi_result(key, params: dict, data, kernel, num_draws: int) -> dict:

@@ -38,7 +38,8 @@ __all__: list[str] = ["CACHE_ENV", "CACHE_MIN_COMPILE_SECONDS", "compilation_cac
 
 CACHE_ENV = "PPGPC_COMPILATION_CACHE"
 """Environment variable: ``0`` (or ``off``, ``false``, ``no``) turns ppgpc's persistent
-compilation cache off; a path chooses its folder."""
+compilation cache off, ``1`` (``on``, ``true``, ``yes``) or unset leaves it on in its
+default folder; any other value is the folder to use."""
 
 CACHE_MIN_COMPILE_SECONDS = 0.0
 """Compiled programs that took less than this are not written to the persistent cache
@@ -54,7 +55,7 @@ def compilation_cache_dir(environ=os.environ) -> Path | None:
         return None
     if environ.get("JAX_COMPILATION_CACHE_DIR"):
         return None
-    if setting:
+    if setting and setting.lower() not in ("1", "on", "true", "yes"):
         return Path(setting).expanduser()
     base = environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "ppgpc" / "jax"

@@ -21,6 +21,13 @@ ends with S, and everything that is not a data array (parameters, M x M factors)
 replicated. The data arrays are replicated too (each device gathers its own blocks from
 them), so the communication per evaluation is one all-reduce of S, whatever N is.
 
+The minibatch objectives use the same machinery on the points of a batch: the batch's rows
+(gathered from the replicated data) are the arrays, so each device takes an equal share of
+the batch (the padding rows of the last share weigh nothing) and the M x M variational
+parameters stay replicated. ``sum_and_map_blocks`` also returns a value per point (the
+local variational parameters of a stochastic CAVI step), left on the device that computed
+it.
+
 ``Placement`` is static under ``jax.jit`` (the mesh and an optional block size): the models
 keep it in their prepared data (``ppgpc.sparse.SparseData``).
 """
@@ -39,8 +46,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 __all__ = ["DATA_AXIS", "BLOCK_ELEMENTS", "Placement", "Layout", "block_rows", "layout",
-           "grouped_layout", "sum_blocks", "map_rows", "resolve_mesh", "num_shards",
-           "replicate"]
+           "grouped_layout", "sum_blocks", "sum_and_map_blocks", "map_rows", "resolve_mesh",
+           "num_shards", "replicate"]
 
 DATA_AXIS = "data"
 """The mesh axis the data are split along."""
@@ -171,8 +178,9 @@ def _block_table(lay: Layout) -> tuple[jax.Array, jax.Array, jax.Array]:
             jnp.asarray(lay.groups, dtype=jnp.int32))
 
 
-def _local_sum(block_fn, lay: Layout, shared, arrays, order, blocks, varying: bool):
-    """sum over the given block indices of ``block_fn`` (one scan, checkpointed blocks)."""
+def _local_run(block_fn, lay: Layout, shared, arrays, order, blocks, varying: bool):
+    """(sum of the blocks' first outputs, their second outputs stacked (blocks, rows, ...))
+    over the given block indices (one scan, blocks checkpointed when there are several)."""
     offsets, counts, groups = _block_table(lay)
     steps = jnp.arange(lay.rows, dtype=jnp.int32)
 
@@ -184,18 +192,38 @@ def _local_sum(block_fn, lay: Layout, shared, arrays, order, blocks, varying: bo
         rows = tuple(a[index] for a in arrays)
         return block_fn(shared, rows, valid, groups[k])
 
-    if lay.num_blocks > 1:
+    if blocks.shape[0] > 1:  # one block per device keeps its intermediates anyway
         one_block = jax.checkpoint(one_block)
-    first = jax.eval_shape(one_block, shared, arrays, order, blocks[0])
+    first = jax.eval_shape(one_block, shared, arrays, order, blocks[0])[0]
     zero = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), first)
     if varying:
         zero = jax.tree_util.tree_map(lambda z: lax.pcast(z, DATA_AXIS, to="varying"), zero)
 
     def body(total, k):
-        part = one_block(shared, arrays, order, k)
-        return jax.tree_util.tree_map(jnp.add, total, part), None
+        part, rows = one_block(shared, arrays, order, k)
+        return jax.tree_util.tree_map(jnp.add, total, part), rows
 
-    return lax.scan(body, zero, blocks)[0]
+    return lax.scan(body, zero, blocks)
+
+
+def _run_blocks(block_fn, lay: Layout, shared, arrays, order, mesh):
+    """``_local_run`` over every block of ``lay``: on one device, or each device over its
+    run of blocks inside ``jax.shard_map``, the sums added by ``lax.psum`` and the stacked
+    outputs left split over the devices along their block axis."""
+    shards = num_shards(mesh)
+    if lay.num_blocks % shards:
+        raise ValueError(f"{lay.num_blocks} blocks cannot be dealt evenly to {shards} "
+                         "devices; build the layout with the same placement")
+    blocks = jnp.arange(lay.num_blocks, dtype=jnp.int32)
+    if mesh is None:
+        return _local_run(block_fn, lay, shared, arrays, order, blocks, varying=False)
+
+    def local(shared, arrays, order, blocks):
+        total, rows = _local_run(block_fn, lay, shared, arrays, order, blocks, varying=True)
+        return jax.tree_util.tree_map(lambda s: lax.psum(s, DATA_AXIS), total), rows
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(P(), P(), P(), P(DATA_AXIS)),
+                         out_specs=(P(), P(DATA_AXIS)))(shared, arrays, order, blocks)
 
 
 def sum_blocks(block_fn: Callable, lay: Layout, shared, arrays: tuple, *,
@@ -217,21 +245,37 @@ def sum_blocks(block_fn: Callable, lay: Layout, shared, arrays: tuple, *,
     Returns:
         The sum, a pytree shaped as ``block_fn``'s output (replicated over the mesh).
     """
-    shards = num_shards(mesh)
-    if lay.num_blocks % shards:
-        raise ValueError(f"{lay.num_blocks} blocks cannot be dealt evenly to {shards} "
-                         "devices; build the layout with the same placement")
-    if mesh is None:
-        return _local_sum(block_fn, lay, shared, arrays, order,
-                          jnp.arange(lay.num_blocks, dtype=jnp.int32), varying=False)
-    blocks = jnp.arange(lay.num_blocks, dtype=jnp.int32)
+    def both(shared, rows, valid, group):
+        return block_fn(shared, rows, valid, group), ()
 
-    def local(shared, arrays, order, blocks):
-        total = _local_sum(block_fn, lay, shared, arrays, order, blocks, varying=True)
-        return jax.tree_util.tree_map(lambda s: lax.psum(s, DATA_AXIS), total)
+    return _run_blocks(both, lay, shared, arrays, order, mesh)[0]
 
-    return jax.shard_map(local, mesh=mesh, in_specs=(P(), P(), P(), P(DATA_AXIS)),
-                         out_specs=P())(shared, arrays, order, blocks)
+
+def sum_and_map_blocks(block_fn: Callable, lay: Layout, shared, arrays: tuple, *,
+                       mesh: Mesh | None = None):
+    """A sum over the points of ``lay`` and a value for each point, in one pass:
+
+        S = sum_k s_k,   r_i = the row of point i in r_k,   (s_k, r_k) = block_fn(block k).
+
+    Args:
+        block_fn: ``(shared, rows, valid, group) -> (s, r)``: the block's statistics s
+            (padded rows given no weight) and a pytree r of arrays with a leading axis of
+            the block's ``lay.rows`` rows (the padded rows' values are dropped).
+        lay: consecutive blocks (``layout``: block k holds points k rows .. k rows +
+            counts[k] - 1).
+        shared, arrays, mesh: as for ``sum_blocks``.
+
+    Returns:
+        (S, r): S replicated over the mesh, r with a leading axis of the N points in order
+        (split over the devices of the mesh until a computation gathers it).
+    """
+    num_points = sum(lay.counts)
+    if lay.offsets != tuple(k * lay.rows for k in range(lay.num_blocks)):
+        raise ValueError("sum_and_map_blocks needs consecutive blocks of equal size "
+                         "(ppgpc.blocks.layout)")
+    total, rows = _run_blocks(block_fn, lay, shared, arrays, None, mesh)
+    return total, jax.tree_util.tree_map(
+        lambda r: r.reshape((lay.num_blocks * lay.rows,) + r.shape[2:])[:num_points], rows)
 
 
 def resolve_mesh(devices) -> Mesh | None:

@@ -3,7 +3,8 @@
 JAX fixes its device count when it starts, so the tests run this file with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=4``. Each check prints one JSON line
 ``{"check": name, ...}`` with the largest relative differences it found; the test asserts
-on them. ``python tests/device_checks.py single`` runs the sums-over-devices checks,
+on them. ``python tests/device_checks.py single`` runs the sums-over-devices checks of the
+collapsed models, ``... minibatch`` those of the minibatch ELBOs and the chains over devices,
 ``python tests/device_checks.py distributed <process_id> <num_processes> <port>`` one
 process of the two-process ``jax.distributed`` fit, which prints its predictions.
 """
@@ -106,6 +107,164 @@ def fit_checks() -> None:
                           "devices": runs[1].result_.info.get("devices")}), flush=True)
 
 
+def svgp_checks() -> None:
+    """SVGPC and Uncollapsed-ILR: the minibatch ELBO and its gradient with the batch split
+    over 4 devices against one device (same parameters, same batch and draws), then short
+    fits' predictions."""
+    import jax
+    import optax
+    from numpyro.infer import SVI, TraceMeanField_ELBO
+    from numpyro.optim import optax_to_numpyro
+
+    from ppgpc import SoftmaxSVGPClassifier
+    from ppgpc.blocks import resolve_mesh
+    from ppgpc.infer import fit
+    from ppgpc.kernels import make_kernel
+    from ppgpc.models import softmax_svgp
+
+    X, y = toy()
+    kernel = make_kernel("rbf-ard")
+    mesh = resolve_mesh(4)
+    cases = {"svgpc": dict(link="softmax"),
+             "uncollapsed-ilr price per latent": dict(link="ilr", ell_estimator="price",
+                                                      shared_kernel=False,
+                                                      shared_inducing=False)}
+    for name, options in cases.items():
+        data = softmax_svgp.prepare(X, y, 3, num_inducing=8, seed=1, **options)
+        svi = SVI(softmax_svgp.model, softmax_svgp.guide, optax_to_numpyro(optax.adam(0.01)),
+                  TraceMeanField_ELBO())
+        init = jax.jit(svi.init, static_argnums=(2, 3))  # (op by op it takes seconds)
+        params = svi.get_params(init(jax.random.PRNGKey(0), data, kernel, BATCH))
+        gen = np.random.default_rng(2)
+        params = {k: v * (1 + 0.1 * gen.uniform(size=np.shape(v))) for k, v in params.items()}
+
+        def loss(p, data):
+            return svi.loss.loss(jax.random.PRNGKey(3), p, softmax_svgp.model,
+                                 softmax_svgp.guide, data, kernel, BATCH)
+
+        value_and_grad = jax.jit(jax.value_and_grad(loss))
+        single = value_and_grad(params, data)
+        sharded = value_and_grad(params, softmax_svgp.on_devices(data, mesh))
+        print(json.dumps({"check": "minibatch elbo", "case": name,
+                          "value": relative(sharded[0], single[0]),
+                          "gradient": relative(sharded[1], single[1]),
+                          "devices": len(sharded[0].devices())}), flush=True)
+    Xs = toy(40, seed=7)[0]
+    short = dict(method="svi", batch_size=BATCH, max_iter=30, window=10, num_draws=50,
+                 progress_bar=False, model_options={"num_inducing": 8})
+    runs = [fit("ilr_gp_uncollapsed", X, y, devices=devices, **short)
+            for devices in (None, 4)]
+    print(json.dumps({"check": "fit", "case": "ilr_gp_uncollapsed",
+                      "proba": relative(runs[1].predict_proba(Xs), runs[0].predict_proba(Xs)),
+                      "devices": runs[1].info.get("devices")}), flush=True)
+    runs = [SoftmaxSVGPClassifier(num_inducing=8, progress=False, inference_options={
+        "batch_size": BATCH, "max_iter": 30, "window": 10, "num_draws": 50, **extra}).fit(X, y)
+        for extra in ({}, {"devices": 4})]
+    print(json.dumps({"check": "estimator", "case": "SoftmaxSVGPClassifier",
+                      "proba": relative(runs[1].predict_proba(Xs), runs[0].predict_proba(Xs)),
+                      "devices": runs[1].result_.info.get("devices")}), flush=True)
+
+
+BATCH = 50
+"""Minibatch size of the minibatch checks: 4 devices do not divide it, so the last
+device's share is padded."""
+
+
+def stochastic_cavi_checks() -> None:
+    """The stochastic CAVI of the logistic-softmax GP: one step (natural-gradient step on
+    q(v), local parameters, Adam steps on the hyperparameters and Z) and the full-data ELBO
+    with the points split over 4 devices against one device, then short fits' predictions."""
+    import jax
+    import jax.numpy as jnp
+
+    from ppgpc.blocks import Placement, resolve_mesh
+    from ppgpc.infer import fit
+    from ppgpc.kernels import make_kernel
+    from ppgpc.models import logistic_softmax, logistic_softmax_cavi as lsc
+    from ppgpc.models import logistic_softmax_svi as lss
+
+    X, y = toy()
+    kernel = make_kernel("rbf-ard")
+    data = logistic_softmax.prepare(X, y, 3)
+    placed = logistic_softmax.on_devices(data, resolve_mesh(4))
+    hypers = logistic_softmax.initial_hypers(data, kernel)
+    Z = data.X[:8]
+    start = lsc.cavi_init(hypers, Z, X.shape[0], 3)
+    state = lss.svi_init(X.shape[0], 3, 8)
+    outs = []
+    for d in (data, placed):
+        # the fit's first window (same static settings, so the fit below reuses the
+        # compiled program): 10 steps, each a natural-gradient step on q(v), the local
+        # parameters of its batch and one Adam step on the hyperparameters and Z
+        window = lss._stochastic_window(
+            jax.random.PRNGKey(4), jnp.asarray(0), d.onehot, d.X, kernel, start.log_hypers,
+            Z, state, start.opt_state, 0.05, 1.0, 0.6, num_iters=10, batch_size=BATCH,
+            class_batch_size=3, learn_hypers=True, learn_inducing=True, include_prior=True,
+            num_steps=1, placement=d.placement)
+        full = lss.svi_full_elbo(d.onehot, d.X, kernel, window[0], window[1], window[2],
+                                 d.placement)
+        outs.append((window, full))
+    (step_1, full_1), (step_4, full_4) = outs
+    print(json.dumps({"check": "cavi steps", "case": "logistic_softmax",
+                      "state": relative(step_4[2], step_1[2]),
+                      "hypers": relative(step_4[:2], step_1[:2]),
+                      "elbo": relative(full_4[0], full_1[0]),
+                      "elbo_state": relative(full_4[1], full_1[1]),
+                      "devices": len(jnp.asarray(full_4[0]).devices())}), flush=True)
+    Xs = toy(40, seed=7)[0]
+    runs = [fit("logistic_softmax", X, y, method="cavi", num_inducing=8, batch_size=BATCH,
+                max_iter=30, elbo_every=10, num_draws=50, devices=devices)
+            for devices in (None, 4)]
+    print(json.dumps({"check": "fit", "case": "logistic_softmax stochastic cavi",
+                      "proba": relative(runs[1].predict_proba(Xs), runs[0].predict_proba(Xs)),
+                      "devices": runs[1].info.get("devices")}), flush=True)
+
+
+def chain_checks() -> None:
+    """NUTS and Gibbs with one chain per device ("parallel") against the same chains on one
+    device: NUTS's vectorised, Gibbs's one after another ("sequential"): the draws.
+
+    Not Gibbs's vectorised chains (its default on one device): vmap batches the chains'
+    arithmetic, which rounds differently, and under the test suite's XLA flags one
+    elliptical-slice decision of one chain flipped (chain 2 of 4, draw 8 of 10), after
+    which that chain drew other (equally valid) values. The sequential chains run the
+    program each device runs."""
+    import functools
+
+    import jax
+
+    from ppgpc.infer import fit, gibbs, mcmc
+    from ppgpc.kernels import make_kernel
+    from ppgpc.models import ilr_gp
+
+    X, y = toy(24)
+    kernel = make_kernel("rbf-ard")
+    nuts_model = functools.partial(ilr_gp.collapsed_model, ilr_gp.prepare(X, y, 3), kernel)
+
+    def nuts():
+        out = mcmc.run_nuts(jax.random.PRNGKey(5), nuts_model, num_warmup=20, num_samples=10,
+                            num_chains=2, progress_bar=False)
+        return out.samples
+
+    def gibbs_draws():
+        return fit("logistic_softmax", X, y, method="gibbs", num_warmup=5, num_samples=10,
+                   num_chains=2, progress_bar=False, hyperparameters={
+                       "kernel_variance": 2.0, "kernel_lengthscale": 1.5}).latent
+
+    chosen, gibbs_chosen = mcmc.chain_method, gibbs._chain_method
+    for name, run, reference in (("nuts", nuts, "vectorized"),
+                                 ("gibbs", gibbs_draws, "sequential")):
+        parallel = run()
+        mcmc.chain_method = gibbs._chain_method = lambda num_chains: reference
+        try:
+            one_device = run()
+        finally:
+            mcmc.chain_method, gibbs._chain_method = chosen, gibbs_chosen
+        print(json.dumps({"check": "chains", "case": name, "reference": reference,
+                          "chain_method": chosen(2), "gibbs_chain_method": gibbs_chosen(2),
+                          "draws": relative(parallel, one_device)}), flush=True)
+
+
 def distributed(process_id: int, num_processes: int, port: int) -> None:
     """One process of a ``jax.distributed`` Collapsed-ILR fit over every process's CPU
     device (gloo collectives); prints its predictions, which every process holds whole."""
@@ -137,6 +296,10 @@ if __name__ == "__main__":
     if sys.argv[1] == "single":
         bound_checks()
         fit_checks()
+    elif sys.argv[1] == "minibatch":
+        svgp_checks()
+        stochastic_cavi_checks()
+        chain_checks()
     elif sys.argv[1] == "distributed":
         distributed(*(int(a) for a in sys.argv[2:5]))
     else:

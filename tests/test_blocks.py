@@ -113,6 +113,23 @@ def test_map_rows_is_fn_on_all_rows():
     assert_close(got, (X[:, 0] ** 2, X * 2), rtol=0)
 
 
+def test_sum_and_map_blocks_give_the_sum_and_every_point_in_order(problem):
+    X, Y, *_ = problem
+    lay = blocks.layout(N, M, Placement(block_rows=ROWS))     # the last block is padded
+
+    def block(shift, rows, valid, group):
+        Xb, Yb = rows
+        per_point = jnp.sum(Xb * Xb, axis=1) + shift                       # (rows,)
+        return jnp.sum(jnp.where(valid[:, None], Yb, 0.0), axis=0), (per_point, Xb)
+
+    total, (per_point, rows) = jax.jit(
+        lambda s: blocks.sum_and_map_blocks(block, lay, s, (X, Y)))(jnp.asarray(0.5))
+    assert_close(total, jnp.sum(Y, axis=0))
+    assert_close((per_point, rows), (jnp.sum(X * X, axis=1) + 0.5, X), rtol=0)
+    with pytest.raises(ValueError, match="consecutive blocks of equal size"):
+        blocks.sum_and_map_blocks(block, blocks.grouped_layout([20, 33], M), 0.5, (X, Y))
+
+
 # ---------------------------------------------------- the blocked bound
 @pytest.mark.parametrize("rows", [ROWS, None])
 def test_blocked_bound_and_gradient_equal_the_unblocked_ones(problem, rows):

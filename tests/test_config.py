@@ -19,6 +19,8 @@ from ppgpc._config import compilation_cache_dir
     ({"PPGPC_COMPILATION_CACHE": "/elsewhere"}, Path("/elsewhere")),
     ({"PPGPC_COMPILATION_CACHE": "0", "XDG_CACHE_HOME": "/x"}, None),
     ({"PPGPC_COMPILATION_CACHE": "off"}, None),
+    ({"PPGPC_COMPILATION_CACHE": "1", "XDG_CACHE_HOME": "/x"}, Path("/x/ppgpc/jax")),
+    ({"PPGPC_COMPILATION_CACHE": "on", "XDG_CACHE_HOME": "/x"}, Path("/x/ppgpc/jax")),
     ({"JAX_COMPILATION_CACHE_DIR": "/users/own"}, None),
 ])
 def test_cache_folder_follows_the_environment(environ, want, monkeypatch):

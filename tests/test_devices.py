@@ -1,4 +1,5 @@
-"""The collapsed sparse models on several devices (``devices``; ``ppgpc.blocks``).
+"""The collapsed sparse models and the minibatch ELBOs on several devices (``devices``;
+``ppgpc.blocks``), and MCMC chains one per device.
 
 JAX fixes its devices when it starts, so the multi-device checks run ``device_checks.py``
 in subprocesses: four forced host devices in one process, and two processes joined by
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from device_checks import DISTRIBUTED_FIT, toy
-from ppgpc import DirichletGPClassifier, SoftmaxSVGPClassifier
+from ppgpc import DirichletGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.infer import fit
 
 SCRIPT = Path(__file__).with_name("device_checks.py")
@@ -54,6 +55,45 @@ def test_four_devices_give_the_one_device_bound_gradient_posterior_and_predictio
     for r in fits:
         assert r["devices"] == 4, r
         assert r["proba"] <= 1e-8, r
+
+
+CHAIN_TOLERANCE = {"nuts": 1e-7, "gibbs": 1e-12}
+"""Largest relative difference of the draws of chains run one per device ("parallel",
+pmap) and the same chains on one device: NUTS's vectorised (vmap), Gibbs's one after
+another ("sequential"; why not vectorised: ``device_checks.chain_checks``). The keys are
+the same. Gibbs's per-chain program is too, and its draws agree to the last bit (measured
+0). NUTS's batched and unbatched programs round differently (1e-16), which its step-size
+adaptation and leapfrog trajectories amplify (measured 4e-11 relative under the suite's XLA
+flags, 2e-10 under XLA's defaults); a different decision on any chain (an accepted
+proposal, a tree depth) would show as a difference of order 1."""
+
+
+@pytest.mark.slow
+def test_four_devices_give_the_one_device_minibatch_elbos_steps_fits_and_chains():
+    run = subprocess.run([sys.executable, str(SCRIPT), "minibatch"], capture_output=True,
+                         text=True, env=_environment(4), timeout=TIMEOUT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    records = _records(run.stdout)
+    elbos = [r for r in records if r["check"] == "minibatch elbo"]
+    assert {r["case"] for r in elbos} == {"svgpc", "uncollapsed-ilr price per latent"}
+    for r in elbos:
+        assert r["devices"] == 4, r
+        assert r["value"] <= 1e-10 and r["gradient"] <= 1e-10, r
+    (steps,) = [r for r in records if r["check"] == "cavi steps"]
+    assert steps["devices"] == 4, steps
+    assert max(steps[k] for k in ("state", "hypers", "elbo", "elbo_state")) <= 1e-10, steps
+    fits = [r for r in records if r["check"] in ("fit", "estimator")]
+    assert {r["case"] for r in fits} == {"ilr_gp_uncollapsed", "SoftmaxSVGPClassifier",
+                                         "logistic_softmax stochastic cavi"}
+    for r in fits:
+        assert r["devices"] == 4, r
+        assert r["proba"] <= 1e-8, r
+    chains = [r for r in records if r["check"] == "chains"]
+    assert {r["case"] for r in chains} == set(CHAIN_TOLERANCE)
+    for r in chains:
+        assert r["chain_method"] == r["gibbs_chain_method"] == "parallel", r
+        assert r["reference"] == {"nuts": "vectorized", "gibbs": "sequential"}[r["case"]], r
+        assert r["draws"] <= CHAIN_TOLERANCE[r["case"]], r
 
 
 def _free_port() -> int:
@@ -94,11 +134,21 @@ def test_one_device_mesh_is_the_default_fit():
 
 def test_devices_are_refused_where_they_cannot_be_used():
     X, y = toy(30)
-    with pytest.raises(ValueError, match=r"method 'svi' cannot split.*\['exact', 'map'\]"):
-        fit("softmax_svgp", X, y, method="svi", devices=1)
-    with pytest.raises(ValueError, match=r"model 'ilr_gp' cannot split.*'ilr_gp_sparse', "
-                                         r"'dirichlet_gp_sparse'"):
+    with pytest.raises(ValueError, match=r"method 'nuts' cannot split") as refusal:
+        fit("ilr_gp", X, y, method="nuts", devices=1)
+    for who_can in ("exact: ['ilr_gp_sparse', 'dirichlet_gp_sparse']",
+                    "svi: ['softmax_svgp', 'ilr_gp_uncollapsed']", "cavi: ['logistic_softmax']"):
+        assert who_can in str(refusal.value)
+    with pytest.raises(ValueError, match=r"model 'ilr_gp' cannot split.*with method 'exact' "
+                                         r"are \['ilr_gp_sparse', 'dirichlet_gp_sparse'\]"):
         fit("ilr_gp", X, y, method="exact", devices=1)
+    with pytest.raises(ValueError, match=r"method 'cavi' cannot split .* full-batch CAVI runs "
+                                         "on one device; give batch_size"):
+        fit("logistic_softmax", X, y, method="cavi", devices=1)
+    with pytest.raises(ValueError, match="ell_estimator='joint' .* cannot be split over "
+                                         "devices; the 'marginal'"):
+        fit("softmax_svgp", X, y, method="svi", devices=1,
+            model_options={"ell_estimator": "joint", "num_inducing": 5})
     with pytest.raises(ValueError, match=r"devices=\d+ but JAX sees"):
         fit("ilr_gp_sparse", X, y, devices=len(jax.devices()) + 1)
     no_data_axis = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("batch",))
@@ -106,8 +156,11 @@ def test_devices_are_refused_where_they_cannot_be_used():
         fit("ilr_gp_sparse", X, y, devices=no_data_axis)
     with pytest.raises(ValueError, match="positive integer or a jax.sharding.Mesh"):
         fit("ilr_gp_sparse", X, y, devices="all")
-    with pytest.raises(ValueError, match=r"method 'svi' cannot split"):
-        SoftmaxSVGPClassifier(inference_options={"devices": 1}, progress=False).fit(X, y)
+    with pytest.raises(ValueError, match="positive integer or a jax.sharding.Mesh"):
+        fit("softmax_svgp", X, y, method="svi", devices="all")
+    with pytest.raises(ValueError, match=r"method 'cavi' cannot split .* full-batch CAVI"):
+        LogisticSoftmaxGPClassifier(inference="cavi", progress=False,
+                                    inference_options={"devices": 1}).fit(X, y)
     with pytest.raises(ValueError, match=r"model 'dirichlet_gp' cannot split"):
         DirichletGPClassifier(alpha_eps=0.01, inference="map", progress=False,
                               inference_options={"devices": 1}).fit(X, y)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ppgpc._config import compilation_cache_dir
+
 nbformat = pytest.importorskip("nbformat", reason="the test extra (nbformat) is needed")
 nbclient = pytest.importorskip("nbclient", reason="the test extra (nbclient) is needed")
 
@@ -87,9 +89,15 @@ def compilation_cache(tmp_path_factory) -> str:
     The notebooks fit the same models on the same data shapes (wine in 01, 04 and 05), and
     XLA compilation dominates their run time at the small size; sharing compiled programs
     between the kernels cuts a Gibbs fit from about 34 s to 10 s of CPU time. A cache
-    directory the user already set is kept.
+    folder already chosen for the run is kept: ``JAX_COMPILATION_CACHE_DIR``, or a folder
+    given in ``PPGPC_COMPILATION_CACHE`` (as CI does), so the kernels share it with the
+    test workers.
     """
-    return os.environ.get("JAX_COMPILATION_CACHE_DIR") or str(tmp_path_factory.mktemp("jax-cache"))
+    chosen = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if not chosen and os.environ.get("PPGPC_COMPILATION_CACHE"):
+        folder = compilation_cache_dir()
+        chosen = None if folder is None else str(folder)
+    return chosen or str(tmp_path_factory.mktemp("jax-cache"))
 
 
 @pytest.mark.slow

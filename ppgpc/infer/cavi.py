@@ -21,6 +21,9 @@ either selects the stochastic version, with step size rho_t = (t + step_size_del
 -step_size_power and a full-data ELBO evaluation every ``elbo_every`` iterations, whose
 values then form the trace) are passed to the model's ``cavi`` only when one is set.
 ``progress_bar`` (default False) shows the iterations on stderr (``ppgpc.progress``).
+``devices`` (``ppgpc.infer.common.DEVICES_OPTION``) splits the stochastic version's
+minibatches and full-data ELBO evaluations over the devices of a mesh; the full-batch
+version refuses it.
 """
 
 from __future__ import annotations
@@ -115,4 +118,15 @@ def _is_sparse(opts: dict, num_samples: int) -> bool:
     return M is not None and M < num_samples
 
 
-register_method("cavi", run_cavi, ("cavi", "inducing", "latent"), CAVI_OPTIONS, scalable=_is_sparse, check=check_cavi_options)
+def _devices_refusal(opts: dict) -> str | None:
+    """Why these options cannot split CAVI over devices: only the stochastic version can
+    (its minibatches and full-data ELBO, ``ppgpc.models.logistic_softmax_svi``)."""
+    if opts["batch_size"] is None and opts["class_batch_size"] is None:
+        return ("the full-batch CAVI runs on one device; give batch_size (or "
+                "class_batch_size) for the stochastic CAVI, whose minibatches and full-data "
+                "ELBO are split over the devices")
+    return None
+
+
+register_method("cavi", run_cavi, ("cavi", "inducing", "latent"), CAVI_OPTIONS,
+                scalable=_is_sparse, check=check_cavi_options, devices=_devices_refusal)

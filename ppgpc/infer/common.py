@@ -106,8 +106,9 @@ class Method(NamedTuple):
     check: Callable[[dict], dict]
     scalable: Any
     """False, True (never forms an N x N matrix) or ``(options, num_samples) -> bool``."""
-    devices: bool = False
-    """Whether the method takes the option ``devices`` (``DEVICES_OPTION``)."""
+    devices: Any = False
+    """Whether the method takes the option ``devices`` (``DEVICES_OPTION``): False, True, or
+    ``(options) -> str | None``, why these (checked) options cannot use it (None: they can)."""
 
 
 _METHODS: dict[str, Method] = {}
@@ -132,7 +133,7 @@ def _alternatives(requires) -> tuple:
 
 
 def register_method(name: str, runner, requires, defaults: dict, *,
-                    scalable=False, check=None, devices: bool = False) -> None:
+                    scalable=False, check=None, devices=False) -> None:
     """Teach the driver a method.
 
     Args:
@@ -154,14 +155,17 @@ def register_method(name: str, runner, requires, defaults: dict, *,
             data, so a bad setting is refused before any JAX code runs.
         devices: the method runs a model's sums over points on the devices of a mesh when
             the model can (``ModelSpec.place``): it takes the option ``devices``
-            (``DEVICES_OPTION``), which the driver applies before the runner starts.
+            (``DEVICES_OPTION``), which the driver applies before the runner starts. True,
+            or ``(options) -> str | None`` for a method that can under some options only
+            (the stochastic CAVI): why the checked options cannot, None when they can.
 
     Example:
         >>> register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True)  # svi.py
     """
     _METHODS[name] = Method(name=name, runner=runner, requires=_alternatives(requires),
                             defaults=dict(defaults), check=check or dict,
-                            scalable=scalable or False, devices=bool(devices))
+                            scalable=scalable or False,
+                            devices=devices if callable(devices) else bool(devices))
 
 
 def method_names() -> tuple[str, ...]:
@@ -228,6 +232,17 @@ def device_methods() -> tuple[str, ...]:
     return tuple(name for name, m in _METHODS.items() if m.devices)
 
 
+def _device_models(method: str) -> list[str]:
+    """The registered models that support ``method`` and can place their data on a mesh."""
+    return [name for name in available_models() if get_spec(name).place is not None
+            and unsupported_reason(get_spec(name), method) is None]
+
+
+def _who_can() -> str:
+    """The device methods with the models that can use them, for refusals."""
+    return "; ".join(f"{method}: {_device_models(method)}" for method in device_methods())
+
+
 def check_method_options(method: str, options: dict) -> dict:
     """A method's options completed with its defaults and checked, as ``fit`` does before
     it looks at the data; for callers that run other work first (an estimator's smoothing
@@ -245,18 +260,27 @@ def check_method_options(method: str, options: dict) -> dict:
     if devices is not None and not entry.devices:
         raise ValueError(
             f"method {method!r} cannot split its work over devices (devices={devices!r}); "
-            f"the methods that can are {list(device_methods())}, with the collapsed sparse "
-            "models (estimators: inference='collapsed')")
+            f"the methods that can are {list(device_methods())}, with these models: "
+            f"{_who_can()}")
     checked = entry.check(_with_options(method, entry.defaults, options))
     if entry.devices:
         resolve_mesh(devices)  # a bad value is refused here, before any work
+        reason = entry.devices(checked) if callable(entry.devices) else None
+        if devices is not None and reason is not None:
+            raise ValueError(f"method {method!r} cannot split its work over devices "
+                             f"(devices={devices!r}) with these options: {reason}")
         checked[DEVICES_OPTION] = devices
     return checked
 
 
-def check_devices(spec: ModelSpec, devices):
+def check_devices(spec: ModelSpec, devices, method: str | None = None):
     """The mesh ``devices`` asks for (``ppgpc.blocks.resolve_mesh``; None for one device),
     checked against the model: its ``ModelSpec.place`` splits the prepared data over it.
+
+    Args:
+        spec: the model's spec.
+        devices: the option's value.
+        method: the method it is for, to name the models that can run it on devices.
 
     Raises:
         ValueError: a model that cannot split its data (the ones that can are named), or a
@@ -264,11 +288,11 @@ def check_devices(spec: ModelSpec, devices):
     """
     mesh = resolve_mesh(devices)
     if mesh is not None and spec.place is None:
-        able = [name for name in available_models() if get_spec(name).place is not None]
+        able = (f"with method {method!r} are {_device_models(method)}"
+                if method in device_methods() else f"are: {_who_can()}")
         raise ValueError(
             f"model {spec.name!r} cannot split its data over devices (devices={devices!r}); "
-            f"the models that can are {able} (methods {list(device_methods())}; "
-            "estimators: inference='collapsed')")
+            f"the models that can {able}")
     return mesh
 
 

@@ -129,7 +129,7 @@ def fit(
     if size_limited(spec, method, opts, X.shape[0]):
         check_exact_size(X.shape[0], max_exact_points, spec.name, spec.sparse_alternative)
     devices = opts.pop(DEVICES_OPTION, None)
-    mesh = check_devices(spec, devices)
+    mesh = check_devices(spec, devices, method)
     kernel = make_kernel(kernel)
     model_options = dict(model_options or {})
     if spec.seeded_prepare:  # e.g. the k-means++ inducing inputs

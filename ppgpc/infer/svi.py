@@ -403,4 +403,4 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
                 sample_stats={"elbo": trace[None]}, **out)
 
 
-register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True)
+register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True, devices=True)
