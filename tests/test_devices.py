@@ -37,12 +37,17 @@ def _records(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
-@pytest.mark.slow
-def test_four_devices_give_the_one_device_bound_gradient_posterior_and_predictions():
-    run = subprocess.run([sys.executable, str(SCRIPT), "single"], capture_output=True,
+def _four_device_records(checks: str) -> list[dict]:
+    """The JSON records that ``device_checks.py checks`` prints with 4 forced devices."""
+    run = subprocess.run([sys.executable, str(SCRIPT), checks], capture_output=True,
                          text=True, env=_environment(4), timeout=TIMEOUT)
     assert run.returncode == 0, run.stderr[-3000:]
-    records = _records(run.stdout)
+    return _records(run.stdout)
+
+
+@pytest.mark.slow
+def test_four_devices_give_the_one_device_bound_gradient_posterior_and_predictions():
+    records = _four_device_records("single")
     bounds = [r for r in records if r["check"] == "bound"]
     assert {r["case"] for r in bounds} == {"ilr shared", "ilr per coordinate",
                                            "gpd two-level", "gpd class kernels",
@@ -70,10 +75,7 @@ proposal, a tree depth) would show as a difference of order 1."""
 
 @pytest.mark.slow
 def test_four_devices_give_the_one_device_minibatch_elbos_steps_fits_and_chains():
-    run = subprocess.run([sys.executable, str(SCRIPT), "minibatch"], capture_output=True,
-                         text=True, env=_environment(4), timeout=TIMEOUT)
-    assert run.returncode == 0, run.stderr[-3000:]
-    records = _records(run.stdout)
+    records = _four_device_records("minibatch")
     elbos = [r for r in records if r["check"] == "minibatch elbo"]
     assert {r["case"] for r in elbos} == {"svgpc", "uncollapsed-ilr price per latent"}
     for r in elbos:
