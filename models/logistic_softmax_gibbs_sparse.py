@@ -88,11 +88,14 @@ def inducing_level_block(key, v, A, onehot, num_steps: int = LEVEL_STEPS):
     full one. Cost O(N M) per proposal (the product A m).
 
     Args:
-        key: PRNG key; v: (M, C); A: (N, M) from ``inducing_matrix``; onehot: (N, C) y'.
-        num_steps: slice-sampling steps.
+        key: PRNG key.
+        v: (M, C) whitened inducing values.
+        A: (N, M) from ``inducing_matrix``.
+        onehot: (N, C) one-hot labels y'.
+        num_steps: elliptical slice steps.
 
     Returns:
-        (M, C) values with the new level and the same contrasts.
+        (M, C) ``v`` with the new level and the same contrasts.
     """
     M, C = v.shape
     m0 = jnp.mean(v, axis=1, keepdims=True)                          # (M, 1)
