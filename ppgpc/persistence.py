@@ -25,6 +25,29 @@ Anything else is a ValueError saying the save is damaged and which entry. Saving
 folder that holds anything but an earlier ppgpc save (another tool's ``settings.json``
 included).
 
+Saving is atomic: a save cut short at any moment (an exception, KeyboardInterrupt, SIGKILL)
+leaves the folder holding the earlier save or the new one, never a mix and never nothing,
+and saves to one folder from several processes take turns. For the folder ``<name>``:
+
+* saves run one at a time, each holding an exclusive ``flock`` on the sibling file
+  ``.<name>.lock`` (which its holder removes before releasing it);
+* a save writes the complete new save into a sibling ``.<name>.tmp-<pid>-<hex>`` and fsyncs
+  it; then, if ``<name>`` holds a save, renames ``<name>`` to ``.<name>.old-<pid>-<hex>``
+  (the backup), renames the new folder to ``<name>`` and removes the backup (renamed to a
+  ``.tmp-`` name first);
+* before and after its writing, a save restores the backup if ``<name>`` is missing and
+  removes the other ``.tmp-`` and ``.old-`` folders: under the lock, they are what saves
+  that died (or the save itself) left.
+
+Hence the invariant, at every instant: nothing is ever written into ``<name>`` or an
+``.old-`` folder; an ``.old-`` folder is a complete save, the one renamed away from
+``<name>``; when ``<name>`` exists it is the latest complete save, and when it is missing
+(a save stopped between its two renames) the one ``.old-`` folder beside it is. A ``.tmp-``
+folder is never read. Loading reads ``<name>``, or that backup while ``<name>`` is missing,
+and opens settings.json and arrays.nc through one handle on that folder (a folder swapped
+away meanwhile is looked up again), so even a load that runs during a save reads one
+complete save. This rests on POSIX ``rename`` and ``flock`` (Linux, macOS).
+
 Example:
     >>> import numpy as np, tempfile
     >>> from ppgpc import ILRGPClassifier, load
@@ -37,9 +60,16 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import functools
 import inspect
 import json
+import os
+import re
+import secrets
+import shutil
 from pathlib import Path
 
 import jax
@@ -86,33 +116,217 @@ _KINDS = ("fit_result", "estimator")
 _SPECIAL_FIELDS = ("spec", "kernel", "data")
 
 
-def _write_json(path: Path, payload: dict) -> None:
-    path.write_text(json.dumps(encode(payload), indent=1, sort_keys=True))
-
-
-def _read_json(path: Path) -> dict:
-    if not path.parent.exists():
-        raise FileNotFoundError(f"{path.parent} is not a saved ppgpc model: it does not "
-                                "exist")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path.parent} is not a saved ppgpc model: {path.name} is "
-                                "missing")
+def _parse_settings(where: Path, raw: bytes) -> dict:
+    """The payload of the settings.json ``where`` whose bytes are ``raw``."""
     try:
-        raw = json.loads(path.read_text())
+        payload = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); the save is damaged") from None
+        raise ValueError(f"{where} is not valid JSON ({err}); the save is damaged") from None
     try:
-        payload = decode(raw)
+        payload = decode(payload)
     except ValueError as err:
-        raise ValueError(f"{path}: the save is damaged: {err}") from None
+        raise ValueError(f"{where}: the save is damaged: {err}") from None
     if not isinstance(payload, dict):
-        raise ValueError(f"{path} holds a JSON {type(payload).__name__}, not a ppgpc save's "
+        raise ValueError(f"{where} holds a JSON {type(payload).__name__}, not a ppgpc save's "
                          "settings")
     version = payload.get("format_version")
     if version not in READABLE_VERSIONS or isinstance(version, bool):
-        raise ValueError(f"{path} has format version {version!r}; this ppgpc reads versions "
+        raise ValueError(f"{where} has format version {version!r}; this ppgpc reads versions "
                          f"{list(READABLE_VERSIONS)}")
     return payload
+
+
+# ------------------------------------------------------------------ the folder of a save
+_TMP, _OLD = "tmp", "old"
+_OPEN_TRIES = 100
+"""How often a load looks a save up again when saves keep swapping it away."""
+
+
+def _holds_a_save(folder: Path) -> bool:
+    """Whether ``folder`` holds a ppgpc save: its settings.json is a JSON object with a
+    format version and one of ppgpc's kinds (another tool's settings.json is not)."""
+    try:
+        payload = json.loads((folder / _SETTINGS).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return (isinstance(payload, dict) and "format_version" in payload
+            and payload.get("kind") in _KINDS)
+
+
+def _refuse_to_overwrite(path: Path) -> None:
+    """Refuse to save to ``path`` unless it is missing, an empty folder or an earlier ppgpc
+    save: never a file or a folder of other files (among them another tool's settings.json
+    or arrays.nc)."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"cannot save to {path}: it is a file; a ppgpc save is a folder")
+    if path.is_dir():
+        names = sorted(p.name for p in path.iterdir())
+        if names and not _holds_a_save(path):
+            raise ValueError(f"cannot save to {path}: the folder holds other files "
+                             f"({names[:5]}) and is not a ppgpc save; choose an empty or "
+                             "new folder")
+
+
+def _new_sibling(path: Path, kind: str) -> Path:
+    """A fresh name ``.<name>.<kind>-<pid>-<hex>`` beside ``path``."""
+    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _siblings(path: Path, kind: str) -> list[Path]:
+    """The ``_new_sibling(path, kind)`` names that exist beside ``path``."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.{kind}-\d+-[0-9a-f]{{8}}")
+    try:
+        names = os.listdir(path.parent)
+    except FileNotFoundError:
+        return []
+    return [path.with_name(name) for name in sorted(names) if pattern.fullmatch(name)]
+
+
+def _same_place(fd: int, path: Path) -> bool:
+    """Whether the open file ``fd`` is still the one at ``path``."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+@contextlib.contextmanager
+def _save_lock(path: Path):
+    """Hold the lock of saves to ``path``: an exclusive flock on ``.<name>.lock``. Its holder
+    removes the file before releasing it, so a waiter that then gets the lock of a removed
+    file (it is no longer the one at the lock's name) opens the name again."""
+    lock = path.with_name(f".{path.name}.lock")
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _same_place(fd, lock):
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.unlink(lock)
+        os.close(fd)
+
+
+def _discard(path: Path, folder: Path) -> None:
+    """Remove ``folder`` beside ``path``: renamed to a ``.tmp-`` name first, so that no
+    ``.old-`` folder is ever seen half removed."""
+    trash = _new_sibling(path, _TMP)
+    os.rename(folder, trash)
+    shutil.rmtree(trash)
+
+
+def _tidy(path: Path) -> None:
+    """Under the save lock: restore the backup of a save stopped between its two renames
+    (``path`` missing), remove the backups of completed ones (``path`` holds a save) and
+    every temporary folder."""
+    backups = _siblings(path, _OLD)
+    if backups and not os.path.lexists(path):
+        os.rename(backups.pop(), path)
+    if _holds_a_save(path):
+        for backup in backups:
+            _discard(path, backup)
+    for folder in _siblings(path, _TMP):
+        shutil.rmtree(folder)
+
+
+def _fsync(path: Path) -> None:
+    """Flush the file or folder ``path`` to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_save(path: Path, groups: dict, settings: str) -> None:
+    """Write a save (``groups`` to arrays.nc, the text ``settings`` to settings.json) to the
+    folder ``path`` atomically (see the module docstring); refuse a file or a folder of
+    other files."""
+    path = Path(os.path.realpath(path))
+    _refuse_to_overwrite(path)  # before any work
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _save_lock(path):
+        _tidy(path)
+        _refuse_to_overwrite(path)  # what is there now, under the lock
+        new = _new_sibling(path, _TMP)
+        try:
+            new.mkdir()
+            _write_result_arrays(new / _ARRAYS, groups)
+            (new / _SETTINGS).write_text(settings)
+            for written in (new / _ARRAYS, new / _SETTINGS, new):
+                _fsync(written)
+            if _holds_a_save(path):
+                os.rename(path, _new_sibling(path, _OLD))
+            os.rename(new, path)  # path is missing or an empty folder now
+            _fsync(path.parent)
+        finally:
+            _tidy(path)
+
+
+@contextlib.contextmanager
+def _opened(path: Path):
+    """The settings (checked as ``_parse_settings`` does) and the open arrays.nc (None if
+    missing) of the save at ``path``, both from one folder (see ``_open_files``)."""
+    settings, arrays = _open_files(path)
+    try:
+        if settings is None:
+            raise FileNotFoundError(f"{path} is not a saved ppgpc model: {_SETTINGS} is "
+                                    "missing")
+        yield _parse_settings(path / _SETTINGS, settings), arrays
+    finally:
+        if arrays is not None:
+            arrays.close()
+
+
+def _open_files(path: Path):
+    """(bytes of settings.json, open arrays.nc), each None if missing, of the save at
+    ``path``: both from the folder at ``path`` or, while it is missing, from its backup. A
+    folder swapped away before both are open is looked up again."""
+    real = Path(os.path.realpath(path))
+    for _ in range(_OPEN_TRIES):
+        folder = real if os.path.lexists(real) else next(iter(_siblings(real, _OLD)), None)
+        if folder is None:
+            if os.path.lexists(real):  # a save renamed its new folder in meanwhile
+                continue
+            raise FileNotFoundError(f"{path} is not a saved ppgpc model: it does not exist")
+        files = _open_in(path, folder)
+        if files is not None:
+            return files
+    raise RuntimeError(f"cannot load {path}: other saves kept replacing it while it was "
+                       "being opened")
+
+
+def _open_in(path: Path, folder: Path):
+    """(bytes of settings.json, open arrays.nc), each None if missing, of ``folder``, or
+    None if ``folder`` was moved away before both were open."""
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise FileNotFoundError(f"{path} is not a saved ppgpc model: it is a file, not a "
+                                "folder") from None
+    opener = functools.partial(os.open, dir_fd=dir_fd)
+    settings = arrays = None
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            with open(_SETTINGS, "rb", opener=opener) as file:
+                settings = file.read()
+        with contextlib.suppress(FileNotFoundError):
+            arrays = open(_ARRAYS, "rb", opener=opener)  # closed by _opened
+        if (settings is None or arrays is None) and not _same_place(dir_fd, folder):
+            if arrays is not None:
+                arrays.close()
+            return None
+        return settings, arrays
+    finally:
+        os.close(dir_fd)
 
 
 # ------------------------------------------------------------------ netCDF groups
@@ -123,12 +337,15 @@ def _dataset(arrays: dict) -> xr.Dataset:
                        for name, value in arrays.items()})
 
 
-def _read_group(path: Path, group: str) -> dict:
-    if not path.is_file():
+def _read_group(path: Path, arrays, group: str) -> dict:
+    """The arrays of ``group`` of the open arrays.nc ``arrays`` (None if missing), which
+    is at ``path``."""
+    if arrays is None:
         raise FileNotFoundError(f"{path.parent} is not a complete ppgpc save: {path.name} is "
                                 "missing")
+    arrays.seek(0)
     try:
-        with xr.open_dataset(path, group=group, engine="h5netcdf", decode_times=False,
+        with xr.open_dataset(arrays, group=group, engine="h5netcdf", decode_times=False,
                              mask_and_scale=False) as ds:
             return {name: np.asarray(ds[name].values) for name in ds.data_vars}
     except (OSError, ValueError, KeyError) as err:
@@ -179,32 +396,6 @@ def _result_payload(result) -> tuple[dict, dict]:
     return payload, groups
 
 
-def _holds_a_save(folder: Path) -> bool:
-    """Whether ``folder`` holds a ppgpc save: its settings.json is a JSON object with a
-    format version and one of ppgpc's kinds (another tool's settings.json is not)."""
-    try:
-        payload = json.loads((folder / _SETTINGS).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return (isinstance(payload, dict) and "format_version" in payload
-            and payload.get("kind") in _KINDS)
-
-
-def _prepare_folder(path: Path) -> None:
-    """Create the save folder ``path``, or check that an existing one may be overwritten:
-    an empty folder or an earlier ppgpc save, never a file or a folder of other files
-    (among them another tool's settings.json or arrays.nc)."""
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"cannot save to {path}: it is a file; a ppgpc save is a folder")
-    if path.is_dir():
-        names = sorted(p.name for p in path.iterdir())
-        if names and not _holds_a_save(path):
-            raise ValueError(f"cannot save to {path}: the folder holds other files "
-                             f"({names[:5]}) and is not a ppgpc save; choose an empty or "
-                             "new folder")
-    path.mkdir(parents=True, exist_ok=True)
-
-
 def _write_result_arrays(path: Path, groups: dict) -> None:
     mode = "w"
     for group, arrays in groups.items():
@@ -214,18 +405,16 @@ def _write_result_arrays(path: Path, groups: dict) -> None:
 
 def save_result(result, path) -> Path:
     """Save a ``FitResult`` to the folder ``path``: created if new; an earlier save there is
-    overwritten, while a file or a folder of other files is refused.
+    replaced atomically (see the module docstring), while a file or a folder of other files
+    is refused.
 
     Returns:
         The folder.
     """
-    path = Path(path)
     payload, groups = _result_payload(result)
-    _prepare_folder(path)
-    _write_result_arrays(path / _ARRAYS, groups)
-    _write_json(path / _SETTINGS, {"format_version": FORMAT_VERSION, "kind": "fit_result",
-                                   "result": payload})
-    return path
+    settings = {"format_version": FORMAT_VERSION, "kind": "fit_result", "result": payload}
+    _write_save(Path(path), groups, json.dumps(encode(settings), indent=1, sort_keys=True))
+    return Path(path)
 
 
 _RESULT_ENTRIES = {"model": str, "kernel": dict, "num_classes": int, "scalars": dict,
@@ -272,10 +461,11 @@ def _result_fields(where: Path, entry: str, payload: dict, arrays: Path, groups:
                       f"is {short(options)}, not a dict")
 
 
-def _result_from(path: Path, payload, entry: str = "result"):
-    """The FitResult of a save, every entry of its ``payload`` (``entry`` of settings.json)
-    and of arrays.nc checked against what ``save_result`` writes."""
-    where, arrays = path / _SETTINGS, path / _ARRAYS
+def _result_from(path: Path, payload, arrays, entry: str = "result"):
+    """The FitResult of the save at ``path``, every entry of its ``payload`` (``entry`` of
+    settings.json) and of its open arrays.nc ``arrays`` checked against what
+    ``save_result`` writes."""
+    where, nc = path / _SETTINGS, path / _ARRAYS
     payload = check_entries(where, entry, payload, _RESULT_ENTRIES)
     try:
         spec = get_spec(payload["model"])
@@ -287,12 +477,12 @@ def _result_from(path: Path, payload, entry: str = "result"):
         raise damaged(where, f"{entry}.kernel", str(err)) from None
     if payload["num_classes"] < 2:
         raise damaged(where, f"{entry}.num_classes", f"is {payload['num_classes']}, not >= 2")
-    fields = _read_group(arrays, "fields")
-    _result_fields(where, entry, payload, arrays, sorted(fields))
+    fields = _read_group(nc, arrays, "fields")
+    _result_fields(where, entry, payload, nc, sorted(fields))
     scalars = payload["scalars"]
-    saved = _read_group(arrays, "data")
+    saved = _read_group(nc, arrays, "data")
     if not {"X", "y"} <= set(saved):
-        raise damaged(arrays, "data", f"has {sorted(saved)}; a save writes X, y and the "
+        raise damaged(nc, "data", f"has {sorted(saved)}; a save writes X, y and the "
                       "prepared data's leaves")
     try:
         data = spec.prepare(saved["X"], saved["y"], payload["num_classes"],
@@ -316,7 +506,7 @@ def _result_from(path: Path, payload, entry: str = "result"):
     kwargs = dict(scalars)
     for name in payload["dict_fields"]:
         kwargs[name] = {k: jnp.asarray(v) if name == "hypers" else v
-                        for k, v in _read_group(arrays, name).items()}
+                        for k, v in _read_group(nc, arrays, name).items()}
     kwargs.update({k: jnp.asarray(v) for k, v in fields.items()})
     try:
         return FitResult(spec=spec, kernel=kernel, data=data, **kwargs)
@@ -327,11 +517,11 @@ def _result_from(path: Path, payload, entry: str = "result"):
 def load_result(path):
     """Load a ``FitResult`` saved by ``save_result`` (or ``ppgpc.save``)."""
     path = Path(path)
-    payload = _read_json(path / _SETTINGS)
-    if _kind(path, payload) != "fit_result":
-        raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not a FitResult; "
-                         "use ppgpc.load")
-    return _result_from_save(path, payload)
+    with _opened(path) as (payload, arrays):
+        if _kind(path, payload) != "fit_result":
+            raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not a "
+                             "FitResult; use ppgpc.load")
+        return _result_from_save(path, payload, arrays)
 
 
 # ------------------------------------------------------------------ estimators
@@ -361,7 +551,8 @@ def _constructor_param_names(cls) -> list[str]:
 
 def save_estimator(estimator, path, classes: dict) -> Path:
     """Save a fitted ppgpc estimator to the folder ``path`` (created if new; an earlier save
-    there is overwritten, while a file or a folder of other files is refused).
+    there is replaced atomically, see the module docstring, while a file or a folder of
+    other files is refused).
 
     The constructor parameters and the fitted attributes (names ending in ``_``) go to
     ``settings.json``, the ``FitResult`` arrays to ``arrays.nc``.
@@ -397,10 +588,7 @@ def save_estimator(estimator, path, classes: dict) -> Path:
     payload = {"format_version": FORMAT_VERSION, "kind": "estimator", "class": name,
                "params": _constructor_params(estimator), "fitted": fitted,
                "result": result_payload}
-    text = json.dumps(encode(payload), indent=1, sort_keys=True)  # fail before writing
-    _prepare_folder(path)
-    _write_result_arrays(path / _ARRAYS, groups)
-    (path / _SETTINGS).write_text(text)
+    _write_save(path, groups, json.dumps(encode(payload), indent=1, sort_keys=True))
     return path
 
 
@@ -410,7 +598,7 @@ _TOP_LEVEL = {"fit_result": {"format_version": int, "kind": str, "result": dict}
 """The top-level entries of settings.json for each kind of save."""
 
 
-def _estimator_from(path: Path, payload: dict, classes: dict, expected=None):
+def _estimator_from(path: Path, payload: dict, arrays, classes: dict, expected=None):
     where = path / _SETTINGS
     payload = check_entries(where, "", payload, _TOP_LEVEL["estimator"])
     cls = classes.get(payload["class"])
@@ -419,7 +607,7 @@ def _estimator_from(path: Path, payload: dict, classes: dict, expected=None):
                       f"estimators {sorted(classes)}")
     if expected is not None and not issubclass(cls, expected):
         raise TypeError(f"{path} holds a {cls.__name__}, not a {expected.__name__}")
-    result = _result_from(path, payload["result"])
+    result = _result_from(path, payload["result"], arrays)
     params, fitted = payload["params"], dict(payload["fitted"])
     version = payload["format_version"]
     if version != FORMAT_VERSION:  # settings of an older format, translated
@@ -472,10 +660,11 @@ def load_estimator(path, classes: dict, expected=None):
             posterior), named in the message.
     """
     path = Path(path)
-    payload = _read_json(path / _SETTINGS)
-    if _kind(path, payload) != "estimator":
-        raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not an estimator")
-    return _estimator_from(path, payload, classes, expected)
+    with _opened(path) as (payload, arrays):
+        if _kind(path, payload) != "estimator":
+            raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not an "
+                             "estimator")
+        return _estimator_from(path, payload, arrays, classes, expected)
 
 
 def load(path, classes: dict):
@@ -483,12 +672,12 @@ def load(path, classes: dict):
     name) or a ``FitResult`` (errors as for ``load_estimator``); ``ppgpc.load`` passes
     ppgpc's estimator classes."""
     path = Path(path)
-    payload = _read_json(path / _SETTINGS)
-    if _kind(path, payload) == "estimator":
-        return _estimator_from(path, payload, classes)
-    return _result_from_save(path, payload)
+    with _opened(path) as (payload, arrays):
+        if _kind(path, payload) == "estimator":
+            return _estimator_from(path, payload, arrays, classes)
+        return _result_from_save(path, payload, arrays)
 
 
-def _result_from_save(path: Path, payload: dict):
+def _result_from_save(path: Path, payload: dict, arrays):
     payload = check_entries(path / _SETTINGS, "", payload, _TOP_LEVEL["fit_result"])
-    return _result_from(path, payload["result"])
+    return _result_from(path, payload["result"], arrays)

@@ -24,8 +24,10 @@ __all__ = ["save", "load"]
 
 def save(fitted, path) -> Path:
     """Save a fitted ppgpc estimator or a ``FitResult`` to the folder ``path`` (created if
-    new; an earlier ppgpc save there is overwritten, while a file or a folder of other
-    files is refused). ``estimator.save(path)`` does the same for an estimator.
+    new; an earlier ppgpc save there is replaced, while a file or a folder of other files
+    is refused). The save is atomic: interrupted at any moment, or racing another save to
+    ``path``, it leaves the earlier save or the new one (``ppgpc.persistence``).
+    ``estimator.save(path)`` does the same for an estimator.
 
     Returns:
         The folder written.
