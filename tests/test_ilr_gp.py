@@ -126,9 +126,9 @@ def test_inference_data_groups_and_diagnostics(exact_fit):
 @pytest.mark.slow
 def test_nuts_on_the_latent_form_matches_the_closed_form_posterior():
     """The exact latent posterior N(K A^-1 Z, K - K A^-1 K) at the training inputs against
-    NUTS on the latent form with the same (fixed) hyperparameters. Tolerances: the Monte
-    Carlo standard error of each posterior mean, sd / sqrt(ESS), and of each standard
-    deviation, about sd / sqrt(2 ESS), with ArviZ's bulk ESS."""
+    NUTS on the latent form with the same (fixed) hyperparameters. Tolerances: ArviZ's Monte
+    Carlo standard errors of each posterior mean and standard deviation, ``mcse_mean`` and
+    ``mcse_sd`` (``conftest.assert_nuts_matches_gaussian_posterior``)."""
     X, y = toy_problem(16 if SMALL else 24, 3, seed=3)
     hypers = {"kernel_variance": 20.0, "kernel_lengthscale": np.array([1.2, 0.9])}
     options = {"epsilon": 0.99, "tau": 0.05}

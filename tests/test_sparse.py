@@ -282,6 +282,117 @@ def _gpd_bound(data, hypers):
     return float(jnp.sum(site["fn"].log_prob(site["value"])))
 
 
+def _np_rbf(A, B, variance, lengthscale):
+    """The ARD RBF kernel s^2 exp(-|(a - b) / l|^2 / 2) in NumPy (docs/math.md section 0)."""
+    d = (np.asarray(A)[:, None, :] - np.asarray(B)[None, :, :]) / np.asarray(lengthscale)
+    return float(variance) * np.exp(-0.5 * np.sum(d * d, axis=-1))
+
+
+def _np_titsias(X, Z, y, noise, variance, lengthscale, kmm_jitter=1e-6):
+    """Titsias's bound of one output written out densely:
+    log N(y | 0, Q_nn + diag(noise)) - tr(diag(noise)^-1 (K_nn - Q_nn)) / 2, with
+    Q_nn = K_nm K_mm^-1 K_mn and K_mm carrying ppgpc's fixed jitter (1e-6 times the kernel
+    variance, ``ppgpc.sparse.DEFAULT_KMM_JITTER``)."""
+    K = _np_rbf(X, X, variance, lengthscale)
+    K_nm = _np_rbf(X, Z, variance, lengthscale)
+    K_mm = _np_rbf(Z, Z, variance, lengthscale) + kmm_jitter * variance * np.eye(len(Z))
+    Q = K_nm @ np.linalg.solve(K_mm, K_nm.T)
+    cov = Q + np.diag(noise)
+    _, logdet = np.linalg.slogdet(cov)
+    log_normal = -0.5 * (len(y) * np.log(2 * np.pi) + logdet + y @ np.linalg.solve(cov, y))
+    return log_normal - 0.5 * np.sum((np.diag(K) - np.diag(Q)) / noise)
+
+
+def _np_ilr_targets(y, C, epsilon):
+    """ILR targets ilr(p^(y_i)), p^(k) = epsilon e_k + (1 - epsilon) / C, with the Helmert
+    basis V of docs/math.md section 1: (N, C-1)."""
+    V = np.zeros((C, C - 1))
+    for j in range(1, C):
+        V[:j, j - 1] = 1 / np.sqrt(j * (j + 1))
+        V[j, j - 1] = -j / np.sqrt(j * (j + 1))
+    P = epsilon * np.eye(C) + (1 - epsilon) / C
+    return (np.log(P) @ V)[np.asarray(y)]
+
+
+def _model_factor(module, data, hypers):
+    """The value of a sparse model's ``collapsed_bound`` factor at the given sites."""
+    import functools
+
+    from numpyro.infer.util import log_density
+
+    _, tr = log_density(functools.partial(module.sparse_collapsed_model, data, KERNEL), (), {},
+                        hypers)
+    site = tr["collapsed_bound"]
+    return float(jnp.sum(site["fn"].log_prob(site["value"])))
+
+
+@pytest.mark.parametrize("shared_inducing", [True, False])
+def test_collapsed_ilr_bound_equals_the_dense_formula(shared_inducing):
+    """Collapsed-ILR's factor is Titsias's bound (docs/math.md section 1) written out here
+    with dense NumPy matrices: sum_d log N(z_d | 0, Q_nn + s sigma^2 I)
+    - (C - 1) tr(K_nn - Q_nn) / (2 s sigma^2), to 1e-8 (relative); the ILR targets and
+    Proposition 1's sigma^2 = (delta / (2 Phi^-1(1 - tau / (C - 1))))^2 are recomputed here
+    too. With one inducing set per coordinate, coordinate d uses its own Z_d and scale s_d."""
+    from scipy.stats import norm
+
+    X, y = toy_problem(30, 3, seed=2)
+    C, epsilon, tau, variance, ls = 3, 0.99, 0.05, 3.0, np.array([0.7, 1.4])
+    base = ilr_gp.prepare(X, y, C, epsilon=epsilon, tau=tau, learn_noise_scale=True)
+    targets = _np_ilr_targets(y, C, epsilon)
+    delta = np.sqrt(2) * np.log1p(C * epsilon / (1 - epsilon))
+    sigma2 = (delta / (2 * norm.ppf(1 - tau / (C - 1)))) ** 2
+    gen = np.random.default_rng(3)
+    if shared_inducing:
+        Z, scale = gen.uniform(-2, 2, size=(6, 2)), np.array(0.4)
+        Zs, scales = [Z, Z], [0.4, 0.4]
+    else:
+        Z, scale = gen.uniform(-2, 2, size=(C - 1, 6, 2)), np.array([0.4, 1.7])
+        Zs, scales = list(Z), list(scale)
+    hypers = {"kernel_variance": jnp.asarray(variance), "kernel_lengthscale": jnp.asarray(ls),
+              "noise_scale": jnp.asarray(scale), "inducing_inputs": jnp.asarray(Z)}
+    got = _model_factor(ilr_gp, sparse.SparseData(base, jnp.asarray(Z)), hypers)
+    want = sum(_np_titsias(X, Zs[d], targets[:, d], np.full(len(y), scales[d] * sigma2),
+                           variance, ls) for d in range(C - 1))
+    assert got == pytest.approx(want, rel=1e-8), f"model bound {got!r}, dense formula {want!r}"
+
+
+@pytest.mark.parametrize("shared_kernel, shared_inducing", [(True, True), (False, True),
+                                                            (True, False)])
+def test_sparse_gpd_bound_equals_the_dense_formula(shared_kernel, shared_inducing):
+    """The sparse GPD factor is the sum over classes of Titsias's bound with the class's
+    noise (docs/math.md section 2), written out here with dense NumPy matrices:
+    sum_c log N(t_c - mean_c | 0, Q_nn + diag(s_c s2_c))
+    - tr(diag(s_c s2_c)^-1 (K_nn - Q_nn)) / 2, with alpha_ic = alpha_eps + [y_i = c],
+    s2_ic = log(1 / alpha_ic + 1) and t_ic = log alpha_ic - s2_ic / 2 recomputed here; to
+    1e-8 (relative). Cases: one kernel (the two-level sums of ``collapsed_bound_two_level``),
+    one kernel per class, and one inducing set per class."""
+    X, y = toy_problem(30, 3, seed=2)
+    C, alpha_eps = 3, 0.05
+    base = dirichlet_gp.prepare(X, y, C, alpha_eps=alpha_eps, shared_kernel=shared_kernel,
+                                learn_noise_scale=True)
+    alpha = alpha_eps + np.eye(C)[y]
+    s2 = np.log(1 / alpha + 1)
+    t = np.log(alpha) - s2 / 2
+    gen = np.random.default_rng(4)
+    if shared_kernel:
+        variance, ls = np.full(C, 1.7), np.tile([0.9, 1.4], (C, 1))
+        kernel_sites = {"kernel_variance": jnp.asarray(1.7),
+                        "kernel_lengthscale": jnp.asarray([0.9, 1.4])}
+    else:
+        variance, ls = np.array([1.7, 0.8, 2.2]), np.array([[0.9, 1.4], [1.1, 0.6], [0.7, 0.7]])
+        kernel_sites = {"kernel_variance": jnp.asarray(variance),
+                        "kernel_lengthscale": jnp.asarray(ls)}
+    Z = gen.uniform(-2, 2, size=(6, 2) if shared_inducing else (C, 6, 2))
+    Zs = [Z] * C if shared_inducing else list(Z)
+    mean, scale = np.array([-0.3, 0.1, 0.2]), np.array([0.5, 1.0, 2.0])
+    hypers = {**kernel_sites, "mean": jnp.asarray(mean), "noise_scale": jnp.asarray(scale),
+              "inducing_inputs": jnp.asarray(Z)}
+    got = _model_factor(dirichlet_gp, sparse.SparseData(base, jnp.asarray(Z)), hypers)
+    want = sum(_np_titsias(X, Zs[c], t[:, c] - mean[c], scale[c] * s2[:, c], variance[c], ls[c])
+               for c in range(C))
+    assert got == pytest.approx(want, rel=1e-8), f"model bound {got!r}, dense formula {want!r}"
+
+
 @pytest.mark.parametrize("shared_kernel", [True, False])
 def test_sparse_gpd_with_inducing_inputs_per_class_is_the_sum_of_class_bounds(shared_kernel):
     """Sparse GPD with (C, M, D) inducing inputs: the factor is the sum over classes of the
