@@ -5,6 +5,7 @@ Model, for N points and C classes (L = C latent GPs):
     alpha_ic = 1 + alpha_eps if y_i = c else alpha_eps
     s2_ic = log(1 / alpha_ic + 1),  ytilde_ic = log(alpha_ic) - s2_ic / 2   (log-normal match)
     f_c ~ GP(mean_c, k_theta_c),  c = 1..C   (independent; theta shared by default)
+    mean_c = b + log pi_c - mean_c' log pi_c',  pi_c ~ n_c + alpha_eps,  b ~ Normal(0, 10)
     ytilde_ic | f_c(x_i) ~ N(f_c(x_i), s2_ic)                             (heteroscedastic)
     s2_ic -> r_c s2_ic,  r_c ~ LogNormal(0, 1)          (``learn_noise_scale=True`` only)
     p(y* = c | x*) = E[softmax(f*)_c]                                     (Monte Carlo)
@@ -23,8 +24,8 @@ NumPyro sites (stable names, shared with the other classifiers):
 
 * ``kernel_variance`` () and ``kernel_lengthscale`` (D,) or (); with ``shared_kernel=False``
   they get a leading class axis, (C,) and (C, D) or (C,);
-* ``mean`` (C,): the constant prior mean of each class, ``Normal(0, 10)`` (the targets are
-  far from 0: about -7 off-class for alpha_eps = 0.01);
+* ``mean`` (C,): each class's constant prior mean, one level plus the log class frequency
+  (``ppgpc.models.dirichlet_gp_prior``: why; targets are about -7 off-class at alpha_eps 0.01);
 * ``ytilde`` (C, N): the observed log-normal targets (collapsed form, one MVN per class over
   the N points jointly) or (N, C) (latent form, one term per point inside the plate
   ``data``);
@@ -57,6 +58,7 @@ import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, sparse, sparse_whitened
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
+from ppgpc.models.dirichlet_gp_prior import ClassMeanPrior, class_log_frequencies
 from ppgpc.spec import CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
 
@@ -70,7 +72,7 @@ ALPHA_EPS_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
 """The values the ILR paper's Table 3 selected from, searched when ``alpha_eps="auto"``."""
 
 MEAN_PRIOR_SCALE = 10.0
-"""Standard deviation of the Normal(0, .) prior on each class's constant mean."""
+"""Standard deviation of the Normal(0, .) prior on the level of the class means."""
 
 
 NOISE_SCALE_PRIOR = dist.LogNormal(0.0, 1.0)
@@ -180,8 +182,7 @@ def _sample_kernel(data: GPDData, kernel, fixed: dict | None) -> tuple[dict, int
 def _sample_mean(data: GPDData, fixed: dict | None) -> jax.Array:
     if fixed is not None:
         return jnp.asarray(fixed["mean"])
-    C = data.targets.shape[1]
-    return numpyro.sample("mean", dist.Normal(jnp.zeros(C), MEAN_PRIOR_SCALE).to_event(1))
+    return numpyro.sample("mean", ClassMeanPrior(class_log_frequencies(data), MEAN_PRIOR_SCALE))
 
 
 def _scaled_noise(data: GPDData, hypers: dict | None, s2: jax.Array) -> jax.Array:
@@ -245,9 +246,9 @@ def _finish_prediction(data: GPDData, hypers: dict, mean, var):
 
 
 def initial_hypers(data: GPDData, kernel) -> dict:
-    """Class means at the target means, kernel variance at the mean target variance."""
+    """Means on their line nearest the target means; kernel variance at the mean target variance."""
     D, C = data.X.shape[1], data.targets.shape[1]
-    centre = jnp.mean(data.targets, axis=0)
+    centre = jnp.mean(data.targets) + class_log_frequencies(data)
     variance = max(float(jnp.mean(jnp.var(data.targets, axis=0))), 1e-2)
     start = {"kernel_" + k: v for k, v in kernel.initial_params(D, variance=variance).items()}
     if not data.options.shared_kernel:

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from numpyro.infer.util import log_density
-from scipy.stats import multivariate_normal
+from scipy.stats import multivariate_normal, norm
 from sklearn.exceptions import NotFittedError
 
 from conftest import (
@@ -133,6 +133,62 @@ def test_per_class_kernels_density_and_prediction():
     mean, var = dirichlet_gp.predict(data, kernel, hypers, post, jnp.full((1, 2), 50.0))
     np.testing.assert_allclose(mean[0], HYPERS["mean"], atol=1e-8)
     np.testing.assert_allclose(var[0], variances, atol=1e-8)
+
+
+def unequal_classes():
+    """A 3-class toy problem with 14, 8 and 4 points."""
+    X, y = toy_problem(42, 3, seed=5)
+    keep = np.concatenate([np.flatnonzero(y == 0)[:14], np.flatnonzero(y == 1)[:8],
+                           np.flatnonzero(y == 2)[:4]])
+    return X[keep], y[keep]
+
+
+def test_class_means_are_one_level_plus_the_centred_log_class_frequencies():
+    """The site ``mean`` is b + o_c with o_c = log(n_c + alpha_eps) centred (finite for a
+    class without points) and the prior Normal(0, 10) on b; type-II ML, MAP, the sparse
+    bound and NUTS move b alone, so every fitted (C,) mean lies on that line."""
+    X, y = unequal_classes()
+    data = dirichlet_gp.prepare(X, y, 4, alpha_eps=0.05)  # class 3 has no points
+    log_counts = np.log(np.array([14, 8, 4, 0]) + 0.05)
+    offsets = dirichlet_gp.class_log_frequencies(data)
+    np.testing.assert_allclose(offsets, log_counts - log_counts.mean(), rtol=1e-12)
+    prior = dirichlet_gp.ClassMeanPrior(offsets, dirichlet_gp.MEAN_PRIOR_SCALE)
+    assert float(prior.log_prob(offsets - 7.5)) == pytest.approx(
+        norm(0.0, dirichlet_gp.MEAN_PRIOR_SCALE).logpdf(-7.5), rel=1e-12)
+    init = dirichlet_gp.initial_hypers(data, RBF(ard=True))["mean"]
+    np.testing.assert_allclose(init, np.mean(data.targets) + offsets, rtol=1e-12)
+
+    offsets = np.asarray(dirichlet_gp.class_log_frequencies(dirichlet_gp.prepare(X, y, 3)))
+    fits = {method: fit("dirichlet_gp", X, y, method=method, num_draws=20)
+            for method in ("exact", "map")}
+    fits["sparse"] = fit("dirichlet_gp_sparse", X, y, method="map", num_draws=20,
+                         model_options={"num_inducing": 6})
+    fits["nuts"] = fit("dirichlet_gp", X, y, method="nuts", num_warmup=30, num_samples=20,
+                       num_chains=1, progress_bar=False)
+    for name, result in fits.items():
+        level = np.asarray(result.hypers["mean"]).reshape(-1, 3) - offsets
+        np.testing.assert_allclose(level, level[:, :1].repeat(3, axis=1), atol=1e-10,
+                                   err_msg=name)
+    assert np.ptp(np.asarray(fits["nuts"].hypers["mean"])[0, :, 0]) > 0  # b was sampled
+
+
+def test_far_from_the_data_the_predictive_is_the_class_frequencies_pulled_to_uniform():
+    """Far from the data the latent predictive is the prior N(b + o_c, s^2) of every class,
+    and the probabilities E[softmax] of it: between the class frequencies and uniform.
+    (tests/test_far_from_data.py checks every estimator's defaults on wine.)"""
+    X, y = unequal_classes()
+    result = fit("dirichlet_gp", X, y, method="map")
+    hypers = result.hyper_draw()
+    far = jnp.full((1, 2), 60.0)
+    post = dirichlet_gp.condition(result.data, result.kernel, hypers)
+    mean, var = dirichlet_gp.predict(result.data, result.kernel, hypers, post, far)
+    np.testing.assert_allclose(mean[0], hypers["mean"], atol=1e-8)
+    np.testing.assert_allclose(var[0], hypers["kernel_variance"], atol=1e-8)
+    freq = np.bincount(y) / len(y)
+    probs = result.predict_proba(far)[0]
+    # 1000 draws, each in [0, 1]: standard error at most 0.5 / sqrt(1000) = 0.016
+    assert probs.max() <= freq.max() + 4 * 0.016
+    assert probs[0] > probs[1] > probs[2] and probs[0] - probs[2] < freq[0] - freq[2]
 
 
 @pytest.mark.slow

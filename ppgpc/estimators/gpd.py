@@ -17,8 +17,10 @@ PREDICT_FROM = ("latent", "noisy")
 class DirichletGPClassifier(ConjugateClassifier):
     """The Dirichlet-based GP classifier, GPD (Milios et al. 2018; ``docs/math.md``,
     section 2): heteroscedastic GP regression on log-normal approximations of Dirichlet
-    pseudo-counts, one latent GP per class with a learned constant mean; class
-    probabilities are E[softmax(f*)] by Monte Carlo.
+    pseudo-counts, one latent GP per class whose constant prior mean is one learned level
+    plus the class's log frequency (so far from the data the probabilities are the class
+    frequencies pulled towards uniform); class probabilities are E[softmax(f*)] by Monte
+    Carlo.
 
     Args:
         alpha_eps: pseudo-count of the classes a point does not belong to (> 0);
@@ -87,7 +89,8 @@ class DirichletGPClassifier(ConjugateClassifier):
         grid = self._selection().grid
         best, scores = self._search_grid(X, y, num_classes,
                                          ALPHA_EPS_GRID if grid is None else grid,
-                                         "alpha_eps", on_training_data=self.alpha_eps == "train")
+                                         "alpha_eps", on_training_data=self.alpha_eps == "train",
+                                         extend=grid is None)
         self.alpha_eps_scores_ = scores
         self.alpha_eps_ = best
         return self._options_for(self.alpha_eps_)
