@@ -53,7 +53,8 @@ import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, simplex, sparse, sparse_whitened
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
-from ppgpc.spec import CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec
+from ppgpc.spec import (CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec,
+                        record_jitter)
 from ppgpc.validation import check_flag, check_positive
 
 __all__ = ["ILRData", "ILROptions", "NOISE_SCALE_PRIOR", "DEFAULT_EPSILON", "DEFAULT_TAU",
@@ -229,8 +230,9 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
     noise = _scaled(*_sample_noise_var(data, fixed_hypers))
-    chol_K = linalg.cholesky(gram(kernel, params, data.X)).factor
-    f = gp.whitened_latent(chol_K, L)
+    chol_K = linalg.cholesky(gram(kernel, params, data.X))
+    record_jitter(chol_K)
+    f = gp.whitened_latent(chol_K.factor, L)
     with numpyro.plate("data", N, dim=-1):
         numpyro.sample("z", dist.Normal(f, jnp.sqrt(noise)).to_event(1), obs=data.targets)
 

@@ -78,7 +78,7 @@ from ppgpc.models.logistic_softmax_svi import (SVIState, minibatch, run_stochast
                                                stochastic_step)
 from ppgpc.polyagamma import PolyaGamma
 from ppgpc.sparse import resolve_num_inducing
-from ppgpc.spec import CAVI, Gibbs, Inducing, Latent, ModelSpec
+from ppgpc.spec import CAVI, Gibbs, Inducing, Latent, ModelSpec, record_jitter
 from ppgpc.validation import check_count
 
 __all__ = [
@@ -172,8 +172,9 @@ def initial_hypers(data: LSMData, kernel) -> dict:
 
 def _whitened_latent(data: LSMData, kernel, fixed_hypers):
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
-    chol_K = linalg.cholesky(gram(kernel, params, data.X)).factor
-    return gp.whitened_latent(chol_K, data.num_classes)
+    chol_K = linalg.cholesky(gram(kernel, params, data.X))
+    record_jitter(chol_K)
+    return gp.whitened_latent(chol_K.factor, data.num_classes)
 
 
 def latent_model(data: LSMData, kernel, fixed_hypers: dict | None = None) -> None:
@@ -305,7 +306,8 @@ def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
     res = cavi(data, kernel, None, include_prior=include_prior, **options)
     kind = "type-II MAP" if include_prior else "type-II ML"
     info = {"hyperparameters": f"CAVI ELBO ({kind})", "elbo": float(res.elbo[-1]),
-            "cavi_iterations": int(len(res.elbo)), "cavi_converged": bool(res.converged)}
+            "cavi_iterations": int(len(res.elbo)), "cavi_converged": bool(res.converged),
+            "cavi_relative_change": res.relative_change}
     return res.hypers, info
 
 
@@ -349,7 +351,8 @@ def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *, seed: int =
     info = {"hyperparameters": f"stochastic sparse CAVI ELBO ({kind}, inducing inputs "
                                f"learnt; {batch_size} points per step)",
             "elbo": float(res.elbo[-1]), "cavi_iterations": int(max_iter),
-            "cavi_converged": bool(res.converged)}
+            "cavi_converged": bool(res.converged),
+            "cavi_relative_change": res.relative_change}
     return {**res.hypers, "inducing_inputs": res.inducing}, info
 
 

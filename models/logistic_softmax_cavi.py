@@ -45,6 +45,7 @@ __all__ = [
     "CAVI_WINDOW",
     "projection",
     "inducing_factor",
+    "factor_jitter",
     "project",
     "q_f",
     "elbo",
@@ -98,6 +99,23 @@ class CAVIResult(NamedTuple):
     """The relative ELBO change fell below ``tol``."""
     sparse: bool
     """Inducing inputs differ from the training inputs (M < N)."""
+    jitter: float = 0.0
+    """The Cholesky jitter K_mm needs at the final hyperparameters and inducing inputs."""
+
+    @property
+    def relative_change(self) -> float | None:
+        """|e_T - e_T-1| / |e_T| of the last two ELBO values, what ``tol`` is compared with
+        (None for a trace of one value)."""
+        trace = np.asarray(self.elbo, dtype=np.float64)
+        if trace.size < 2:
+            return None
+        return float(abs(trace[-1] - trace[-2]) / max(abs(trace[-1]), 1e-300))
+
+
+def factor_jitter(kernel, hypers: dict, Z) -> float:
+    """The Cholesky jitter of K(Z, Z) under the kernel hyperparameters ``hypers`` (by site
+    name): what every factorisation of the fitted model adds (``CAVIResult.jitter``)."""
+    return float(linalg.cholesky(gram(kernel, kernel_params(hypers), Z)).jitter)
 
 
 class Projection(NamedTuple):
@@ -422,7 +440,8 @@ def run_cavi(Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool, learn_inducin
     bar.close()
     hypers = {k: jnp.exp(v) for k, v in carry.log_hypers.items()}
     return CAVIResult(hypers, carry.inducing, carry.q, np.asarray(trace), converged,
-                      carry.inducing.shape[0] < N)
+                      carry.inducing.shape[0] < N,
+                      factor_jitter(kernel, hypers, carry.inducing))
 
 
 # ------------------------------------------------------------- draws from the fitted q

@@ -78,6 +78,8 @@ class GibbsInfo(NamedTuple):
 
     mean_count: jax.Array
     """Mean of n_ic over points and classes (the PG sampler's cost grows with y' + n)."""
+    jitter: jax.Array
+    """The Cholesky jitter of the sweep's prior covariance (K, or K_mm)."""
 
 
 class HyperGibbsInfo(NamedTuple):
@@ -85,6 +87,8 @@ class HyperGibbsInfo(NamedTuple):
 
     mean_count: jax.Array
     """As in ``GibbsInfo``."""
+    jitter: jax.Array
+    """As in ``GibbsInfo``: of K at the sweep's hyperparameters."""
     hyper_accept_prob: jax.Array
     """Acceptance statistic of the HMC/NUTS step on the hyperparameters."""
     hyper_num_steps: jax.Array
@@ -347,9 +351,10 @@ def gibbs_kernel(data, kernel, hypers: dict, *, sample_hypers: bool = False,
 
     def factors(h):
         K = gram(kernel, kernel_params(h), data.X)
-        return K, linalg.cholesky(K).factor
+        chol = linalg.cholesky(K)
+        return K, chol.factor, chol.jitter
 
-    K0, chol_K0 = factors(hypers)
+    K0, chol_K0, jitter0 = factors(hypers)
     if sample_hypers:
         hyper_init, hyper_step = hyper_sampler(
             data, kernel, num_warmup=num_warmup, algo=hyper_algo, num_steps=hyper_num_steps,
@@ -372,9 +377,9 @@ def gibbs_kernel(data, kernel, hypers: dict, *, sample_hypers: bool = False,
         if sample_hypers:
             hmc_state = hyper_step(k_hyp, state.hmc, f)
             h = jax.tree.map(jnp.exp, hmc_state.z)
-            K, chol_K = factors(h)
+            K, chol_K, jitter = factors(h)
         else:
-            hmc_state, h, (K, chol_K) = None, {}, (K0, chol_K0)
+            hmc_state, h, (K, chol_K, jitter) = None, {}, (K0, chol_K0, jitter0)
         # 1. the class-mean level, augmentation integrated out
         f = level_block(k_level, f, chol_K, Y)
         # 2. lambda and n given f
@@ -385,8 +390,8 @@ def gibbs_kernel(data, kernel, hypers: dict, *, sample_hypers: bool = False,
         f = f_block(k_f, K, chol_K, omega, 0.5 * (Y - n))
         new = GibbsState(f, lam, n, omega, h, hmc_state)
         if sample_hypers:
-            return new, HyperGibbsInfo(jnp.mean(n), hmc_state.accept_prob,
+            return new, HyperGibbsInfo(jnp.mean(n), jitter, hmc_state.accept_prob,
                                        hmc_state.num_steps, hmc_state.diverging)
-        return new, GibbsInfo(jnp.mean(n))
+        return new, GibbsInfo(jnp.mean(n), jitter)
 
     return init, step

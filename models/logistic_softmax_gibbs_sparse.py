@@ -34,6 +34,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
+from ppgpc import linalg
+from ppgpc.kernels import gram, kernel_params
 from ppgpc.models.logistic_softmax_cavi import projection
 from ppgpc.models.logistic_softmax_gibbs import (LEVEL_STEPS, GibbsInfo, elliptical_slice,
                                                  lambda_count_block, log_link, omega_block)
@@ -173,6 +175,7 @@ def inducing_gibbs_kernel(data, kernel, hypers: dict):
     N, C = Y.shape
     A = inducing_matrix(kernel, hypers, data.X)                       # (N, M)
     M = A.shape[1]
+    jitter = linalg.cholesky(gram(kernel, kernel_params(hypers), hypers[INDUCING_INPUTS])).jitter
 
     def init(key) -> InducingGibbsState:
         v = jax.random.normal(key, (M, C))
@@ -189,6 +192,6 @@ def inducing_gibbs_kernel(data, kernel, hypers: dict):
         omega = omega_block(k_omega, Y, n, f)
         # 4. v
         v = v_block(k_v, A, omega, 0.5 * (Y - n))
-        return InducingGibbsState(v, lam, n, omega), GibbsInfo(jnp.mean(n))
+        return InducingGibbsState(v, lam, n, omega), GibbsInfo(jnp.mean(n), jitter)
 
     return init, step

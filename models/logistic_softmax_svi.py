@@ -29,6 +29,7 @@ from jax import lax
 from ppgpc.blocks import Placement, layout, sum_and_map_blocks, sum_blocks
 from ppgpc.kernels import kernel_log_prior, kernel_params
 from ppgpc.models.logistic_softmax_cavi import (CAVIResult, CAVIState, Projection, elbo,
+                                                factor_jitter,
                                                 cavi_init, hyper_steps, inducing_factor,
                                                 init_q, kl_v, lambda_terms, lik_terms,
                                                 local_updates, moments_from_natural,
@@ -334,4 +335,5 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
             break
     bar.close()
     hypers = {k: jnp.exp(v) for k, v in log_hypers.items()}
-    return CAVIResult(hypers, Z, state, np.asarray(trace), converged, Z.shape[0] < N)
+    return CAVIResult(hypers, Z, state, np.asarray(trace), converged, Z.shape[0] < N,
+                      factor_jitter(kernel, hypers, Z))

@@ -83,7 +83,7 @@ from ppgpc.models.softmax_svgp_elbo import (LOG_LINKS, WhitenedPrior, _chol_mm, 
                                             mixed_amplitudes, prior_params, svgp_conditional,
                                             svi_result, validation_log_predictive)
 from ppgpc.sparse import DEFAULT_KMM_JITTER, initial_inducing_inputs, resolve_num_inducing
-from ppgpc.spec import SVI, Inducing, Latent, ModelSpec
+from ppgpc.spec import SVI, Inducing, Latent, ModelSpec, record_jitter
 from ppgpc.validation import check_positive
 
 __all__ = [
@@ -429,8 +429,9 @@ def latent_model(data: SVGPData, kernel, fixed_hypers: dict | None = None) -> No
     """
     N = data.X.shape[0]
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
-    chol_K = linalg.cholesky(gram(kernel, params, data.X)).factor
-    f = gp.whitened_latent(chol_K, data.num_latent)
+    chol_K = linalg.cholesky(gram(kernel, params, data.X))
+    record_jitter(chol_K)
+    f = gp.whitened_latent(chol_K.factor, data.num_latent)
     with numpyro.plate("data", N, dim=-1):
         numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](f)), obs=data.y)
 

@@ -10,6 +10,9 @@ Public API:
     SoftmaxSVGPClassifier: the sparse variational GP classifier (SVGPC / Uncollapsed-ILR).
     Selection: how ILR-GP's epsilon and GPD's alpha_eps are chosen (grid, validation).
     fit: the inference driver (``ppgpc.infer.fit``) for any model and method.
+    ConvergenceWarning, ConvergenceReport: whether to trust a fit (``ppgpc.infer.convergence``:
+        R-hat, ESS, divergences, optimiser convergence, Cholesky jitter, grid edges); every
+        fit keeps its report and warns once when it finds a problem.
     save, load: save a fitted estimator or ``FitResult`` to a folder and load it back
         (``ppgpc.saving``: netCDF arrays plus JSON, no pickle; ``est.save(path)`` too).
     to_inference_data: a ``FitResult`` as ArviZ ``InferenceData`` (``ppgpc.infer``).
@@ -30,6 +33,7 @@ from ppgpc import kmeans, sparse  # noqa: F401
 from ppgpc.estimators import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.estimators import Selection, SoftmaxSVGPClassifier
 from ppgpc.infer import FitResult, fit, supported_methods, to_inference_data
+from ppgpc.infer.convergence import ConvergenceReport, ConvergenceWarning
 from ppgpc.saving import load, save
 from ppgpc import compare, diagnostics  # noqa: F401
 from ppgpc.compare import compare_posteriors
@@ -47,6 +51,8 @@ __all__ = [
     "SoftmaxSVGPClassifier",
     "Selection",
     "FitResult",
+    "ConvergenceWarning",
+    "ConvergenceReport",
     "fit",
     "supported_methods",
     "to_inference_data",

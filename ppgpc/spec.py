@@ -44,7 +44,22 @@ from typing import Any, Callable, NamedTuple, Optional
 from ppgpc import sparse
 
 __all__ = ["ModelSpec", "Conjugate", "Latent", "Gibbs", "CAVI", "SVI", "Inducing",
-           "CAPABILITIES", "CONJUGATE_MODULE_NAMES", "conjugate_spec", "collapsed_sparse_spec"]
+           "CAPABILITIES", "CONJUGATE_MODULE_NAMES", "conjugate_spec", "collapsed_sparse_spec",
+           "JITTER_SITE", "record_jitter"]
+
+JITTER_SITE = "cholesky_jitter"
+"""The deterministic site in which a latent model records the Cholesky jitter its prior
+covariance needed (``record_jitter``); the driver reads it from NUTS's draws and reports its
+largest value (``ppgpc.infer.convergence``), and keeps it out of the posterior."""
+
+
+def record_jitter(chol) -> None:
+    """Record the jitter of a ``ppgpc.linalg.Cholesky`` (its largest entry, for a batch of
+    factors) as the deterministic site ``JITTER_SITE``."""
+    import jax.numpy as jnp
+    import numpyro
+
+    numpyro.deterministic(JITTER_SITE, jnp.max(chol.jitter))
 
 
 

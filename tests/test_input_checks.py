@@ -31,8 +31,7 @@ from ppgpc.validation import (
 QUICK = {"max_iter": 20, "num_draws": 20}
 
 # the short fits here stop L-BFGS early on purpose
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:hyperparameter optimisation stopped:RuntimeWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::ppgpc.ConvergenceWarning")
 
 
 @pytest.fixture(scope="module")
@@ -216,8 +215,8 @@ def test_estimator_inference_options_are_checked_before_the_smoothing_search(toy
     def no_search(*args, **kwargs):
         raise AssertionError("a validation fit ran before the options were checked")
 
-    monkeypatch.setattr(ConjugateClassifier, "_loo_nll_of_fit", no_search)
-    monkeypatch.setattr(ConjugateClassifier, "_held_out_nll", no_search)
+    monkeypatch.setattr(ConjugateClassifier, "_loo_scorer", no_search)
+    monkeypatch.setattr(ConjugateClassifier, "_held_out_losses", no_search)
     X, y = toy
     with pytest.raises(ValueError, match="num_draws must be an integer >= 1, got -1"):
         ILRGPClassifier(inference_options={"num_draws": -1}).fit(X, y)
@@ -307,7 +306,7 @@ def test_too_large_is_refused_before_any_validation_fit(toy, monkeypatch):
     def no_validation(*args, **kwargs):
         raise AssertionError("a validation fit ran before the size check")
 
-    monkeypatch.setattr(ConjugateClassifier, "_held_out_nll", no_validation)
+    monkeypatch.setattr(ConjugateClassifier, "_held_out_losses", no_validation)
     X, y = toy
     with pytest.raises(ValueError, match="30 training points is too many.*limit is 20. "
                                          "Instead, use a sparse model"):

@@ -190,7 +190,7 @@ def test_inducing_gibbs_settings_are_checked():
         fit("logistic_softmax", X, y, method="gibbs", num_inducing=4,
             hyperparameters="sample", progress_bar=False)
     with pytest.raises(ValueError, match="holds the kernel hyperparameters"):
-        LogisticSoftmaxGPClassifier(num_inducing=4, progress=False,
+        LogisticSoftmaxGPClassifier(num_inducing=4, inference="gibbs", progress=False,
                                     inference_options={"hyperparameters": "sample"}).fit(X, y)
     with pytest.raises(ValueError, match="inducing_inputs must be a finite"):
         fit("logistic_softmax", X, y, method="gibbs", num_inducing=4,
@@ -213,7 +213,7 @@ def test_estimator_default_inducing_gibbs_needs_no_exact_size():
     X, y = toy_problem(40, 3, seed=1)
     labels = np.array(["a", "b", "c"])[y]
     clf = LogisticSoftmaxGPClassifier(
-        num_inducing=6, max_exact_points=20, progress=False, seed=3,
+        num_inducing=6, inference="gibbs", max_exact_points=20, progress=False, seed=3,
         inference_options={"num_warmup": 50, "num_samples": 100, "num_chains": 1})
     clf.fit(X, labels)
     res = clf.result_

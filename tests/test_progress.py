@@ -17,8 +17,7 @@ from ppgpc import (
 from ppgpc.progress import bar, note
 
 # the short fits stop the optimisers early on purpose
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:hyperparameter optimisation stopped:RuntimeWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::ppgpc.ConvergenceWarning")
 
 NUMPYRO_SHOWS_BARS = not ("CI" in os.environ or "PYTEST_XDIST_WORKER" in os.environ)
 """numpyro.infer.MCMC drops its progress bar in these environments, whatever it is asked."""

@@ -38,6 +38,7 @@ from sklearn.utils.estimator_checks import (
 import ppgpc
 from conftest import SMALL, toy_problem
 from ppgpc import (
+    ConvergenceWarning,
     DirichletGPClassifier,
     ILRGPClassifier,
     LogisticSoftmaxGPClassifier,
@@ -45,8 +46,7 @@ from ppgpc import (
 )
 
 # the short fits stop the optimisers early on purpose
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:hyperparameter optimisation stopped:RuntimeWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::ppgpc.ConvergenceWarning")
 
 ESTIMATORS = (ILRGPClassifier, DirichletGPClassifier, LogisticSoftmaxGPClassifier,
               SoftmaxSVGPClassifier)
@@ -101,7 +101,7 @@ def test_check_estimator(estimator, check):
     ``check_array_api_input`` unless ``SCIPY_ARRAY_API=1`` is set (pytest reports the skip
     and its reason); ``test_check_array_api_input_with_scipy_array_api`` runs it."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # short fits stop early
+        warnings.simplefilter("ignore", ConvergenceWarning)  # short fits stop early
         check(estimator)
 
 
@@ -109,7 +109,8 @@ ARRAY_API_CHECK = """
 import warnings
 from sklearn.utils.estimator_checks import check_array_api_input
 from test_sklearn import ESTIMATORS, quick
-warnings.simplefilter("ignore", RuntimeWarning)
+from ppgpc import ConvergenceWarning
+warnings.simplefilter("ignore", ConvergenceWarning)
 for cls in ESTIMATORS:
     check_array_api_input(cls.__name__, quick(cls), array_namespace="numpy",
                           expect_only_array_outputs=False)

@@ -36,8 +36,10 @@ from ppgpc.estimators._common import (
     warn_of_collapsed_noise,
 )
 from ppgpc.estimators._legacy import upgrade
+from ppgpc.infer import convergence
 from ppgpc.infer import fit as run_inference
 from ppgpc.infer import to_inference_data
+from ppgpc.infer.convergence import ConvergenceReport
 from ppgpc.infer.driver import check_method_options
 from ppgpc.models import get_spec
 from ppgpc.persistence import load_estimator, save_estimator
@@ -271,8 +273,12 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             self.standardizer_ = fit_standardizer(X, self.standardize)
             Xs = X if self.standardizer_ is None else self.standardizer_.transform(X)
             C = len(self.classes_)
-            options = self._select_model_options(Xs, codes, C)
-            self.result_ = self._fit_driver(Xs, codes, C, options)
+            with convergence.collect() as collected:  # one warning for the whole fit
+                options = self._select_model_options(Xs, codes, C)
+                self.result_ = self._fit_driver(Xs, codes, C, options)
+            report = ConvergenceReport.from_dict(self.result_.info["convergence"]).merged(
+                grid_edges=tuple(collected.grid_edges))
+            self.result_.info["convergence"] = report.to_dict(estimator=True)
             self.n_iter_ = iterations(self.result_.info)
         except BaseException:
             # a failed fit leaves the previous fit (or none) in place, never a mixture of
@@ -284,7 +290,19 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         if self.has_noise_scale:
             self.noise_scale_ = fitted_noise_scale(self.result_)
             warn_of_collapsed_noise(self.noise_scale_, *self._noise_scale_names())
+        convergence.warn_if_needed(report, estimator=type(self).__name__)
         return self
+
+    @property
+    def convergence_(self) -> ConvergenceReport | None:
+        """Whether to trust the fit (``ppgpc.infer.convergence.ConvergenceReport``): R-hat,
+        ESS and divergences of MCMC draws, each optimisation stage's convergence, the
+        largest Cholesky jitter, and searched values at the edge of their grid. ``fit``
+        raises one ``ppgpc.ConvergenceWarning`` when it finds a problem. None for a model
+        saved before ppgpc kept the report."""
+        self._check_fitted()
+        report = self.result_.info.get("convergence")
+        return None if report is None else ConvergenceReport.from_dict(report)
 
     def _check_settings(self) -> None:
         """Check the constructor settings ``fit`` needs before any work: the shared ones,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ppgpc.estimators.base import shared_doc
-from ppgpc.estimators.conjugate import ConjugateClassifier
+from ppgpc.estimators.conjugate import GRID_EXTENSIONS, ConjugateClassifier
+from ppgpc.infer import convergence
 from ppgpc.models.ilr_gp import DEFAULT_EPSILON, DEFAULT_TAU, EPSILON_GRID, TAU_GRID, prepare
 from ppgpc.progress import Timer, note
 from ppgpc.simplex import target_separation
@@ -105,30 +106,76 @@ class ILRGPClassifier(ConjugateClassifier):
             options["learn_noise_scale"] = True
         return options
 
-    def _loo_joint_scores(self, X, y, num_classes, epsilons, taus) -> dict:
+    def _search_range(self, name: str, num_classes: int) -> tuple[float, float]:
+        """epsilon in (0, 1), at least 1e-12 from 1; tau in (0, (C - 1) / 2), where
+        Proposition 1 holds."""
+        if name == "epsilon":
+            return 0.0, 1.0 - 1e-12
+        return 0.0, (num_classes - 1) / 2.0
+
+    def _loo_joint_scores(self, X, y, num_classes, epsilons, taus, *,
+                          extend_epsilon: bool = True) -> dict:
         """{(epsilon, tau): leave-one-out NLL}, from ONE fit per tau. The ILR targets of
         level epsilon are a(epsilon) = log(1 + C epsilon / (1 - epsilon)) times fixed unit
         targets and the noise scales with them, so a type-II ML fit at one level is the fit
         at any other with the latent scaled by a(epsilon) / a(reference)
-        (``ppgpc.infer.loo``): each tau's fit scores the whole epsilon grid by rescaling its
+        (``ppgpc.infer.loo``): each tau's fit scores any epsilon by rescaling its
         leave-one-out predictive. A fixed ``noise_std`` breaks the scaling: then every
-        epsilon is fitted (and tau does not apply)."""
+        epsilon is fitted (and tau does not apply).
+
+        Where the best pair lies at an edge of either grid and the NLL still falls there,
+        that grid goes on past the edge (``ConjugateClassifier._extend_search``): a new
+        epsilon costs no fit, a new tau one. ``extend_epsilon`` False keeps a grid the user
+        gave as it is. A grid that still ends at a falling edge is noted in the report."""
         if self.noise_std is not None:
-            scores = self._loo_grid_scores(X, y, num_classes, epsilons, "epsilon")
+            _, scores = self._search_grid(X, y, num_classes, epsilons, "epsilon",
+                                          extend=extend_epsilon)
             return {(e, taus[0]): v for e, v in scores.items()}
         reference = target_separation(num_classes, DEFAULT_EPSILON)
-        scales = [target_separation(num_classes, float(e)) / reference for e in epsilons]
-        scores = {}
-        for i, tau in enumerate(taus):
+        epsilons, scorers, losses = [float(e) for e in epsilons], {}, {}
+
+        def add_epsilons(values, tau_list):
+            scales = [target_separation(num_classes, e) / reference for e in values]
+            for tau in tau_list:
+                losses.update(zip(((e, tau) for e in values), scorers[tau](scales)))
+
+        def add_tau(tau):
             timer = Timer()
-            nll = self._loo_nll_of_fit(X, y, num_classes,
-                                       self._options_for(DEFAULT_EPSILON, tau), scales)
-            scores.update({(float(e), float(tau)): float(v) for e, v in zip(epsilons, nll)})
-            best = int(np.argmin(nll))
-            note(f"tau {tau:g} ({i + 1}/{len(taus)}): leave-one-out NLL {float(nll[best]):.4f}"
-                 f" at epsilon {float(epsilons[best]):g} ({len(epsilons)} epsilon value(s), "
-                 f"{timer})", self.progress)
-        return scores
+            scorers[tau] = self._loo_scorer(X, y, num_classes,
+                                            self._options_for(DEFAULT_EPSILON, tau))
+            add_epsilons(epsilons, [tau])
+            best = min(epsilons, key=lambda e: np.mean(losses[(e, tau)]))
+            note(f"tau {tau:g} ({len(scorers)}/{max(len(taus), len(scorers))}): "
+                 f"leave-one-out NLL {np.mean(losses[(best, tau)]):.4f} at epsilon {best:g} "
+                 f"({len(epsilons)} epsilon value(s), {timer})", self.progress)
+
+        def profiles():
+            """The per-point losses along epsilon at the best tau and along tau at the best
+            epsilon."""
+            e_best, t_best = min(losses, key=lambda k: np.mean(losses[k]))
+            return ({e: losses[(e, t_best)] for e in epsilons},
+                    {t: losses[(e_best, t)] for t in scorers})
+
+        for tau in taus:
+            add_tau(float(tau))
+        extend_epsilon = extend_epsilon and len(epsilons) > 1  # a fixed one is not searched
+        room = {"epsilon": GRID_EXTENSIONS if extend_epsilon else 0, "tau": GRID_EXTENSIONS}
+        while True:
+            by_epsilon, by_tau = profiles()
+            value = room["epsilon"] and self._next_value("epsilon", by_epsilon, num_classes)
+            if value:
+                room["epsilon"] -= 1
+                epsilons.append(value)
+                add_epsilons([value], list(scorers))
+                continue
+            value = room["tau"] and self._next_value("tau", by_tau, num_classes)
+            if not value:
+                break
+            room["tau"] -= 1
+            add_tau(value)
+        for name, profile in zip(("epsilon", "tau"), profiles()):
+            convergence.note_grid_edge(convergence.grid_edge(name, profile))
+        return {k: float(np.mean(v)) for k, v in losses.items()}
 
     def _select_model_options(self, X, y, num_classes) -> dict:
         selection = self._selection()
@@ -138,15 +185,16 @@ class ILRGPClassifier(ConjugateClassifier):
         self.epsilon_scores_ = self.tau_scores_ = None
         if self._uses_loo() and (self.epsilon == "auto" or search_tau):
             taus = TAU_GRID if search_tau else (self._fixed_tau(),)
-            scores = self._loo_joint_scores(X, y, num_classes, epsilons, taus)
+            scores = self._loo_joint_scores(X, y, num_classes, epsilons, taus,
+                                            extend_epsilon=selection.grid is None)
             epsilon, tau = min(scores, key=scores.get)
             if self.epsilon == "auto":
                 self.epsilon_scores_ = {e: v for (e, t), v in scores.items() if t == tau}
             if search_tau:
                 self.tau_scores_ = {t: v for (e, t), v in scores.items() if e == epsilon}
         elif self.epsilon == "auto":  # cross-validation or holdout, with refits
-            epsilon, self.epsilon_scores_ = self._search_grid(X, y, num_classes, epsilons,
-                                                              "epsilon")
+            epsilon, self.epsilon_scores_ = self._search_grid(
+                X, y, num_classes, epsilons, "epsilon", extend=selection.grid is None)
             tau = self._fixed_tau()
         else:
             epsilon, tau = epsilons[0], self._fixed_tau()

@@ -8,6 +8,8 @@ import numpy as np
 from ppgpc import metrics
 from ppgpc.estimators.base import GPClassifierBase, shared_doc
 from ppgpc.estimators.options import check_minibatch_options, hold_out
+from ppgpc.infer.cavi import cavi_check
+from ppgpc.infer.convergence import ConvergenceReport
 from ppgpc.kernels import make_kernel
 from ppgpc.models.logistic_softmax import fit_hypers, prepare
 from ppgpc.sparse import resolve_num_inducing
@@ -39,15 +41,18 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             ``inducing_inputs``).
             With a ``batch_size`` in ``inference_options`` (the stochastic CAVI), None
             means ``ppgpc.sparse.DEFAULT_NUM_INDUCING``, at most N.
-        inference: ``"gibbs"`` (default): the exact blocked Gibbs sampler, kernel
+        inference: ``"nuts"`` (default): NUTS on the non-augmented latent model (4
+            chains of 500 warm-up and 1000 draws, the driver's defaults), kernel
             hyperparameters fitted first by type-II MAP on the CAVI ELBO, given in
-            ``inference_options["hyperparameters"]``, or sampled in every sweep with
-            ``{"hyperparameters": "sample"}``. ``"cavi"``: mean-field coordinate-ascent VI
-            with hyperparameter learning; full, sparse (``num_inducing``) or stochastic
+            ``inference_options["hyperparameters"]``, or sampled with
+            ``{"sample_hyperparameters": True}``. ``"gibbs"``: the exact blocked Gibbs
+            sampler of the Polya-Gamma augmented model, hyperparameters as for NUTS or
+            sampled in every sweep with ``{"hyperparameters": "sample"}``; it mixes more
+            slowly than NUTS (``benchmarks/lsm_default.py``), so its default chains usually
+            fail the convergence check. ``"cavi"``: mean-field coordinate-ascent VI with
+            hyperparameter learning; full, sparse (``num_inducing``) or stochastic
             (minibatches: ``inference_options`` with ``batch_size``, and ``max_iter``,
-            ``learning_rate``, ``validation_fraction``, ``class_batch_size``). ``"nuts"``:
-            NUTS on the non-augmented latent model, hyperparameters as for Gibbs, or sampled
-            with ``{"sample_hyperparameters": True}``.
+            ``learning_rate``, ``validation_fraction``, ``class_batch_size``).
 {SHARED_DOC}
 
     Attributes (after fit): those of ``GPClassifierBase`` (classes_, n_features_in_,
@@ -63,7 +68,7 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
                                 "in inference_options"}
 
     def __init__(self, *, num_inducing: int | None = None, kernel="rbf-ard",
-                 inference: str = "gibbs", standardize: bool | str = True, seed: int = 0,
+                 inference: str = "nuts", standardize: bool | str = True, seed: int = 0,
                  max_exact_points: int | None = MAX_EXACT_POINTS, progress: bool = True,
                  inference_options: dict | None = None):
         self._store_params(locals())
@@ -110,13 +115,19 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             return self._cavi(X, y, num_classes, given, options)
         if method == "gibbs" and self.num_inducing is not None:
             options.setdefault("num_inducing", int(self.num_inducing))
+        stages = ()
         if method == "nuts":
             options.setdefault("form", given.get("form", "latent"))
             if given.get("hyperparameters") is None and not given.get("sample_hyperparameters"):
-                hypers, _ = fit_hypers(prepare(X, y, num_classes), make_kernel(self.kernel),
-                                       progress=bool(self.progress))
+                hypers, info = fit_hypers(prepare(X, y, num_classes), make_kernel(self.kernel),
+                                          progress=bool(self.progress))
                 options["hyperparameters"] = {k: np.asarray(v) for k, v in hypers.items()}
-        return super()._fit_driver(X, y, num_classes, model_options, method=method, **options)
+                stages = (cavi_check(info),)
+        result = super()._fit_driver(X, y, num_classes, model_options, method=method, **options)
+        if stages:  # the CAVI fit of the hyperparameters ran here, not in the driver
+            report = ConvergenceReport.from_dict(result.info["convergence"])
+            result.info["convergence"] = report.merged(optimizers=stages).to_dict()
+        return result
 
     def _cavi(self, X, y, num_classes, given: dict, options: dict):
         """The CAVI fit: full, sparse or stochastic, on all points or with a stratified

@@ -44,7 +44,7 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             fit's ``result_.hypers``), or sampled, with ``{"sample_hyperparameters": True}``.
 {SHARED_DOC}
             The minibatch keys of ``"svi"``: ``batch_size`` (default min(256, N)),
-            ``max_iter`` and ``learning_rate`` (default 500 steps at 0.1 when a step sees
+            ``max_iter`` and ``learning_rate`` (default 2000 steps at 0.1 when a step sees
             every point, 5000 at 0.01 with minibatches: ``FULL_BATCH_STEPS``,
             ``MINIBATCH_STEPS``), ``validation_fraction`` (a stratified share held out; SVI
             keeps the iterate with the lowest held-out NLL, its trace in
@@ -60,8 +60,9 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
 
     inference_methods = {"svi": "svi", "nuts": "nuts"}
 
-    FULL_BATCH_STEPS = (500, 0.1)
-    """Default (max_iter, learning_rate) when every step sees all training points."""
+    FULL_BATCH_STEPS = (2000, 0.1)
+    """Default (max_iter, learning_rate) when every step sees all training points (the
+    measurements behind them: docs/defaults.md)."""
     MINIBATCH_STEPS = (5000, 0.01)
     """Default (max_iter, learning_rate) with minibatches (B < N)."""
 

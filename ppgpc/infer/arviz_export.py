@@ -348,6 +348,10 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         "ppgpc_info": json.dumps(result.info, sort_keys=True, default=str),
         "ppgpc_seed": int(result.seed),
     }
+    report = result.info.get("convergence")
+    if report is not None:  # the fit's ConvergenceReport: a verdict and its one-line summary
+        attrs["ppgpc_converged"] = int(bool(report["converged"]))
+        attrs["ppgpc_convergence"] = report["summary"]
     for group in idata.groups():
         if group in LABEL_GROUPS:  # attribute, not item: setting an item lists it twice
             setattr(idata, group, idata[group].assign_coords(

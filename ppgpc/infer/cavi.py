@@ -1,8 +1,9 @@
 """Driver method ``"cavi"``: a model's coordinate-ascent variational inference.
 
 A model provides ``spec.cavi.cavi(data, kernel, hypers, **options)`` returning a result with
-fields ``hypers``, ``inducing`` (the inducing inputs Z), ``sparse``, ``elbo`` (trace) and
-``converged``, and two ways to sample its variational posterior:
+fields ``hypers``, ``inducing`` (the inducing inputs Z), ``sparse``, ``elbo`` (trace),
+``converged``, ``relative_change`` (of the last two ELBO values) and ``jitter`` (of the
+fitted model's Cholesky factor), and two ways to sample its variational posterior:
 
 * the full version (Z = X): ``spec.cavi.sample_q_f(key, data, kernel, result, S) -> (S, N,
   L)`` joint draws of the latent at the training inputs, held as one chain of predictive
@@ -32,9 +33,10 @@ import jax
 import numpy as np
 
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
+from ppgpc.infer.convergence import optimizer_check
 from ppgpc.validation import check_options
 
-__all__ = ["run_cavi", "check_cavi_options", "integer_seed", "CAVI_OPTIONS"]
+__all__ = ["run_cavi", "check_cavi_options", "integer_seed", "cavi_check", "CAVI_OPTIONS"]
 
 CAVI_OPTIONS = {
     "hyperparameters": None,
@@ -76,6 +78,17 @@ def integer_seed(key) -> int:
     return int(np.asarray(jax.random.key_data(key)).ravel()[-1])
 
 
+def cavi_check(info: dict, stage: str = "CAVI"):
+    """The ``OptimizerCheck`` of a CAVI fit from its ``info`` entries (``cavi_converged``,
+    ``cavi_iterations``, ``cavi_relative_change``: the relative change of the last two ELBO
+    values, which the fit compares with ``tol``)."""
+    converged = bool(info["cavi_converged"])
+    return optimizer_check(stage, converged=converged, iterations=info["cavi_iterations"],
+                           stop_reason="relative ELBO change" if converged else "max_iter",
+                           last_change=info.get("cavi_relative_change"),
+                           measure="relative ELBO change")
+
+
 def run_cavi(spec, data, kernel, key, opts) -> dict:
     """Runner of method ``"cavi"`` (``ppgpc.infer.register_method``)."""
     given = opts["hyperparameters"]
@@ -104,12 +117,16 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
         raise FloatingPointError("CAVI produced non-finite variational draws")
     kind = "MAP" if opts["include_prior"] else "ML"
     learnt = given is None or bool(opts["learn_hyperparameters"])
+    trace = np.asarray(res.elbo)
     info = {"hyperparameters": f"CAVI ELBO (type-II {kind})" if learnt else "given",
-            "elbo": float(res.elbo[-1]),
-            "cavi_iterations": int(len(res.elbo)), "cavi_converged": bool(res.converged),
+            "elbo": float(trace[-1]),
+            "cavi_iterations": int(len(trace)), "cavi_converged": bool(res.converged),
+            "cavi_relative_change": res.relative_change,
             "cavi_stochastic": bool(stochastic)}
+    stage = "stochastic CAVI" if stochastic else "CAVI"
     return dict(fields, point_hypers=True, info=info,
-                sample_stats={"elbo": np.asarray(res.elbo)[None]})
+                sample_stats={"elbo": trace[None]}, optimizers=(cavi_check(info, stage),),
+                jitter=res.jitter)
 
 
 def _is_sparse(opts: dict, num_samples: int) -> bool:

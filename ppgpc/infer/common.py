@@ -109,6 +109,8 @@ class Method(NamedTuple):
     devices: Any = False
     """Whether the method takes the option ``devices`` (``DEVICES_OPTION``): False, True, or
     ``(options) -> str | None``, why these (checked) options cannot use it (None: they can)."""
+    sampler: bool = False
+    """An MCMC method: its draws are checked for R-hat and ESS (``ppgpc.infer.convergence``)."""
 
 
 _METHODS: dict[str, Method] = {}
@@ -133,7 +135,7 @@ def _alternatives(requires) -> tuple:
 
 
 def register_method(name: str, runner, requires, defaults: dict, *,
-                    scalable=False, check=None, devices=False) -> None:
+                    scalable=False, check=None, devices=False, sampler=False) -> None:
     """Teach the driver a method.
 
     Args:
@@ -158,6 +160,12 @@ def register_method(name: str, runner, requires, defaults: dict, *,
             (``DEVICES_OPTION``), which the driver applies before the runner starts. True,
             or ``(options) -> str | None`` for a method that can under some options only
             (the stochastic CAVI): why the checked options cannot, None when they can.
+        sampler: an MCMC method, whose chains the driver checks for R-hat, ESS and
+            divergences (``ppgpc.infer.convergence``).
+
+    The runner may also return ``optimizers``, the ``OptimizerCheck`` of each optimisation
+    stage it ran, and ``jitter``, the largest Cholesky jitter of the fitted model (absolute);
+    the driver turns them into the fit's ``ConvergenceReport``.
 
     Example:
         >>> register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True)  # svi.py
@@ -165,7 +173,8 @@ def register_method(name: str, runner, requires, defaults: dict, *,
     _METHODS[name] = Method(name=name, runner=runner, requires=_alternatives(requires),
                             defaults=dict(defaults), check=check or dict,
                             scalable=scalable or False,
-                            devices=devices if callable(devices) else bool(devices))
+                            devices=devices if callable(devices) else bool(devices),
+                            sampler=bool(sampler))
 
 
 def method_names() -> tuple[str, ...]:

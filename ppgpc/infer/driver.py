@@ -32,6 +32,8 @@ from ppgpc.infer.common import (
     unsupported_reason,
 )
 from ppgpc.blocks import num_shards
+from ppgpc.infer.convergence import (ConvergenceReport, chain_check, relative_jitter,
+                                     warn_if_needed)
 from ppgpc.infer.results import FitResult
 from ppgpc.kernels import make_kernel
 from ppgpc.validation import (
@@ -141,6 +143,8 @@ def fit(
     start = time.perf_counter()
     out = runner(spec, data, kernel, jax.random.PRNGKey(seed), opts)
     out["info"]["fit_seconds"] = time.perf_counter() - start
+    report = _assess(method, out)
+    out["info"]["convergence"] = report.to_dict()
     settings = {
         "method": method,
         "kernel": getattr(kernel, "name", type(kernel).__name__),
@@ -153,5 +157,26 @@ def fit(
             for k, v in out.pop("info").items()}
     if mesh is not None:  # as a count: a Mesh does not go into a save's JSON
         settings["method_options"][DEVICES_OPTION] = info["devices"] = num_shards(mesh)
-    return FitResult(spec=spec, kernel=kernel, data=data, method=method, settings=settings,
-                     info=info, seed=int(seed), **out)
+    result = FitResult(spec=spec, kernel=kernel, data=data, method=method, settings=settings,
+                       info=info, seed=int(seed), **out)
+    warn_if_needed(report)
+    return result
+
+
+def _assess(method: str, out: dict) -> ConvergenceReport:
+    """The ``ConvergenceReport`` of a runner's output (``ppgpc.infer.convergence``); takes
+    the runner's ``optimizers`` and ``jitter`` out of it."""
+    optimizers = tuple(out.pop("optimizers", ()))
+    jitter = relative_jitter(out.pop("jitter", 0.0), out["hypers"])
+    chains = None
+    if get_method(method).sampler:
+        draws = {"f": out["latent"]} if out.get("latent") is not None else {
+            "v": out["inducing"]}
+        if not out["point_hypers"]:
+            draws.update(out["hypers"])
+        stats = out.get("sample_stats") or {}
+        divergences = sum(int(np.sum(stats[k])) for k in ("diverging", "hyper_diverging")
+                          if k in stats)
+        chains = chain_check(draws, divergences)
+    return ConvergenceReport(method=method, chains=chains, optimizers=optimizers,
+                             max_jitter=jitter)

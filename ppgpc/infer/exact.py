@@ -13,12 +13,11 @@ type-II optimum, or checked given values) also starts the collapsed form of ``"n
 
 from __future__ import annotations
 
-import warnings
-
 import jax
 import jax.numpy as jnp
 
 from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, register_method
+from ppgpc.infer.convergence import optimizer_check
 from ppgpc.infer.sites import optimize_sites
 from ppgpc.validation import check_options
 
@@ -42,10 +41,12 @@ def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict):
         opts: ``max_iter``, ``tol``, ``optimizer``, ``learning_rate``, ``progress_bar``.
 
     Returns:
-        (hypers by site name, info dict).
+        (hypers by site name, info dict, the optimiser's ``OptimizerCheck`` or None when the
+        values were given).
     """
     if given is not None:
-        return check_hyperparameters(spec, data, kernel, given), {"hyperparameters": "given"}
+        return (check_hyperparameters(spec, data, kernel, given), {"hyperparameters": "given"},
+                None)
     if not spec.has("conjugate"):
         raise ValueError(
             f"model {spec.name!r} has no collapsed form to fit hyperparameters by type-II ML; "
@@ -56,13 +57,10 @@ def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict):
         optimizer=opts["optimizer"], learning_rate=opts["learning_rate"],
         progress_bar=opts["progress_bar"],
     )
-    if not opt.converged and opts["optimizer"] == "lbfgs":  # a small relative change converged
-        warnings.warn(
-            f"hyperparameter optimisation stopped ({opt.stop_reason}) after "
-            f"{opt.num_iterations} iterations with gradient norm {opt.grad_norm:.2e} > "
-            f"tol={opts['tol']}; the estimate may be off",
-            RuntimeWarning, stacklevel=4,
-        )
+    kind = "type-II MAP" if include_prior else "type-II ML"
+    check = optimizer_check(f"{kind} ({opts['optimizer']})", converged=opt.converged,
+                            iterations=opt.num_iterations, stop_reason=opt.stop_reason,
+                            last_change=opt.grad_norm)
     info = {
         "hyperparameters": "type-II MAP" if include_prior else "type-II ML",
         "log_marginal_likelihood" if not include_prior else "log_posterior": opt.objective,
@@ -73,7 +71,7 @@ def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict):
         "optimizer_converged": opt.converged,
         "optimizer_stop_reason": opt.stop_reason,
     }
-    return opt.params, info
+    return opt.params, info, check
 
 
 @jax.jit
@@ -85,8 +83,8 @@ def _all_finite(tree) -> jax.Array:
 
 
 def check_posterior(posterior, what: str) -> float:
-    """The Cholesky jitter a conjugate posterior needed (0 if none; a RuntimeWarning when
-    some was), after checking that every array of it is finite.
+    """The Cholesky jitter a conjugate posterior needed (0 if none), after checking that
+    every array of it is finite (the fit's ``ConvergenceReport`` judges the jitter).
 
     Raises:
         FloatingPointError: a non-finite entry (the kernel matrix was not positive definite
@@ -98,18 +96,16 @@ def check_posterior(posterior, what: str) -> float:
             f"the {what} could not be computed: the kernel matrix was not positive definite "
             "even with the maximum jitter. Check for duplicated inputs or extreme scales."
         )
-    if jitter > 0:
-        warnings.warn(f"the Cholesky factorisation needed jitter {jitter:.3g}", RuntimeWarning,
-                      stacklevel=4)
     return jitter
 
 
 def _run_point(spec, data, kernel, key, opts, include_prior):
-    hypers, info = point_hypers(spec, data, kernel, opts["hyperparameters"], include_prior,
-                                opts)
+    hypers, info, check = point_hypers(spec, data, kernel, opts["hyperparameters"],
+                                       include_prior, opts)
     conjugate = spec.conjugate
     posterior = jitted(conjugate.condition)(data, kernel, hypers)
-    info["cholesky_jitter"] = check_posterior(posterior, "conjugate posterior")
+    info["cholesky_jitter"] = jitter = check_posterior(posterior, "conjugate posterior")
+    checks = dict(optimizers=() if check is None else (check,), jitter=jitter)
     num_draws = int(opts["num_draws"])
     inducing = spec.inducing
     if inducing is not None and inducing.sample_inducing is not None:
@@ -117,11 +113,11 @@ def _run_point(spec, data, kernel, key, opts, include_prior):
         v = jitted(inducing.sample_inducing, ("num_samples",))(
             key, data, kernel, hypers, posterior, num_samples=num_draws)
         return dict(hypers=as_draws(hypers), latent=None, inducing=v[None],
-                    predictive_kind="inducing", point_hypers=True, info=info)
+                    predictive_kind="inducing", point_hypers=True, info=info, **checks)
     latent = jitted(conjugate.sample_train, ("num_samples",))(
         key, data, kernel, hypers, posterior, num_samples=num_draws)
     return dict(hypers=as_draws(hypers), latent=latent[None], predictive_kind="conjugate",
-                point_hypers=True, info=info)
+                point_hypers=True, info=info, **checks)
 
 
 def run_exact(spec, data, kernel, key, opts) -> dict:

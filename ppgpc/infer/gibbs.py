@@ -38,7 +38,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ppgpc.inducing import initial_inducing_inputs, resolve_num_inducing
-from ppgpc.infer.cavi import integer_seed
+from ppgpc.infer.cavi import cavi_check, integer_seed
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
 from ppgpc.infer.mcmc import chain_method
 from ppgpc.validation import check_options
@@ -198,7 +198,16 @@ def _run_inducing(spec, data, kernel, key, opts) -> dict:
     info["num_inducing"] = int(hypers["inducing_inputs"].shape[0])
     return dict(hypers=as_draws(hypers), latent=None, inducing=inducing,
                 predictive_kind="inducing", point_hypers=True, info=info,
-                sample_stats=stats)
+                sample_stats=stats, **_checks(info, stats, "stochastic sparse CAVI"))
+
+
+def _checks(info: dict, stats: dict, stage: str) -> dict:
+    """The runner's ``optimizers`` (the CAVI fit of the point, when one ran) and
+    ``jitter`` (the largest of the sweeps'), for the driver's convergence report."""
+    optimizers = (cavi_check(info, stage),) if "cavi_converged" in info else ()
+    jitter = stats.pop("jitter", None)
+    return dict(optimizers=optimizers,
+                jitter=0.0 if jitter is None else float(np.max(jitter)))
 
 
 def _sample(init_fn, step_fn, field: str, key, opts) -> tuple[dict, dict]:
@@ -244,12 +253,13 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
     latent = samples.pop("f")
     if not bool(np.all(np.isfinite(np.asarray(latent)))):
         raise FloatingPointError("the Gibbs sampler produced non-finite latent draws")
+    checks = _checks(info, stats, "CAVI")
     if sample:
         info["hyper_divergences"] = int(np.sum(stats.get("hyper_diverging", 0)))
         return dict(hypers=samples, latent=latent, predictive_kind="latent",
-                    point_hypers=False, info=info, sample_stats=stats)
+                    point_hypers=False, info=info, sample_stats=stats, **checks)
     return dict(hypers=as_draws(hypers), latent=latent, predictive_kind="latent",
-                point_hypers=True, info=info, sample_stats=stats)
+                point_hypers=True, info=info, sample_stats=stats, **checks)
 
 
 def _is_sparse(opts: dict, num_samples: int) -> bool:
@@ -260,4 +270,4 @@ def _is_sparse(opts: dict, num_samples: int) -> bool:
 
 
 register_method("gibbs", run_gibbs, ("gibbs", "latent"), GIBBS_OPTIONS,
-                scalable=_is_sparse, check=check_gibbs_options)
+                scalable=_is_sparse, check=check_gibbs_options, sampler=True)

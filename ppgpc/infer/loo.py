@@ -73,12 +73,13 @@ def _loo_nll(key, log_link, mean, var, y, scales, num_draws):
     def score(scale):
         logp = log_link(scale * f0)                                     # (S, N, C)
         logp_y = jnp.take_along_axis(logp, y[None, :, None], axis=-1)[..., 0]
-        return -jnp.mean(logsumexp(logp_y, axis=0) - jnp.log(num_draws))
+        return -(logsumexp(logp_y, axis=0) - jnp.log(num_draws))         # (N,)
 
     return lax.map(score, scales)
 
 
-def loo_nll(key, log_link, mean, var, y, scales=(1.0,), num_draws: int = LOO_DRAWS):
+def loo_nll(key, log_link, mean, var, y, scales=(1.0,), num_draws: int = LOO_DRAWS, *,
+            pointwise: bool = False):
     """Leave-one-out NLL of labels y under the latent predictive N(mean, var), the latent
     scaled by each of ``scales`` before the link (module docstring).
 
@@ -89,9 +90,11 @@ def loo_nll(key, log_link, mean, var, y, scales=(1.0,), num_draws: int = LOO_DRA
         y: (N,) integer labels.
         scales: factors r on the latent, shape (G,).
         num_draws: S.
+        pointwise: return each point's -log p(y_i | y_-i) instead of their mean.
 
     Returns:
-        (G,) leave-one-out NLL per scale.
+        (G,) leave-one-out NLL per scale, or (G, N) with ``pointwise``.
     """
-    return _loo_nll(key, log_link, jnp.asarray(mean), jnp.asarray(var), jnp.asarray(y),
-                    jnp.asarray(scales, dtype=jnp.float64), int(num_draws))
+    losses = _loo_nll(key, log_link, jnp.asarray(mean), jnp.asarray(var), jnp.asarray(y),
+                      jnp.asarray(scales, dtype=jnp.float64), int(num_draws))
+    return losses if pointwise else jnp.mean(losses, axis=-1)

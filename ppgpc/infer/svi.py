@@ -54,6 +54,7 @@ from jax import lax
 from numpyro.infer import SVI, TraceMeanField_ELBO
 from numpyro.optim import optax_to_numpyro
 
+from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
 from ppgpc.infer.common import as_draws, register_method
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
 
@@ -376,7 +377,7 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
                 raise FloatingPointError(f"SVI produced non-finite {name} draws")
             out[name] = out[name][None]
     out.setdefault("latent", None)
-    trace = np.concatenate(trace)
+    windows, trace = trace, np.concatenate(trace)
     per_step = timed_seconds / timed_steps if timed_steps else float("nan")
     # a model whose objective adds the hyperparameters' log prior fits type-II MAP ones, as
     # cavi.py names its kind
@@ -400,7 +401,33 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
                           f"lower natural_gradient (now {opts['natural_gradient']}) or raise "
                           "the batch size", UserWarning, stacklevel=2)
     return dict(hypers=as_draws(out.pop("hypers")), point_hypers=True, info=info,
-                sample_stats={"elbo": trace[None]}, **out)
+                sample_stats={"elbo": trace[None]},
+                optimizers=(_svi_check(windows, info, opts["tol"], N),), **out)
+
+
+SETTLED_PER_POINT = 1e-3
+"""An SVI run that ends at ``max_iter`` counts as converged when its mean ELBO moved by less
+than this many nats per training point over the last window (or by less than its noise)."""
+
+
+def _svi_check(windows: list, info: dict, tol, num_points: int) -> OptimizerCheck:
+    """The SVI stage's ``OptimizerCheck``. Converged when the ELBO test or the validation
+    monitor stopped it, or when the last two windows' mean ELBO differ by less than ``tol``
+    relative, by less than ``SETTLED_PER_POINT`` per training point, or by less than three
+    standard errors of that difference (the per-step ELBO estimates are noisy: each mean
+    has sd / sqrt(window))."""
+    change = settled = None
+    if len(windows) > 1:
+        last, before = np.asarray(windows[-1]), np.asarray(windows[-2])
+        difference = abs(last.mean() - before.mean())
+        change = difference / max(abs(last.mean()), 1.0)
+        noise = np.sqrt(last.var(ddof=1) / last.size + before.var(ddof=1) / before.size)
+        settled = (difference < 3.0 * noise or difference < SETTLED_PER_POINT * num_points
+                   or (tol is not None and change < tol))
+    converged = info["stopped_on"] in ("elbo", "validation") or bool(settled)
+    return optimizer_check("SVI", converged=converged, iterations=info["svi_steps"],
+                           stop_reason=info["stopped_on"], last_change=change,
+                           measure="relative change of the windows' mean ELBO")
 
 
 register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True, devices=True)
