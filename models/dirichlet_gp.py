@@ -42,6 +42,11 @@ factorised on its own. With ``shared_inducing=False`` (a ``prepare`` option) eac
 its own M inducing inputs, ``inducing_inputs`` (C, M, D), and its own factorisation (the
 per-output functions of ``ppgpc.sparse``, each with its own noise column): about C times the
 cost per step, and C M basis functions in all.
+
+``pad`` pads the data to a fixed number of rows that change nothing (``ppgpc.padding``):
+residuals, noise and likelihood weight zero on the padded rows, a decoupled identity block
+in each class's prior, the factor ``padded_rows`` that puts back their Gaussian constant,
+and the class counts as an array (``class_counts``) rather than static options.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, sparse, sparse_whitened
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
+from ppgpc.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
+                           row_mask)
 from ppgpc.models.dirichlet_gp_prior import ClassMeanPrior, class_log_frequencies
 from ppgpc.spec import CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec
 from ppgpc.validation import check_flag, check_positive
@@ -109,6 +116,11 @@ class GPDData(NamedTuple):
     """Dirichlet concentration of the classes a point does not belong to."""
     options: GPDOptions
     """Structural options (static)."""
+    mask: jax.Array | None = None
+    """(N,) row mask of data padded by ``pad`` (1 real, 0 padded); None when unpadded."""
+    class_counts: jax.Array | None = None
+    """(C,) training points per class of padded data, where ``options.class_sizes`` is
+    emptied so that the counts are not compiled into the programs; None when unpadded."""
 
 
 def lognormal_targets(alpha):
@@ -138,15 +150,40 @@ def prepare(X, y, num_classes: int, *, alpha_eps: float = DEFAULT_ALPHA_EPS,
     learn_noise_scale = check_flag("learn_noise_scale", learn_noise_scale)
     if predict_from not in ("latent", "noisy"):
         raise ValueError(f"predict_from must be 'latent' or 'noisy', got {predict_from!r}")
-    onehot = jax.nn.one_hot(jnp.asarray(y), num_classes, dtype=jnp.float64)
-    targets, s2 = lognormal_targets(alpha_eps + onehot)
+    # on the host: eager JAX ops here would compile a program per number of points
+    y = np.asarray(y)
+    alpha = alpha_eps + np.eye(num_classes)[y]
+    s2 = np.log1p(1.0 / alpha)
+    targets = np.log(alpha) - 0.5 * s2                              # lognormal_targets
     return GPDData(
-        X=jnp.asarray(X, dtype=jnp.float64), y=jnp.asarray(y), num_classes=int(num_classes),
-        targets=targets, noise_var=s2, alpha_eps=float(alpha_eps),
+        X=jax.device_put(np.asarray(X, dtype=np.float64)), y=jax.device_put(y),
+        num_classes=int(num_classes), targets=jax.device_put(targets),
+        noise_var=jax.device_put(s2), alpha_eps=float(alpha_eps),
         options=GPDOptions(bool(shared_kernel), predict_from, bool(learn_noise_scale),
                            tuple(int(n) for n in np.bincount(np.asarray(y),
                                                              minlength=num_classes))),
     )
+
+
+def pad(data: GPDData, size: int) -> GPDData:
+    """``data`` padded to ``size`` rows (``ppgpc.padding``): zero inputs, labels and targets
+    and unit noise on the padded rows (which the mask zeroes), the row mask, and the class
+    counts as the array ``class_counts``."""
+    if data.mask is None:
+        mask = row_mask(data.X.shape[0], size)
+        counts = jnp.asarray(data.options.class_sizes, dtype=jnp.float64)
+    else:
+        mask, counts = pad_rows(data.mask, size), data.class_counts
+    return data._replace(
+        X=pad_rows(data.X, size), y=pad_rows(data.y, size),
+        targets=pad_rows(data.targets, size), noise_var=pad_rows(data.noise_var, size, 1.0),
+        options=dataclasses.replace(data.options, class_sizes=()), mask=mask,
+        class_counts=counts)
+
+
+def _row_weights(data: GPDData, N: int):
+    """(N,) 1 on real rows, 0 on padded ones."""
+    return jnp.ones(N) if data.mask is None else data.mask
 
 
 def num_latent(num_classes: int) -> int:
@@ -248,8 +285,9 @@ def _finish_prediction(data: GPDData, hypers: dict, mean, var):
 def initial_hypers(data: GPDData, kernel) -> dict:
     """Means on their line nearest the target means; kernel variance at the mean target variance."""
     D, C = data.X.shape[1], data.targets.shape[1]
-    centre = jnp.mean(data.targets) + class_log_frequencies(data)
-    variance = max(float(jnp.mean(jnp.var(data.targets, axis=0))), 1e-2)
+    targets = real_rows(data.targets, data.mask)
+    centre = float(np.mean(targets)) + class_log_frequencies(data)
+    variance = max(float(np.mean(np.var(targets, axis=0))), 1e-2)
     start = {"kernel_" + k: v for k, v in kernel.initial_params(D, variance=variance).items()}
     if not data.options.shared_kernel:
         start = {k: jnp.broadcast_to(v, (C,) + jnp.shape(v)) for k, v in start.items()}
@@ -272,11 +310,14 @@ def collapsed_model(data: GPDData, kernel) -> None:
     params = _sample_kernel(data, kernel, None)                    # (params, class axis)
     mean = _sample_mean(data, None)
     noise = _sample_noise_var(data)
-    K = _class_grams(kernel, params, data.X)
-    chol = linalg.cholesky(K + jax.vmap(jnp.diag)(noise.T)).factor  # (C, N, N)
+    K = mask_gram(_class_grams(kernel, params, data.X), data.mask)
+    weights = _row_weights(data, N)
+    chol = linalg.cholesky(K + jax.vmap(jnp.diag)(noise.T * weights)).factor  # (C, N, N)
     with numpyro.plate("latent", C, dim=-1):
-        numpyro.sample("ytilde", dist.MultivariateNormal(mean[:, None] * jnp.ones(N),
+        numpyro.sample("ytilde", dist.MultivariateNormal(mean[:, None] * weights,
                                                          scale_tril=chol), obs=data.targets.T)
+    if data.mask is not None:
+        numpyro.factor("padded_rows", padding_constant(data.mask, C))
 
 
 def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> None:
@@ -296,9 +337,9 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> Non
     params = _sample_kernel(data, kernel, fixed_hypers)
     mean = _sample_mean(data, fixed_hypers)
     noise = _sample_noise_var(data, fixed_hypers)
-    K = _class_grams(kernel, params, data.X)
+    K = mask_gram(_class_grams(kernel, params, data.X), data.mask)
     f = gp.whitened_latent(linalg.cholesky(K).factor, C, mean)              # (N, C)
-    with numpyro.plate("data", N, dim=-1):
+    with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):
         numpyro.sample("ytilde", dist.Normal(f, jnp.sqrt(noise)).to_event(1),
                        obs=data.targets)
 
@@ -307,8 +348,8 @@ def condition(data: GPDData, kernel, hypers: dict) -> gp.ExactPosterior:
     """The exact posterior of every class, batched: fields with a leading class axis."""
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]  # (C, N, 1)
     params, axis = _class_params(data, hypers)
-    return jax.vmap(gp.condition, in_axes=(None, axis, None, 0, 0))(
-        kernel, params, data.X, resid, noise_var(data, hypers).T)
+    return jax.vmap(gp.condition, in_axes=(None, axis, None, 0, 0, None))(
+        kernel, params, data.X, resid, noise_var(data, hypers).T, data.mask)
 
 
 def predict(data: GPDData, kernel, hypers: dict, posterior: gp.ExactPosterior, Xs):
@@ -358,8 +399,8 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior (means included): mean (n, C), variance (n, C)."""
     resid = (f - hypers["mean"][None, :]).T[:, :, None]
     params, axis = _class_params(data, hypers)
-    mean, var = jax.vmap(gp.latent_conditional, in_axes=(None, axis, None, 0, None))(
-        kernel, params, data.X, resid, Xs)                               # (C, n, 1) each
+    mean, var = jax.vmap(gp.latent_conditional, in_axes=(None, axis, None, 0, None, None))(
+        kernel, params, data.X, resid, Xs, data.mask)                    # (C, n, 1) each
     return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :],
                               var[:, :, 0].T)
 

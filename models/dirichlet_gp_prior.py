@@ -40,9 +40,10 @@ def class_log_frequencies(data) -> jax.Array:
     prepared ``data`` (its ``options.class_sizes`` n_c and ``alpha_eps``): pi_c = (n_c +
     alpha_eps) / (N + C alpha_eps), the class frequencies smoothed by the Dirichlet prior's
     pseudo-count, so that a class without training points (in a fold of a search) stays
-    finite."""
-    log_counts = jnp.log(jnp.asarray(data.options.class_sizes, dtype=jnp.float64)
-                         + data.alpha_eps)
+    finite. Padded data (``ppgpc.padding``) hold the counts as the array ``class_counts``
+    instead, so that they are not compiled into the programs."""
+    counts = (data.options.class_sizes if data.class_counts is None else data.class_counts)
+    log_counts = jnp.log(jnp.asarray(counts, dtype=jnp.float64) + data.alpha_eps)
     return log_counts - jnp.mean(log_counts)
 
 

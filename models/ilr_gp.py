@@ -38,6 +38,11 @@ is then one per coordinate, ``noise_scale`` (C-1,) (measurements on letter:
 
 The ``z`` site is a Gaussian density of transformed targets, not comparable across models:
 model comparison uses the categorical log-likelihood ``log_link(f)[y]`` (``ppgpc.infer``).
+
+``pad`` pads the data to a fixed number of rows that change nothing (``ppgpc.padding``):
+zero targets, a decoupled identity block in the prior, zero noise and zero likelihood
+weight, and the factor ``padded_rows`` that puts back the padded rows' Gaussian constant,
+so log-densities, posteriors and predictions of the real rows are the unpadded ones.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ import numpyro.distributions as dist
 
 from ppgpc import gp, linalg, simplex, sparse, sparse_whitened
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
+from ppgpc.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
+                           row_mask)
 from ppgpc.spec import (CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec,
                         record_jitter)
 from ppgpc.validation import check_flag, check_positive
@@ -110,6 +117,8 @@ class ILRData(NamedTuple):
     """Proposition 1 tolerance that set sigma (NaN when sigma was given)."""
     options: ILROptions = ILROptions()
     """Structural options (static)."""
+    mask: jax.Array | None = None
+    """(N,) row mask of data padded by ``pad`` (1 real, 0 padded); None when unpadded."""
 
 
 def prepare(
@@ -128,15 +137,17 @@ def prepare(
     """
     if num_classes < 2:
         raise ValueError(f"ILR-GP needs at least 2 classes, got {num_classes}")
-    targets = jnp.asarray(np.asarray(simplex.ilr_class_targets(num_classes, epsilon))[np.asarray(y)])
+    # on the host: eager JAX ops here would compile a program per number of points
+    targets = jax.device_put(
+        np.asarray(simplex.ilr_class_targets(num_classes, epsilon))[np.asarray(y)])
     if noise_std is None:
         noise_std = simplex.proposition1_noise_std(num_classes, epsilon, tau)
     else:
         tau = float("nan")
         noise_std = check_positive("noise_std", noise_std)
     return ILRData(
-        X=jnp.asarray(X, dtype=jnp.float64),
-        y=jnp.asarray(y),
+        X=jax.device_put(np.asarray(X, dtype=np.float64)),
+        y=jax.device_put(np.asarray(y)),
         num_classes=int(num_classes),
         targets=targets,
         noise_var=float(noise_std) ** 2,
@@ -145,6 +156,14 @@ def prepare(
         options=ILROptions(learn_noise_scale=check_flag("learn_noise_scale",
                                                         learn_noise_scale)),
     )
+
+
+def pad(data: ILRData, size: int) -> ILRData:
+    """``data`` padded to ``size`` rows (``ppgpc.padding``): inputs, labels and targets
+    zero on the padded rows, and the row mask."""
+    mask = row_mask(data.X.shape[0], size) if data.mask is None else pad_rows(data.mask, size)
+    return data._replace(X=pad_rows(data.X, size), y=pad_rows(data.y, size),
+                         targets=pad_rows(data.targets, size), mask=mask)
 
 
 def num_latent(num_classes: int) -> int:
@@ -161,7 +180,8 @@ def initial_hypers(data: ILRData, kernel) -> dict:
     """Kernel variance at the mean square of the targets, lengthscales at sqrt(D), and the
     noise scale (when learned) at 1, the Proposition 1 level."""
     D = data.X.shape[1]
-    start = kernel.initial_params(D, variance=float(jnp.mean(data.targets**2)))
+    targets = real_rows(data.targets, data.mask)
+    start = kernel.initial_params(D, variance=float(np.mean(targets**2)))
     hypers = {"kernel_" + k: v for k, v in start.items()}
     if data.options.learn_noise_scale:
         hypers["noise_scale"] = jnp.asarray(1.0)
@@ -207,12 +227,14 @@ def collapsed_model(data: ILRData, kernel) -> None:
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1])
     noise = _scaled(*_sample_noise_var(data))
-    K = gram(kernel, params, data.X)
-    chol = linalg.cholesky(K + noise * jnp.eye(N)).factor
+    K = mask_gram(gram(kernel, params, data.X), data.mask)
+    chol = linalg.cholesky(K + jnp.diag(gp.noise_diagonal(noise, N, data.mask))).factor
     with numpyro.plate("latent", L, dim=-1):
         numpyro.sample(
             "z", dist.MultivariateNormal(jnp.zeros(N), scale_tril=chol), obs=data.targets.T
         )
+    if data.mask is not None:
+        numpyro.factor("padded_rows", padding_constant(data.mask, L))
 
 
 def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> None:
@@ -230,17 +252,17 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
     noise = _scaled(*_sample_noise_var(data, fixed_hypers))
-    chol_K = linalg.cholesky(gram(kernel, params, data.X))
+    chol_K = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask))
     record_jitter(chol_K)
     f = gp.whitened_latent(chol_K.factor, L)
-    with numpyro.plate("data", N, dim=-1):
+    with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):
         numpyro.sample("z", dist.Normal(f, jnp.sqrt(noise)).to_event(1), obs=data.targets)
 
 
 def condition(data: ILRData, kernel, hypers: dict) -> gp.ExactPosterior:
     """The exact posterior: one Cholesky of K + sigma^2 I for all C-1 coordinates."""
     return gp.condition(kernel, kernel_params(hypers), data.X, data.targets,
-                        noise_var(data, hypers))
+                        noise_var(data, hypers), data.mask)
 
 
 def predict(data: ILRData, kernel, hypers: dict, posterior: gp.ExactPosterior, Xs):
@@ -274,7 +296,7 @@ def pseudo_log_lik(data: ILRData, hypers: dict, f):
 
 def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior: mean (n, C-1), variance (n, C-1)."""
-    return gp.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs)
+    return gp.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs, data.mask)
 
 
 SPEC = conjugate_spec(

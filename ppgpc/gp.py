@@ -10,6 +10,11 @@ output:
 
 S = diag(noise). The cost is O(N^3 + N^2 L). Heteroscedastic models whose noise differs
 per output (GPD, docs/math.md section 2) call these functions once per output under ``vmap``.
+
+Training data padded to a fixed size (``ppgpc.padding``) come with a row mask m: the
+functions that take ``mask`` use the covariance K o (m m^T) + diag(1 - m) and noise S m, so
+that the padded rows are a decoupled identity block with zero targets, and cross-covariances
+K*n o m^T; the real rows' results are then those of the unpadded data.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpyro.distributions as dist
 
 from ppgpc import linalg
 from ppgpc.kernels import gram, gram_diag
+from ppgpc.padding import mask_columns, mask_gram
 
 __all__ = [
     "ExactPosterior",
@@ -50,11 +56,14 @@ class ExactPosterior(NamedTuple):
     """(N, L) (K + diag(noise))^-1 Y."""
     jitter: jax.Array
     """() jitter that the Cholesky needed (0.0 normally)."""
+    mask: jax.Array | None = None
+    """(N,) row mask of padded training data (``ppgpc.padding``), None for unpadded data."""
 
 
-def noise_diagonal(noise_var, num_points: int) -> jax.Array:
-    """Broadcast a scalar or (N,) noise variance to shape (N,)."""
-    return jnp.broadcast_to(jnp.asarray(noise_var, dtype=jnp.float64), (num_points,))
+def noise_diagonal(noise_var, num_points: int, mask=None) -> jax.Array:
+    """Broadcast a scalar or (N,) noise variance to shape (N,), zero on padded rows."""
+    noise = jnp.broadcast_to(jnp.asarray(noise_var, dtype=jnp.float64), (num_points,))
+    return noise if mask is None else noise * mask
 
 
 def log_marginal_likelihood(K: jax.Array, Y: jax.Array, noise_var) -> jax.Array:
@@ -79,16 +88,21 @@ def log_marginal_likelihood(K: jax.Array, Y: jax.Array, noise_var) -> jax.Array:
     )
 
 
-def condition(kernel, params, X: jax.Array, Y: jax.Array, noise_var) -> ExactPosterior:
+def condition(kernel, params, X: jax.Array, Y: jax.Array, noise_var,
+              mask=None) -> ExactPosterior:
     """Condition the GP on (X, Y) with noise: one Cholesky of K + diag(noise).
 
     Args:
         kernel, params: the kernel and its parameters.
         X: (N, D) inputs; Y: (N, L) centred targets; noise_var: scalar or (N,).
+        mask: (N,) row mask of padded data (module docstring), or None.
     """
-    K = gram(kernel, params, X)
-    chol = linalg.cholesky(K + jnp.diag(noise_diagonal(noise_var, X.shape[0])))
-    return ExactPosterior(X, chol.factor, linalg.cho_solve(chol.factor, Y), chol.jitter)
+    K = mask_gram(gram(kernel, params, X), mask)
+    if mask is not None:
+        Y = Y * mask[:, None]
+    chol = linalg.cholesky(K + jnp.diag(noise_diagonal(noise_var, X.shape[0], mask)))
+    return ExactPosterior(X, chol.factor, linalg.cho_solve(chol.factor, Y), chol.jitter,
+                          mask)
 
 
 def predict(kernel, params, posterior: ExactPosterior, Xs: jax.Array):
@@ -98,7 +112,7 @@ def predict(kernel, params, posterior: ExactPosterior, Xs: jax.Array):
         mean (n, L) = K*n alpha and variance (n,) = k** - diag(K*n (K + S)^-1 Kn*),
         the variance shared by every output and clipped at 0 from below.
     """
-    Ksn = gram(kernel, params, Xs, posterior.X)
+    Ksn = mask_columns(gram(kernel, params, Xs, posterior.X), posterior.mask)
     mean = Ksn @ posterior.alpha
     V = linalg.tri_solve(posterior.chol, Ksn.T)  # (N, n)
     var = gram_diag(kernel, params, Xs) - jnp.sum(V * V, axis=0)
@@ -115,18 +129,23 @@ def sample_posterior_at_inputs(
     which has exactly the posterior law N(K (K+S)^-1 Y, K - K (K+S)^-1 K) and needs only the
     Cholesky of K + S (already in ``posterior``) and one of K (with adaptive jitter).
 
+    The standard normals are drawn point-major, (N, S, L), so that a point's draws do not
+    depend on how many rows follow it (padded data draw the same ones for the real rows).
+
     Returns:
         (num_samples, N, L) draws.
     """
-    X = posterior.X
+    X, mask = posterior.X, posterior.mask
     N, num_outputs = Y.shape
-    K = gram(kernel, params, X)
+    K = mask_gram(gram(kernel, params, X), mask)
+    if mask is not None:
+        Y = Y * mask[:, None]
     LK = linalg.cholesky(K).factor
     k_prior, k_noise = jax.random.split(key)
-    shape = (num_samples, N, num_outputs)
-    f_prior = jnp.einsum("ij,sjl->sil", LK, jax.random.normal(k_prior, shape))
-    noise_sd = jnp.sqrt(noise_diagonal(noise_var, N))[None, :, None]
-    e = noise_sd * jax.random.normal(k_noise, shape)
+    shape = (N, num_samples, num_outputs)
+    f_prior = jnp.einsum("ij,jsl->sil", LK, jax.random.normal(k_prior, shape))
+    noise_sd = jnp.sqrt(noise_diagonal(noise_var, N, mask))[None, :, None]
+    e = noise_sd * jnp.moveaxis(jax.random.normal(k_noise, shape), 0, 1)
     resid = Y[None] - f_prior - e  # (S, N, L)
     # K (K + S)^-1 resid for all draws with one solve: stack draws along the columns.
     flat = jnp.moveaxis(resid, 0, 1).reshape(N, num_samples * num_outputs)
@@ -134,7 +153,8 @@ def sample_posterior_at_inputs(
     return f_prior + jnp.moveaxis(update, 1, 0)
 
 
-def conditional_from_latent(kernel, params, X: jax.Array, f: jax.Array, Xs: jax.Array):
+def conditional_from_latent(kernel, params, X: jax.Array, f: jax.Array, Xs: jax.Array,
+                            mask=None):
     """Noise-free GP conditional f(Xs) | f(X) = f (used for latent-form MCMC draws).
 
     mean = K*n K^-1 f, var = k** - diag(K*n K^-1 Kn*), with K factorised once (adaptive
@@ -142,19 +162,21 @@ def conditional_from_latent(kernel, params, X: jax.Array, f: jax.Array, Xs: jax.
 
     Args:
         X: (N, D); f: (N, L) latent values at X; Xs: (n, D).
+        mask: (N,) row mask of padded data (module docstring), or None.
 
     Returns:
         mean (n, L) and variance (n,).
     """
-    LK = linalg.cholesky(gram(kernel, params, X)).factor
-    Ksn = gram(kernel, params, Xs, X)
+    LK = linalg.cholesky(mask_gram(gram(kernel, params, X), mask)).factor
+    Ksn = mask_columns(gram(kernel, params, Xs, X), mask)
     mean = Ksn @ linalg.cho_solve(LK, f)
     V = linalg.tri_solve(LK, Ksn.T)
     var = gram_diag(kernel, params, Xs) - jnp.sum(V * V, axis=0)
     return mean, jnp.maximum(var, 0.0)
 
 
-def latent_conditional(kernel, params, X: jax.Array, f: jax.Array, Xs: jax.Array):
+def latent_conditional(kernel, params, X: jax.Array, f: jax.Array, Xs: jax.Array,
+                       mask=None):
     """The prior GP's conditional of every latent at Xs given its values f at X, with the
     variance given per latent: ``conditional_from_latent``'s
 
@@ -166,11 +188,12 @@ def latent_conditional(kernel, params, X: jax.Array, f: jax.Array, Xs: jax.Array
     Args:
         kernel, params: the kernel and its parameters (``kernels.kernel_params``).
         X: (N, D) training inputs; f: (N, L) latent values at X; Xs: (n, D).
+        mask: (N,) row mask of padded data (module docstring), or None.
 
     Returns:
         mean (n, L) and variance (n, L).
     """
-    mean, var = conditional_from_latent(kernel, params, X, f, Xs)
+    mean, var = conditional_from_latent(kernel, params, X, f, Xs, mask)
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
@@ -232,5 +255,5 @@ def loo_predictive(posterior: ExactPosterior, Y: jax.Array, noise_var):
     a_inv_diag = jnp.sum(L_inv * L_inv, axis=0)                        # [A^-1]_ii
     mean = Y - posterior.alpha / a_inv_diag[:, None]
     # the jitter the factorisation needed was added to the noise: drop it with the noise
-    var = 1.0 / a_inv_diag - noise_diagonal(noise_var, N) - posterior.jitter
+    var = 1.0 / a_inv_diag - noise_diagonal(noise_var, N, posterior.mask) - posterior.jitter
     return mean, jnp.maximum(var, 0.0)

@@ -233,6 +233,11 @@ class ModelSpec:
             points split over the devices of a ``jax.sharding.Mesh`` (axis ``"data"``);
             None where the model cannot use several devices (the driver's ``devices``
             option is refused, naming the models that can).
+        pad: optional ``(data, size) -> data``: the prepared data padded to ``size`` rows
+            with rows that change nothing (``ppgpc.padding``: a row mask in the data's
+            ``mask``, which every function of the model honours), so that the driver fits
+            any N of one bucket with the same compiled programs; None where the model is
+            fitted at its own N.
     """
 
     name: str
@@ -253,6 +258,7 @@ class ModelSpec:
     psis_loo_refusal: Optional[str] = None
     description: str = ""
     place: Optional[Callable[..., Any]] = None
+    pad: Optional[Callable[..., Any]] = None
 
     def __post_init__(self):
         for group, kind in CAPABILITIES.items():
@@ -276,7 +282,7 @@ class ModelSpec:
         return tuple(group for group in CAPABILITIES if getattr(self, group) is not None)
 
 
-CONJUGATE_MODULE_NAMES = ("prepare", "num_latent", "log_link", "initial_hypers",
+CONJUGATE_MODULE_NAMES = ("prepare", "pad", "num_latent", "log_link", "initial_hypers",
                           *Conjugate._fields, *Latent._fields, "SPEC", "SPARSE_SPEC")
 """The public names every conjugate model module (``ilr_gp``, ``dirichlet_gp``) defines: its
 functions under the names ``conjugate_spec`` reads, and its two specs."""
@@ -290,12 +296,12 @@ def conjugate_spec(name: str, description: str, module: Any, *,
         name: the model name, e.g. ``"ilr_gp"``.
         description: one line for the model registry.
         module: the model module's namespace (its ``globals()``), holding ``prepare``,
-            ``num_latent``, ``log_link``, ``initial_hypers``, every member of ``Conjugate``
-            and of ``Latent`` under the member's name.
+            ``pad``, ``num_latent``, ``log_link``, ``initial_hypers``, every member of
+            ``Conjugate`` and of ``Latent`` under the member's name.
         sparse_alternative: what the driver's too-large-for-exact-inference error suggests.
     """
     return ModelSpec(
-        name=name, description=description, prepare=module["prepare"],
+        name=name, description=description, prepare=module["prepare"], pad=module["pad"],
         num_latent=module["num_latent"], log_link=module["log_link"],
         initial_hypers=module["initial_hypers"],
         conjugate=Conjugate(**{f: module[f] for f in Conjugate._fields}),

@@ -34,7 +34,7 @@ LAYERS = [
               "ppgpc.blocks", "ppgpc.sparse_stats",
               "ppgpc.sparse", "ppgpc.sparse_whitened", "ppgpc.inducing", "ppgpc.simplex", "ppgpc.polyagamma", "ppgpc.kmeans",
               "ppgpc.polyagamma_moments", "ppgpc.polyagamma_samplers",
-              "ppgpc.progress"]),
+              "ppgpc.progress", "ppgpc.programs", "ppgpc.padding"]),
     ("data and metrics", ["ppgpc.datasets", "ppgpc.datasets.*", "ppgpc.metrics",
                           "ppgpc.calibration", "ppgpc.recalibration", "ppgpc.conformal",
                           "ppgpc.plotting", "ppgpc.compare"]),

@@ -6,6 +6,11 @@ The methods live in modules of their own, each registered with
 (``ppgpc.infer.nuts``), ``cavi``, ``gibbs`` and ``svi``. ``supported_methods(spec)`` is
 derived from those requirements, so a model supports a method exactly when it fills the
 groups the method uses; nothing here special-cases a model.
+
+A model with a ``pad`` function (``ppgpc.spec.ModelSpec.pad``) is fitted on its data padded
+to ``ppgpc.padding.bucket(N)`` rows, so that every N of a bucket runs the same compiled
+programs; its draws at the training inputs are cut back to the N real rows, and the
+result holds the unpadded data.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from ppgpc.infer.common import (
     unsupported_reason,
 )
 from ppgpc.blocks import num_shards
+from ppgpc.padding import bucket, first_rows
+from ppgpc.programs import training_signature, use_training_shape
 from ppgpc.infer.convergence import (ConvergenceReport, chain_check, relative_jitter,
                                      warn_if_needed)
 from ppgpc.infer.results import FitResult
@@ -140,8 +147,17 @@ def fit(
     if mesh is not None:  # the sums over points split over the mesh's data axis
         data = spec.place(data, mesh)
 
+    num_points = X.shape[0]
+    run_data = data
+    if spec.pad is not None and mesh is None:  # fixed training shapes (``ppgpc.padding``)
+        run_data = spec.pad(data, bucket(num_points))
+    # bounded compiled code over a long process (``ppgpc.programs``)
+    use_training_shape(training_signature(
+        (kernel, run_data), (spec.name, method, sorted(opts.items(), key=lambda kv: kv[0]))))
     start = time.perf_counter()
-    out = runner(spec, data, kernel, jax.random.PRNGKey(seed), opts)
+    out = runner(spec, run_data, kernel, jax.random.PRNGKey(seed), opts)
+    if out.get("latent") is not None:  # the real rows of the draws at the training inputs
+        out["latent"] = first_rows(out["latent"], num_points, axis=2)
     out["info"]["fit_seconds"] = time.perf_counter() - start
     report = _assess(method, out)
     out["info"]["convergence"] = report.to_dict()

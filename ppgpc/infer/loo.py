@@ -29,10 +29,13 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.scipy.special import logsumexp
 
+from ppgpc.infer.predictive import padded_training
 from ppgpc.infer.results import FitResult
+from ppgpc.padding import bucket, first_rows, pad_rows
 
 __all__ = ["loo_latent", "loo_nll", "LOO_DRAWS"]
 
@@ -56,7 +59,10 @@ def loo_latent(result: FitResult):
             f"(method 'exact' or 'map' of a model with loo_predictive); got method "
             f"{result.method!r} of model {spec.name!r}")
     hypers = {k: v[0, 0] for k, v in result.hypers.items()}
-    return _loo_latent(spec, result.kernel, result.data, hypers)
+    data, _ = padded_training(result)  # one program per bucket of N
+    num_points = int(result.data.X.shape[0])
+    mean, var = _loo_latent(spec, result.kernel, data, hypers)
+    return first_rows(mean, num_points), first_rows(var, num_points)
 
 
 @functools.partial(jax.jit, static_argnames=("spec",))
@@ -95,6 +101,12 @@ def loo_nll(key, log_link, mean, var, y, scales=(1.0,), num_draws: int = LOO_DRA
     Returns:
         (G,) leave-one-out NLL per scale, or (G, N) with ``pointwise``.
     """
-    losses = _loo_nll(key, log_link, jnp.asarray(mean), jnp.asarray(var), jnp.asarray(y),
-                      jnp.asarray(scales, dtype=jnp.float64), int(num_draws))
-    return losses if pointwise else jnp.mean(losses, axis=-1)
+    # the points padded to a bucket of sizes (unit-variance rows, dropped after), so that a
+    # new number of points compiles nothing
+    num_points = int(np.shape(y)[0])
+    size = bucket(num_points)
+    losses = _loo_nll(key, log_link, pad_rows(mean, size), pad_rows(var, size, 1.0),
+                      pad_rows(y, size), jnp.asarray(scales, dtype=jnp.float64),
+                      int(num_draws))
+    losses = first_rows(losses, num_points, axis=1)
+    return losses if pointwise else jax.device_put(np.mean(np.asarray(losses), axis=-1))

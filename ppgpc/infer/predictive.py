@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ppgpc.padding import bucket
 from ppgpc.validation import check_features
 
 __all__ = ["DRAWS_BY_KIND", "PREDICT_BLOCK", "MIN_BUCKET", "MIN_PREDICTIVE_DRAWS",
@@ -112,6 +113,21 @@ def _unflatten(result, draws: jax.Array) -> jax.Array:
     return draws.reshape((result.num_chains, result.num_draws) + draws.shape[1:])
 
 
+def padded_training(result, flat_f=None):
+    """(data, flat_f): the result's training data, and draws (S, N, L) of the latent there,
+    padded with zero rows to ``ppgpc.padding.bucket(N)`` rows as the fit was, when the
+    model pads (``ModelSpec.pad``): predictions then compile once per bucket of N, and the
+    padded rows change nothing. As given for a model that does not pad."""
+    spec = result.spec
+    if spec.pad is None:
+        return result.data, flat_f
+    num_points = int(np.shape(result.data.X)[0])
+    size = bucket(num_points)
+    if flat_f is not None:
+        flat_f = jnp.pad(flat_f, ((0, 0), (0, size - num_points), (0, 0)))
+    return spec.pad(result.data, size), flat_f
+
+
 # ------------------------------------------------------------ jitted draw kernels
 @functools.partial(jax.jit, static_argnames=("spec", "num_chains", "num_draws", "shared"))
 def _point_conjugate_draws(key, spec, kernel, data, hypers, Xs, num_chains, num_draws,
@@ -192,12 +208,13 @@ def conjugate_draws(result, key, Xs, num_draws=None, shared=False) -> jax.Array:
     hyperparameters and sample the predictive marginal, (chain, draw, n, L). A point
     estimate conditions once and can be sampled ``num_draws`` times (default: the fit's
     number of draws); sampled hyperparameters give one predictive draw each."""
+    data, _ = padded_training(result)
     if result.point_hypers:
         return _point_conjugate_draws(
-            key, result.spec, result.kernel, result.data, result.hyper_draw(0, 0), Xs,
+            key, result.spec, result.kernel, data, result.hyper_draw(0, 0), Xs,
             result.num_chains, result.num_draws if num_draws is None else num_draws, shared)
     return _unflatten(result, _per_draw_conjugate_draws(
-        key, result.spec, result.kernel, result.data, flat_hypers(result), Xs,
+        key, result.spec, result.kernel, data, flat_hypers(result), Xs,
         result.num_chains * result.num_draws, result.spec.num_latent(result.num_classes),
         shared))
 
@@ -206,12 +223,12 @@ def latent_draws(result, key, Xs, num_draws=None, shared=False) -> jax.Array:
     """Kind ``"latent"``: the GP prior conditional p(f* | f_s) given each draw's f at the
     training inputs, one predictive draw per posterior draw, (chain, draw, n, L)
     (``num_draws`` does not apply)."""
-    flat_f = _flat(result.latent)
+    data, flat_f = padded_training(result, _flat(result.latent))
     if result.point_hypers:
-        draws = _point_latent_draws(key, result.spec, result.kernel, result.data,
+        draws = _point_latent_draws(key, result.spec, result.kernel, data,
                                     result.hyper_draw(0, 0), flat_f, Xs, shared)
     else:
-        draws = _per_draw_latent_draws(key, result.spec, result.kernel, result.data,
+        draws = _per_draw_latent_draws(key, result.spec, result.kernel, data,
                                        flat_hypers(result), flat_f, Xs, shared)
     return _unflatten(result, draws)
 

@@ -1,0 +1,122 @@
+"""The bound on compiled programs over a long process (``ppgpc.programs``).
+
+The unit tests check the record of training shapes (least recently used, a release on the
+first new shape past the bound); the soak test runs a process that fits the default
+``ILRGPClassifier`` at many training sizes and reads its memory mappings, which grow by
+about a thousand per new training size when programs are never released.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ppgpc import programs
+
+
+@pytest.fixture
+def fresh_record(monkeypatch):
+    """An empty record with a bound of 3 and ``jax.clear_caches`` counted, not run."""
+    cleared = []
+    monkeypatch.setattr(programs, "_live", type(programs._live)())
+    monkeypatch.setattr(programs, "MAX_TRAINING_SHAPES", 3)
+    monkeypatch.setattr(programs.jax, "clear_caches", lambda: cleared.append(1))
+    return cleared
+
+
+def test_signatures_follow_shapes_not_values():
+    def signature(X, n=3, epsilon=0.9, name="ilr_gp", draws=10):
+        return programs.training_signature({"X": X, "n": n, "epsilon": epsilon},
+                                           (name, {"num_draws": draws}))
+
+    a = signature(jnp.zeros((5, 2)))
+    assert a == signature(jnp.ones((5, 2)), n=4, epsilon=0.99)  # traced values
+    assert a != signature(jnp.zeros((6, 2)))
+    assert a != signature(np.zeros((5, 2), dtype=np.float32))
+    assert a != signature(jnp.zeros((5, 2)), name="gpd")
+    assert a != signature(jnp.zeros((5, 2)), draws=20)  # a static option
+
+
+def test_a_new_shape_past_the_bound_releases_every_program(fresh_record):
+    cleared = fresh_record
+    assert [programs.use_training_shape(s) for s in "abc"] == [False] * 3
+    assert programs.use_training_shape("a") is False  # held: nothing compiles
+    assert cleared == []
+    assert programs.use_training_shape("d") is True
+    assert cleared == [1]
+    assert programs.live_training_shapes() == 1
+    assert [programs.use_training_shape(s) for s in "dbc"] == [False] * 3
+    assert programs.use_training_shape("e") is True
+    assert len(cleared) == 2
+
+
+def test_the_record_is_least_recently_used(fresh_record):
+    for s in "abc":
+        programs.use_training_shape(s)
+    programs.use_training_shape("a")  # now the most recent
+    assert list(programs._live) == ["b", "c", "a"]
+
+
+def test_the_driver_records_each_fit(fresh_record, monkeypatch):
+    from ppgpc.infer import fit
+
+    seen = []
+    monkeypatch.setattr("ppgpc.infer.driver.use_training_shape",
+                        lambda signature: seen.append(signature) or False)
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(70, 2)), np.arange(70) % 2
+    for n in (10, 12, 70):  # 10 and 12 padded to one bucket (ppgpc.padding)
+        fit("ilr_gp", X[:n], y[:n], method="map", num_draws=10)
+    assert len(seen) == 3 and seen[0] == seen[1] and seen[1] != seen[2]
+
+
+SOAK = """
+import json, warnings
+import numpy as np
+import ppgpc
+from ppgpc import programs
+programs.MAX_TRAINING_SHAPES = {bound}
+warnings.simplefilter("ignore", ppgpc.ConvergenceWarning)
+
+def maps():
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+rng = np.random.default_rng(0)
+rows = []
+for n in range(20, 20 + 30 * {fits}, 30):
+    y = np.arange(n) % 3
+    X = rng.normal(size=(n, 3)) + 2.0 * np.eye(3)[y]
+    ppgpc.ILRGPClassifier(progress=False).fit(X, y)
+    rows.append(maps())
+print(json.dumps({{"maps": rows, "releases": programs.releases()}}))
+"""
+
+
+def _soak(bound: int, fits: int) -> dict:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(SOAK.format(
+        bound=bound, fits=fits))], capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"),
+                    reason="memory mappings are read from /proc/self/maps (Linux)")
+def test_a_process_fitting_many_sizes_stops_growing():
+    """ILRGPClassifier() at 12 training sizes from 20 to 350 in one process (padded to 9
+    buckets, ``ppgpc.padding``), programs of at most 3 held: the mappings of the last
+    three fits are within 1,500 of the first three's (they rise and fall by about a
+    thousand within a cycle), where without releases the 9 buckets add about 9,000."""
+    record = _soak(bound=3, fits=12)
+    maps = record["maps"]
+    assert record["releases"] >= 2
+    assert max(maps[-3:]) - max(maps[:3]) < 1500, maps
