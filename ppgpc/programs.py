@@ -9,22 +9,25 @@ by a thousand or more mappings per new training shape until LLVM aborts it ("Una
 allocate section memory", SIGABRT), losing everything the process held.
 
 The driver (``ppgpc.infer.fit``) calls ``use_training_shape`` with the shape signature of
-every fit's prepared data before it runs. The signatures of the last
-``MAX_TRAINING_SHAPES`` distinct training shapes are kept, least recently used first; when
-a fit brings a signature that is not among them and the bound is reached, every compiled
-program of the process is released first (``jax.clear_caches()``, then a garbage
-collection so that the executables are freed, and on glibc ``malloc_trim(0)``, which hands
-the freed heap back to the system: without it the resident memory stays at its peak) and
-the record starts again from the new signature. A process therefore holds the programs of at most ``MAX_TRAINING_SHAPES``
-training shapes at a time, whatever it fits, and the number of memory mappings and the
-compiled code stay bounded.
+every fit's prepared data before it runs. A signature seen before compiles nothing new. A
+new one first checks what the process holds: when it holds more than ``MAX_MEMORY_MAPS``
+memory mappings (``/proc/self/maps``, on Linux) or the programs of ``MAX_TRAINING_SHAPES``
+training shapes (the bound that counts on a GPU, whose programs' code does not take host
+mappings, and where mappings cannot be read), every compiled program of the process is
+released (``jax.clear_caches()``, then a garbage collection so that the executables are
+freed, and on glibc ``malloc_trim(0)``, which hands the freed heap back to the system:
+without it the resident memory stays at its peak) and the record starts again from the new
+signature. The mappings are the resource that runs out, and what one shape costs differs
+tenfold between models (an ILR fit padded to a bucket about 1,000 mappings, a
+logistic-softmax NUTS fit about 3,000), so a bound on them releases only when needed: a
+learning curve that cycles through a few sizes keeps all of them.
 
 What a long process should expect: fits at a training shape already held compile nothing;
 a fit at a new shape compiles its programs (from ppgpc's persistent compilation cache when
-the programs were compiled before, ``ppgpc._config``), and one fit in every
-``MAX_TRAINING_SHAPES`` new shapes releases all programs, so that the next fits at the
-shapes released compile again. JAX's caches are process-wide: a release also drops the
-programs of the user's own jitted functions, which compile again on their next call.
+they were compiled before, ``ppgpc._config``); the process's mappings stay below about
+``MAX_MEMORY_MAPS`` plus one fit's, and after a release the shapes released compile again.
+JAX's caches are process-wide: a release also drops the programs of the user's own jitted
+functions, which compile again on their next call.
 """
 
 from __future__ import annotations
@@ -37,14 +40,18 @@ from typing import Any, Hashable
 
 import jax
 
-__all__ = ["MAX_TRAINING_SHAPES", "training_signature", "use_training_shape",
-           "live_training_shapes", "releases"]
+__all__ = ["MAX_MEMORY_MAPS", "MAX_TRAINING_SHAPES", "training_signature",
+           "use_training_shape", "memory_maps", "live_training_shapes", "releases"]
 
-MAX_TRAINING_SHAPES = 4
-"""Training shapes whose compiled programs a process keeps at most (module docstring). A
-default ``LogisticSoftmaxGPClassifier`` fit (two training shapes: its CAVI start and NUTS)
-holds about 3,000 memory mappings and 150 MiB of programs per shape
-(``benchmarks/long_session.py``)."""
+MAX_MEMORY_MAPS = 12_000
+"""Memory mappings above which a fit at a new training shape first releases every compiled
+program (a fifth of the kernel's default ``vm.max_map_count``, 65,530; module docstring).
+A fresh process holds about 2,500 after its first fit."""
+
+MAX_TRAINING_SHAPES = 16
+"""The training shapes whose programs a process keeps at most, whatever its mappings: on a
+GPU, and where mappings cannot be read (no ``/proc/self/maps``), the programs' memory is
+bounded by this."""
 
 _live: "collections.OrderedDict[Hashable, None]" = collections.OrderedDict()
 _lock = threading.Lock()
@@ -68,9 +75,9 @@ def training_signature(data: Any, static: Any = ()) -> tuple:
 
 
 def use_training_shape(signature: Hashable) -> bool:
-    """Record a fit at the training shape ``signature`` (``training_signature``), releasing
-    every compiled program first when the signature is new and ``MAX_TRAINING_SHAPES``
-    others are held.
+    """Record a fit at the training shape ``signature`` (``training_signature``); when it is
+    new and the process holds more than ``MAX_MEMORY_MAPS`` mappings or the programs of
+    ``MAX_TRAINING_SHAPES`` shapes, release every compiled program first.
 
     Returns:
         Whether this call released the compiled programs.
@@ -80,7 +87,9 @@ def use_training_shape(signature: Hashable) -> bool:
         if signature in _live:
             _live.move_to_end(signature)
             return False
-        release = len(_live) >= MAX_TRAINING_SHAPES
+        maps = memory_maps()
+        release = len(_live) >= MAX_TRAINING_SHAPES or (
+            maps is not None and maps > MAX_MEMORY_MAPS)
         if release:
             _live.clear()
             _releases += 1
@@ -90,6 +99,16 @@ def use_training_shape(signature: Hashable) -> bool:
         gc.collect()
         _trim_heap()
     return release
+
+
+def memory_maps() -> int | None:
+    """The process's memory mappings (lines of ``/proc/self/maps``), None where that file
+    does not exist."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None
 
 
 def _trim_heap() -> None:
@@ -102,8 +121,7 @@ def _trim_heap() -> None:
 
 
 def live_training_shapes() -> int:
-    """How many training shapes' programs the process holds now (at most
-    ``MAX_TRAINING_SHAPES``)."""
+    """How many training shapes' programs the process holds now (since its last release)."""
     with _lock:
         return len(_live)
 

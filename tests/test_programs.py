@@ -23,12 +23,32 @@ from ppgpc import programs
 
 @pytest.fixture
 def fresh_record(monkeypatch):
-    """An empty record with a bound of 3 and ``jax.clear_caches`` counted, not run."""
+    """An empty record with a bound of 3 shapes, mappings that never reach their bound,
+    and ``jax.clear_caches`` counted, not run."""
     cleared = []
     monkeypatch.setattr(programs, "_live", type(programs._live)())
     monkeypatch.setattr(programs, "MAX_TRAINING_SHAPES", 3)
+    monkeypatch.setattr(programs, "memory_maps", lambda: 10)
     monkeypatch.setattr(programs.jax, "clear_caches", lambda: cleared.append(1))
     return cleared
+
+
+def test_a_new_shape_over_the_mapping_bound_releases(fresh_record, monkeypatch):
+    cleared = fresh_record
+    maps = [10]
+    monkeypatch.setattr(programs, "memory_maps", lambda: maps[0])
+    programs.use_training_shape("a")
+    maps[0] = programs.MAX_MEMORY_MAPS + 1
+    assert programs.use_training_shape("a") is False  # held: compiles nothing
+    assert programs.use_training_shape("b") is True and cleared == [1]
+    assert programs.live_training_shapes() == 1
+
+
+def test_mappings_are_read_on_linux():
+    if os.path.exists("/proc/self/maps"):
+        assert programs.memory_maps() > 0
+    else:
+        assert programs.memory_maps() is None
 
 
 def test_signatures_follow_shapes_not_values():
@@ -82,7 +102,7 @@ import json, warnings
 import numpy as np
 import ppgpc
 from ppgpc import programs
-programs.MAX_TRAINING_SHAPES = {bound}
+programs.MAX_MEMORY_MAPS = {bound}
 warnings.simplefilter("ignore", ppgpc.ConvergenceWarning)
 
 def maps():
@@ -113,10 +133,10 @@ def _soak(bound: int, fits: int) -> dict:
                     reason="memory mappings are read from /proc/self/maps (Linux)")
 def test_a_process_fitting_many_sizes_stops_growing():
     """ILRGPClassifier() at 12 training sizes from 20 to 350 in one process (padded to 9
-    buckets, ``ppgpc.padding``), programs of at most 3 held: the mappings of the last
-    three fits are within 1,500 of the first three's (they rise and fall by about a
-    thousand within a cycle), where without releases the 9 buckets add about 9,000."""
-    record = _soak(bound=3, fits=12)
+    buckets, ``ppgpc.padding``), programs released above 4,000 mappings: the process never
+    holds more than 4,000 plus one fit's (about 1,000), where without releases the 9
+    buckets add about 7,500 to the 2,500 of the first fit."""
+    record = _soak(bound=4000, fits=12)
     maps = record["maps"]
     assert record["releases"] >= 2
-    assert max(maps[-3:]) - max(maps[:3]) < 1500, maps
+    assert max(maps) < 4000 + 1500, maps
