@@ -18,7 +18,7 @@ released (``jax.clear_caches()``, then a garbage collection so that the executab
 freed, and on glibc ``malloc_trim(0)``, which hands the freed heap back to the system:
 without it the resident memory stays at its peak) and the record starts again from the new
 signature. The mappings are the resource that runs out, and what one shape costs differs
-tenfold between models (an ILR fit padded to a bucket about 1,000 mappings, a
+threefold between models (an ILR fit padded to a bucket about 1,000 mappings, a
 logistic-softmax NUTS fit about 3,000), so a bound on them releases only when needed: a
 learning curve that cycles through a few sizes keeps all of them.
 
