@@ -71,16 +71,17 @@ def row_mask(num_real: int, size: int) -> jnp.ndarray:
     return jax.device_put((np.arange(size) < num_real).astype(np.float64))
 
 
-def pad_rows(x, size: int, fill=0):
-    """``x`` with rows (axis 0) appended up to ``size``, filled with ``fill``, as a JAX
-    array. Padded on the host (NumPy): an eager JAX op at the unpadded shape would compile
-    a program per number of rows, which is what padding avoids."""
+def pad_rows(x, size: int, fill=0, axis: int = 0):
+    """``x`` with rows (along ``axis``) appended up to ``size``, filled with ``fill``, as a
+    JAX array. Padded on the host (NumPy): an eager JAX op at the unpadded shape would
+    compile a program per number of rows, which is what padding avoids."""
     x = np.asarray(x)
-    extra = size - x.shape[0]
+    extra = size - x.shape[axis]
     if extra < 0:
-        raise ValueError(f"cannot pad {x.shape[0]} rows to {size}")
-    block = np.full((extra,) + x.shape[1:], fill, dtype=x.dtype)
-    return jax.device_put(np.concatenate([x, block], axis=0))
+        raise ValueError(f"cannot pad {x.shape[axis]} rows to {size}")
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, extra)
+    return jax.device_put(np.pad(x, widths, constant_values=fill))
 
 
 def first_rows(x, num_rows: int, axis: int = 0):

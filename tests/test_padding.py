@@ -161,3 +161,20 @@ def test_the_default_estimator_compiles_once_per_bucket(monkeypatch):
     with count_compilations() as compiled:
         ILRGPClassifier(progress=False).fit(X[:57], y[:57]).predict_proba(X[:5])
     assert compiled == [], compiled
+
+
+def test_latent_form_predictions_compile_nothing_at_a_new_size(monkeypatch):
+    """Predictions from latent draws pad the draws too (on the host): after a fit of the
+    latent form at another N of the bucket, its predictions compile nothing. (The NUTS fit
+    itself compiles NumPyro's sampling loop again, one program per MCMC object.)"""
+    from ppgpc import programs
+
+    monkeypatch.setattr(programs, "_live", type(programs._live)())
+    X, y = toy_problem(60, 3, seed=10)
+    short = dict(form="latent", num_warmup=5, num_samples=5, num_chains=1,
+                 progress_bar=False)
+    fit("ilr_gp", X[:40], y[:40], method="nuts", **short).predict_proba(X[:5])
+    second = fit("ilr_gp", X[:52], y[:52], method="nuts", **short)
+    with count_compilations() as compiled:
+        second.predict_proba(X[:5])
+    assert compiled == [], compiled

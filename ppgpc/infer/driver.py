@@ -156,8 +156,8 @@ def fit(
         (kernel, run_data), (spec.name, method, sorted(opts.items(), key=lambda kv: kv[0]))))
     start = time.perf_counter()
     out = runner(spec, run_data, kernel, jax.random.PRNGKey(seed), opts)
-    if out.get("latent") is not None:  # the real rows of the draws at the training inputs
-        out["latent"] = first_rows(out["latent"], num_points, axis=2)
+    if run_data is not data and out.get("latent") is not None:
+        out["latent"] = first_rows(out["latent"], num_points, axis=2)  # the real rows
     out["info"]["fit_seconds"] = time.perf_counter() - start
     report = _assess(method, out)
     out["info"]["convergence"] = report.to_dict()

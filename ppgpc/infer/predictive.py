@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ppgpc.padding import bucket
+from ppgpc.padding import bucket, pad_rows
 from ppgpc.validation import check_features
 
 __all__ = ["DRAWS_BY_KIND", "PREDICT_BLOCK", "MIN_BUCKET", "MIN_PREDICTIVE_DRAWS",
@@ -113,19 +113,19 @@ def _unflatten(result, draws: jax.Array) -> jax.Array:
     return draws.reshape((result.num_chains, result.num_draws) + draws.shape[1:])
 
 
-def padded_training(result, flat_f=None):
-    """(data, flat_f): the result's training data, and draws (S, N, L) of the latent there,
-    padded with zero rows to ``ppgpc.padding.bucket(N)`` rows as the fit was, when the
+def padded_training(result, latent=None):
+    """(data, latent): the result's training data, and draws (..., N, L) of the latent
+    there, padded with zero rows to ``ppgpc.padding.bucket(N)`` rows as the fit was, when the
     model pads (``ModelSpec.pad``): predictions then compile once per bucket of N, and the
     padded rows change nothing. As given for a model that does not pad."""
     spec = result.spec
     if spec.pad is None:
-        return result.data, flat_f
+        return result.data, latent
     num_points = int(np.shape(result.data.X)[0])
     size = bucket(num_points)
-    if flat_f is not None:
-        flat_f = jnp.pad(flat_f, ((0, 0), (0, size - num_points), (0, 0)))
-    return spec.pad(result.data, size), flat_f
+    if latent is not None:
+        latent = pad_rows(latent, size, axis=-2)
+    return spec.pad(result.data, size), latent
 
 
 # ------------------------------------------------------------ jitted draw kernels
@@ -223,7 +223,8 @@ def latent_draws(result, key, Xs, num_draws=None, shared=False) -> jax.Array:
     """Kind ``"latent"``: the GP prior conditional p(f* | f_s) given each draw's f at the
     training inputs, one predictive draw per posterior draw, (chain, draw, n, L)
     (``num_draws`` does not apply)."""
-    data, flat_f = padded_training(result, _flat(result.latent))
+    data, latent = padded_training(result, result.latent)
+    flat_f = _flat(latent)  # reshaped at the padded size: one program per bucket
     if result.point_hypers:
         draws = _point_latent_draws(key, result.spec, result.kernel, data,
                                     result.hyper_draw(0, 0), flat_f, Xs, shared)
