@@ -312,7 +312,8 @@ def collapsed_model(data: GPDData, kernel) -> None:
     noise = _sample_noise_var(data)
     K = mask_gram(_class_grams(kernel, params, data.X), data.mask)
     weights = _row_weights(data, N)
-    chol = linalg.cholesky(K + jax.vmap(jnp.diag)(noise.T * weights)).factor  # (C, N, N)
+    chol = linalg.cholesky(K + jax.vmap(jnp.diag)(noise.T * weights),
+                           rows=data.mask).factor                               # (C, N, N)
     with numpyro.plate("latent", C, dim=-1):
         numpyro.sample("ytilde", dist.MultivariateNormal(mean[:, None] * weights,
                                                          scale_tril=chol), obs=data.targets.T)
@@ -338,7 +339,7 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> Non
     mean = _sample_mean(data, fixed_hypers)
     noise = _sample_noise_var(data, fixed_hypers)
     K = mask_gram(_class_grams(kernel, params, data.X), data.mask)
-    f = gp.whitened_latent(linalg.cholesky(K).factor, C, mean)              # (N, C)
+    f = gp.whitened_latent(linalg.cholesky(K, rows=data.mask).factor, C, mean)        # (N, C)
     with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):
         numpyro.sample("ytilde", dist.Normal(f, jnp.sqrt(noise)).to_event(1),
                        obs=data.targets)

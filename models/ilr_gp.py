@@ -228,7 +228,8 @@ def collapsed_model(data: ILRData, kernel) -> None:
     params = sample_kernel_params(kernel, data.X.shape[1])
     noise = _scaled(*_sample_noise_var(data))
     K = mask_gram(gram(kernel, params, data.X), data.mask)
-    chol = linalg.cholesky(K + jnp.diag(gp.noise_diagonal(noise, N, data.mask))).factor
+    chol = linalg.cholesky(K + jnp.diag(gp.noise_diagonal(noise, N, data.mask)),
+                           rows=data.mask).factor
     with numpyro.plate("latent", L, dim=-1):
         numpyro.sample(
             "z", dist.MultivariateNormal(jnp.zeros(N), scale_tril=chol), obs=data.targets.T
@@ -252,7 +253,8 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
     noise = _scaled(*_sample_noise_var(data, fixed_hypers))
-    chol_K = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask))
+    chol_K = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask),
+                             rows=data.mask)
     record_jitter(chol_K)
     f = gp.whitened_latent(chol_K.factor, L)
     with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):

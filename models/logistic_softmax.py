@@ -46,6 +46,11 @@ and are re-exported here:
   values (``sample_q_v``), which predicts with q's own predictive p(f* | u) q(u)
   (``inducing_latent``), so nothing N x N is formed and its cost is O(N M^2);
 * ``"nuts"`` (``form="latent"``): NUTS on ``latent_model`` (hyperparameters given or sampled).
+
+NUTS and the full CAVI run on training data padded to a few fixed sizes (``pad``,
+``ppgpc.padding``): padded rows have the identity prior block, no label (one-hot row zero)
+and likelihood weight zero, so the real rows' posterior is the unpadded one. The Gibbs
+samplers and the sparse and stochastic CAVI run at the data's own N (``pads``).
 """
 
 from __future__ import annotations
@@ -55,12 +60,14 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
 from ppgpc import gp, linalg
 from ppgpc.blocks import Placement, replicate
 from ppgpc.kernels import gram, kernel_params, sample_kernel_params
+from ppgpc.padding import mask_gram, pad_rows, real_rows_only, row_mask
 from ppgpc.models.logistic_softmax_cavi import (CAVIResult, CAVIState, elbo, inducing_latent,
                                                 run_cavi, sample_q_f, sample_q_v)
 from ppgpc.models import logistic_softmax_gibbs
@@ -85,6 +92,8 @@ __all__ = [
     # the model
     "LSMData",
     "prepare",
+    "pad",
+    "pads",
     "num_latent",
     "log_link",
     "initial_hypers",
@@ -129,6 +138,8 @@ class LSMData(NamedTuple):
     placement: Placement = Placement()
     """Where the stochastic CAVI's sums over points run (static): one device, or the
     devices of a mesh (``on_devices``, the driver's ``devices``)."""
+    mask: jax.Array | None = None
+    """(N,) row mask of data padded by ``pad`` (1 real, 0 padded); None when unpadded."""
 
 
 FULL_CAVI_ON_ONE_DEVICE = (
@@ -149,14 +160,33 @@ def on_devices(data: LSMData, mesh) -> LSMData:
 
 
 def prepare(X, y, num_classes: int) -> LSMData:
-    """One-hot labels; no model options."""
+    """One-hot labels; no model options. Built on the host: an eager JAX op at the data's
+    shape would compile a program per number of training points."""
     if num_classes < 2:
         raise ValueError(f"logistic-softmax needs at least 2 classes, got {num_classes}")
-    y = jnp.asarray(y)
+    y = np.asarray(y)
     return LSMData(
-        X=jnp.asarray(X, dtype=jnp.float64), y=y, num_classes=int(num_classes),
-        onehot=jax.nn.one_hot(y, num_classes, dtype=jnp.float64),
+        X=jax.device_put(np.asarray(X, dtype=np.float64)), y=jax.device_put(y),
+        num_classes=int(num_classes),
+        onehot=jax.device_put(np.eye(num_classes, dtype=np.float64)[y]),
     )
+
+
+def pad(data: LSMData, size: int) -> LSMData:
+    """``data`` padded to ``size`` rows (``ppgpc.padding``): inputs and labels zero and the
+    one-hot rows zero on the padded rows, and the row mask."""
+    mask = row_mask(data.X.shape[0], size) if data.mask is None else pad_rows(data.mask, size)
+    return data._replace(X=pad_rows(data.X, size), y=pad_rows(data.y, size),
+                         onehot=pad_rows(data.onehot, size), mask=mask)
+
+
+def pads(method: str, options: dict) -> bool:
+    """The fits that run on padded data: NUTS and the full CAVI (no inducing inputs, no
+    minibatches); the Gibbs samplers and the sparse and stochastic CAVI run at N."""
+    if method == "nuts":
+        return True
+    return method == "cavi" and all(options.get(k) is None for k in (
+        "num_inducing", "batch_size", "class_batch_size"))
 
 
 def num_latent(num_classes: int) -> int:
@@ -172,7 +202,8 @@ def initial_hypers(data: LSMData, kernel) -> dict:
 
 def _whitened_latent(data: LSMData, kernel, fixed_hypers):
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
-    chol_K = linalg.cholesky(gram(kernel, params, data.X))
+    chol_K = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask),
+                             rows=data.mask)
     record_jitter(chol_K)
     return gp.whitened_latent(chol_K.factor, data.num_classes)
 
@@ -183,10 +214,10 @@ def latent_model(data: LSMData, kernel, fixed_hypers: dict | None = None) -> Non
     Sites: ``kernel_*`` (unless fixed), ``f_white`` (C, N), deterministic ``f`` (N, C),
     ``y`` observed (N,), one label per point inside ``numpyro.plate("data", N)`` (one
     log-likelihood term per point for ``az.from_numpyro``; dims from
-    ``ppgpc.infer.arviz_dims``).
+    ``ppgpc.infer.arviz_dims``). Padded rows (``pad``) have weight zero.
     """
     f = _whitened_latent(data, kernel, fixed_hypers)
-    with numpyro.plate("data", data.y.shape[0], dim=-1):
+    with numpyro.plate("data", data.y.shape[0], dim=-1), real_rows_only(data.mask):
         numpyro.sample("y", dist.Categorical(logits=log_link(f)), obs=data.y)
 
 
@@ -210,7 +241,7 @@ def augmented_model(data: LSMData, kernel, fixed_hypers: dict | None = None) -> 
 
 def latent_conditional(data: LSMData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior: mean (n, C), variance (n, C)."""
-    return gp.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs)
+    return gp.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs, data.mask)
 
 
 def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int | None = None,
@@ -256,6 +287,9 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
     Y, X = data.onehot, data.X
     N, C = Y.shape
     stochastic = batch_size is not None or class_batch_size is not None
+    if data.mask is not None and (stochastic or num_inducing is not None):
+        raise ValueError("padded data (pad) is for the full CAVI; the sparse and stochastic "
+                         "versions run on the data as prepared")
     if data.placement.mesh is not None and not stochastic:
         raise ValueError(FULL_CAVI_ON_ONE_DEVICE)
     if stochastic:
@@ -293,7 +327,7 @@ def cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int
             class_batch_size=class_batch_size, step_size_delay=step_size_delay,
             step_size_power=step_size_power, elbo_every=int(elbo_every), progress=progress,
             placement=data.placement, **common)
-    return run_cavi(Y, X, kernel, hypers, Z, progress=progress, **common)
+    return run_cavi(Y, X, kernel, hypers, Z, progress=progress, mask=data.mask, **common)
 
 
 def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
@@ -360,6 +394,8 @@ SPEC = ModelSpec(
     name="logistic_softmax",
     description="Logistic-softmax GP classifier (C latent GPs), Polya-Gamma augmented",
     prepare=prepare,
+    pad=pad,
+    pads=pads,
     num_latent=num_latent,
     log_link=log_link,
     initial_hypers=initial_hypers,

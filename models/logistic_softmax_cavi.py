@@ -15,6 +15,12 @@ expected value of lambda_i sigma(-f_ic) with sigma(-f) = e^{-f/2} / (2 cosh(f/2)
 it the ELBO below is not maximised by the update and decreases). We compute it in log space
 with an overflow-free log cosh, so no variance-free approximation is needed.
 
+Padded data (``ppgpc.padding``, full version only): with the row mask m, K(X, X) becomes
+K o (m m^T) + diag(1 - m) for K_mm and K_mn alike (Z = X), so A = chol(K)^T is block
+diagonal, and the padded rows' likelihood terms and natural-parameter sums have weight
+zero: q(v) of the padded rows stays the prior N(0, I) (KL zero) and the ELBO, its gradient
+and q of the real rows are those of the unpadded data.
+
 The stochastic version (appendix A.3) is ``ppgpc.models.logistic_softmax_svi``; the model
 and the driver-facing ``cavi`` are ``ppgpc.models.logistic_softmax``.
 """
@@ -34,6 +40,7 @@ from jax.scipy.special import digamma, gammaln, xlogy
 
 from ppgpc import linalg
 from ppgpc.kernels import gram, gram_diag, kernel_log_prior, kernel_params
+from ppgpc.padding import mask_gram
 from ppgpc.polyagamma import polyagamma_mean
 from ppgpc.progress import bar as progress_bar
 
@@ -112,10 +119,12 @@ class CAVIResult(NamedTuple):
         return float(abs(trace[-1] - trace[-2]) / max(abs(trace[-1]), 1e-300))
 
 
-def factor_jitter(kernel, hypers: dict, Z) -> float:
+def factor_jitter(kernel, hypers: dict, Z, mask=None) -> float:
     """The Cholesky jitter of K(Z, Z) under the kernel hyperparameters ``hypers`` (by site
-    name): what every factorisation of the fitted model adds (``CAVIResult.jitter``)."""
-    return float(linalg.cholesky(gram(kernel, kernel_params(hypers), Z)).jitter)
+    name): what every factorisation of the fitted model adds (``CAVIResult.jitter``);
+    ``mask``: the row mask of padded data (full version, Z = X), or None."""
+    return float(linalg.cholesky(mask_gram(gram(kernel, kernel_params(hypers), Z), mask),
+                                 rows=mask).jitter)
 
 
 class Projection(NamedTuple):
@@ -129,11 +138,18 @@ class Projection(NamedTuple):
     """(M, M) chol(K_mm)."""
 
 
-def projection(kernel, hypers, X, Z) -> Projection:
+def projection(kernel, hypers, X, Z, mask=None) -> Projection:
     """``Projection`` of X (N, D) on Z (M, D) under the kernel hyperparameters ``hypers``
-    (by site name)."""
+    (by site name). ``mask``: the (N,) row mask of padded data in the full version (Z = X,
+    module docstring), which masks K_mm and K_mn alike; None for unpadded data."""
     params = kernel_params(hypers)
-    return project(kernel, params, inducing_factor(kernel, params, Z), Z, X)
+    if mask is None:
+        return project(kernel, params, inducing_factor(kernel, params, Z), Z, X)
+    K = mask_gram(gram(kernel, params, X), mask)
+    chol = linalg.cholesky(K, rows=mask).factor
+    A = linalg.tri_solve(chol, K)
+    ktilde = jnp.maximum(jnp.diagonal(K) - jnp.sum(A * A, axis=0), 0.0)
+    return Projection(A, ktilde, chol)
 
 
 def inducing_factor(kernel, params, Z):
@@ -162,7 +178,7 @@ def _log_2cosh_half(c):
     return u + jnp.log1p(jnp.exp(-2.0 * u))
 
 
-def elbo(Y, proj: Projection, state: CAVIState) -> jax.Array:
+def elbo(Y, proj: Projection, state: CAVIState, mask=None) -> jax.Array:
     """The evidence lower bound of the augmented model for q = q(v) q(lambda) q(n, omega).
 
     With m_ic, s_ic the mean and variance of q(f_ic), E f^2 = s + m^2, beta_i = C and
@@ -173,11 +189,15 @@ def elbo(Y, proj: Projection, state: CAVIState) -> jax.Array:
         + sum_i [ -alpha_i + H(Gamma(alpha_i, C)) ]  -  sum_c KL(N(m^c, S^c) || N(0, I))
 
     (the prior of lambda is flat; PG(b, 0) base densities and log n! cancel between p and q).
+    The per-point sums are weighted by ``mask`` (the row mask of padded data) when given.
     """
     N, C = Y.shape
     m_f, s_f = q_f(proj, state.m, state.S)
-    lik = lik_terms(Y, m_f, s_f, state.alpha, state.gamma, state.c, C)
-    return jnp.sum(lik) + jnp.sum(lambda_terms(state.alpha, C)) - jnp.sum(kl_v(state.m, state.S))
+    lik = jnp.sum(lik_terms(Y, m_f, s_f, state.alpha, state.gamma, state.c, C), axis=1)
+    lam = lambda_terms(state.alpha, C)
+    if mask is not None:
+        lik, lam = lik * mask, lam * mask
+    return jnp.sum(lik) + jnp.sum(lam) - jnp.sum(kl_v(state.m, state.S))
 
 
 def lambda_terms(alpha, num_classes: int):
@@ -262,22 +282,28 @@ def moments_from_natural(prec, eta1):
     return jax.vmap(one, in_axes=(0, 1), out_axes=(1, 0))(prec, eta1)
 
 
-def cavi_sweep(Y, proj: Projection, state: CAVIState, inner_iters: int = 5) -> CAVIState:
+def cavi_sweep(Y, proj: Projection, state: CAVIState, inner_iters: int = 5,
+               mask=None) -> CAVIState:
     """One round of coordinate updates, each maximising the ELBO in its block:
     c = fbar (14), then (gamma, alpha) alternated ``inner_iters`` times ((12), (13)), then
-    q(v) ((15), (16) in whitened form: S = (I + A diag(theta) A^T)^-1, m = S A kappa)."""
+    q(v) ((15), (16) in whitened form: S = (I + A diag(theta) A^T)^-1, m = S A kappa); the
+    padded rows of ``mask`` (when given) add nothing to q(v)."""
     N, C = Y.shape
     m_f, s_f = q_f(proj, state.m, state.S)
     c, alpha, gamma, theta, kappa = local_updates(Y, m_f, s_f, state.alpha, C, inner_iters)
+    if mask is not None:
+        theta, kappa = theta * mask[:, None], kappa * mask[:, None]
     m, S = moments_from_natural(*natural_targets(proj.A, theta, kappa, 1.0))
     return CAVIState(m=m, S=S, alpha=alpha, gamma=gamma, c=c)
 
 
 def init_q(N, C, M) -> CAVIState:
     """The starting q: q(v) the prior N(0, I), alpha_i = 1 + C/2, gamma = 1/2, c = 1."""
-    return CAVIState(m=jnp.zeros((M, C)), S=jnp.broadcast_to(jnp.eye(M), (C, M, M)),
-                     alpha=jnp.full((N,), 1.0 + C / 2.0), gamma=jnp.full((N, C), 0.5),
-                     c=jnp.ones((N, C)))
+    f64 = jnp.float64  # (strongly typed, as the sweeps return them: ``cavi_init``)
+    return CAVIState(m=jnp.zeros((M, C), f64), S=jnp.broadcast_to(jnp.eye(M, dtype=f64),
+                                                                  (C, M, M)),
+                     alpha=jnp.full((N,), 1.0 + C / 2.0, f64),
+                     gamma=jnp.full((N, C), 0.5, f64), c=jnp.ones((N, C), f64))
 
 
 # ------------------------------------------------------------------ the init/step pair
@@ -335,12 +361,14 @@ def cavi_init(hypers: dict, Z, num_points: int, num_classes: int) -> CAVICarry:
     """
     log_hypers = {k: jnp.log(jnp.asarray(v, dtype=jnp.float64)) for k, v in hypers.items()}
     opt_state = hyper_optimiser(0.0).init((log_hypers, Z))  # (the state has no rate)
+    # the ELBO strongly typed, as a window returns it: a weakly typed NaN would make the
+    # second window's carry another type, and compile the window again
     return CAVICarry(log_hypers, Z, init_q(num_points, num_classes, Z.shape[0]), opt_state,
-                     jnp.asarray(jnp.nan))
+                     jnp.asarray(jnp.nan, dtype=jnp.float64))
 
 
 def cavi_step(Y, X, kernel, carry: CAVICarry, learning_rate, *, learn_hypers, learn_inducing,
-              include_prior, num_steps) -> CAVICarry:
+              include_prior, num_steps, mask=None) -> CAVICarry:
     """One outer iteration of CAVI:
 
     1. one CAVI sweep (``cavi_sweep``) at the current hyperparameters and Z;
@@ -352,10 +380,12 @@ def cavi_step(Y, X, kernel, carry: CAVICarry, learning_rate, *, learn_hypers, le
         Y: (N, C) one-hot labels; X: (N, D) inputs; kernel: the kernel.
         carry: the current ``CAVICarry``; learning_rate: the optimiser's rate.
         learn_hypers, learn_inducing: which blocks step 2 moves.
+        mask: (N,) row mask of padded data (full version), or None.
     """
     log_hypers, Z, state, opt_state, _ = carry
     # 1. CAVI sweep
-    state = cavi_sweep(Y, projection(kernel, jax.tree.map(jnp.exp, log_hypers), X, Z), state)
+    state = cavi_sweep(Y, projection(kernel, jax.tree.map(jnp.exp, log_hypers), X, Z, mask),
+                       state, mask=mask)
     # 2. hyperparameters and inducing inputs
     if learn_hypers or learn_inducing:
         D = X.shape[1]
@@ -363,7 +393,7 @@ def cavi_step(Y, X, kernel, carry: CAVICarry, learning_rate, *, learn_hypers, le
         def objective(params):
             lh, z = params
             h = jax.tree.map(jnp.exp, lh)
-            value = elbo(Y, projection(kernel, h, X, z), state)
+            value = elbo(Y, projection(kernel, h, X, z, mask), state, mask)
             if include_prior:
                 value = value + kernel_log_prior(kernel, D, h)
             return -value
@@ -372,7 +402,8 @@ def cavi_step(Y, X, kernel, carry: CAVICarry, learning_rate, *, learn_hypers, le
             objective, (log_hypers, Z), opt_state, learning_rate, num_steps,
             learn_hypers=learn_hypers, learn_inducing=learn_inducing)
     # 3. ELBO
-    value = elbo(Y, projection(kernel, jax.tree.map(jnp.exp, log_hypers), X, Z), state)
+    value = elbo(Y, projection(kernel, jax.tree.map(jnp.exp, log_hypers), X, Z, mask), state,
+                 mask)
     return CAVICarry(log_hypers, Z, state, opt_state, value)
 
 
@@ -383,8 +414,8 @@ inside a window, and the ELBO trace comes back once per window."""
 
 @functools.partial(jax.jit, static_argnames=("kernel", "learn_hypers", "learn_inducing",
                                              "include_prior", "num_steps"))
-def _cavi_window(Y, X, kernel, carry: CAVICarry, learning_rate, limit, tol, *, learn_hypers,
-                 learn_inducing, include_prior, num_steps):
+def _cavi_window(Y, X, kernel, carry: CAVICarry, learning_rate, limit, tol, mask, *,
+                 learn_hypers, learn_inducing, include_prior, num_steps):
     """Up to ``limit`` (<= ``CAVI_WINDOW``) ``cavi_step`` calls in one ``lax.while_loop``,
     stopping early once the ELBO's relative change falls below ``tol``.
 
@@ -400,7 +431,7 @@ def _cavi_window(Y, X, kernel, carry: CAVICarry, learning_rate, limit, tol, *, l
         last = carry.elbo
         carry = cavi_step(Y, X, kernel, carry, learning_rate, learn_hypers=learn_hypers,
                           learn_inducing=learn_inducing, include_prior=include_prior,
-                          num_steps=num_steps)
+                          num_steps=num_steps, mask=mask)
         value = carry.elbo
         converged = jnp.abs(value - last) < tol * jnp.abs(value)  # False while last is NaN
         return carry, values.at[i].set(value), i + 1, converged
@@ -413,7 +444,7 @@ def _cavi_window(Y, X, kernel, carry: CAVICarry, learning_rate, limit, tol, *, l
 
 def run_cavi(Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool, learn_inducing: bool,
              include_prior: bool, max_iter: int, tol: float, steps_per_iteration: int,
-             learning_rate: float, progress: bool = False) -> CAVIResult:
+             learning_rate: float, progress: bool = False, mask=None) -> CAVIResult:
     """CAVI to convergence: ``cavi_init``, then ``cavi_step`` in windows of ``CAVI_WINDOW``
     on the device until ``max_iter`` steps or a relative ELBO change below ``tol``.
 
@@ -422,6 +453,7 @@ def run_cavi(Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool, learn_inducin
         Z: (M, D) the starting inducing inputs (X itself for the full version).
         steps_per_iteration: optimiser steps per outer iteration (``cavi_step``).
         progress: show the iterations and the ELBO on stderr (``ppgpc.progress.bar``).
+        mask: (N,) row mask of padded data (full version, Z = X; module docstring), or None.
     """
     N, C = Y.shape
     carry = cavi_init(hypers, Z, N, C)
@@ -430,7 +462,7 @@ def run_cavi(Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool, learn_inducin
     while len(trace) < max_iter and not converged:
         limit = min(CAVI_WINDOW, max_iter - len(trace))
         carry, values, done, converged = _cavi_window(
-            Y, X, kernel, carry, learning_rate, jnp.asarray(limit), jnp.asarray(tol),
+            Y, X, kernel, carry, learning_rate, jnp.asarray(limit), jnp.asarray(tol), mask,
             learn_hypers=bool(learn_hypers), learn_inducing=bool(learn_inducing),
             include_prior=bool(include_prior), num_steps=int(steps_per_iteration))
         trace.extend(np.asarray(values)[:int(done)].tolist())
@@ -441,7 +473,7 @@ def run_cavi(Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool, learn_inducin
     hypers = {k: jnp.exp(v) for k, v in carry.log_hypers.items()}
     return CAVIResult(hypers, carry.inducing, carry.q, np.asarray(trace), converged,
                       carry.inducing.shape[0] < N,
-                      factor_jitter(kernel, hypers, carry.inducing))
+                      factor_jitter(kernel, hypers, carry.inducing, mask))
 
 
 # ------------------------------------------------------------- draws from the fitted q
@@ -456,7 +488,9 @@ def sample_q_v(key, result: CAVIResult, num_samples: int):
 
 def sample_q_f(key, data, kernel, result: CAVIResult, num_samples: int):
     """(S, N, C) joint draws of f(X) from q for the full version (Z = X): v ~ q(v),
-    f = chol(K) v (the driver's predictive kind ``"latent"``).
+    f = chol(K) v (the driver's predictive kind ``"latent"``). The standard normals of row
+    i come from ``fold_in(key, i)``, so a point's draws do not depend on how many rows
+    follow it (padded data, ``ppgpc.padding``, draws the same f at the real rows).
 
     A sparse result is held as draws of v instead (``sample_q_v``, predictive kind
     ``"inducing"``): drawing f jointly at all N inputs would need the N x N covariance of
@@ -464,9 +498,15 @@ def sample_q_f(key, data, kernel, result: CAVIResult, num_samples: int):
     if result.sparse:
         raise ValueError("sample_q_f draws f of the full version (Z = X); a sparse CAVI "
                          "result is sampled at its inducing inputs by sample_q_v")
-    proj = projection(kernel, result.hypers, data.X, result.inducing)
-    v = sample_q_v(jax.random.split(key)[0], result, num_samples)      # (S, M = N, C)
-    return jnp.einsum("mn,smc->snc", proj.A, v)
+    proj = projection(kernel, result.hypers, data.X, result.inducing,
+                      getattr(data, "mask", None))
+    M, C = result.state.m.shape
+    root = jax.random.split(key)[0]
+    eps = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(root, i),
+                                               (num_samples, C)))(jnp.arange(M))  # (M, S, C)
+    chol_S = jnp.linalg.cholesky(result.state.S)                      # (C, M, M)
+    v = result.state.m.T[None] + jnp.einsum("cmk,ksc->scm", chol_S, eps)   # (S, C, M)
+    return jnp.einsum("mn,scm->snc", proj.A, v)
 
 
 def inducing_latent(data, kernel, hypers: dict, v, Xs, eps):

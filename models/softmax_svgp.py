@@ -18,7 +18,18 @@ The expectation is a Monte Carlo estimate with reparameterisation in one of thre
 (``ell_estimator``: ``"marginal"``, the default, ``"price"`` or ``"joint"``), described in
 ``ppgpc.models.softmax_svgp_elbo``, which holds the estimator's pieces.
 
-The KL is analytic (``WhitenedPrior``). Minibatches come from ``numpyro.plate("data", N, subsample_size=B)``, which scales the likelihood by N / B.
+The KL is analytic (``WhitenedPrior``). A minibatch of B of the N points is drawn without
+replacement (``minibatch_rows``: the B smallest of per-point uniforms u_i from
+``fold_in(key, i)``) and its likelihood scaled by N / B; the normals of point i come from
+``fold_in(key, i)`` as well (``row_normals``), so a point's terms do not depend on how many
+rows the data has. (The joint estimator draws its minibatch with
+``numpyro.plate("data", N, subsample_size=B)``, whose indices the guide shares.)
+
+Padded data (``pad``, ``ppgpc.padding``; the marginal and Price estimators): the padded
+rows have likelihood weight zero in full batches and are never drawn into a minibatch, N is
+the number of real rows; where the inducing inputs are the training inputs (M = N, the
+default below 200 points) they are padded too, each padded one an identity block of K_mm
+that no input sees, so its q(v) stays the prior N(0, 1) with KL zero.
 Kernel hyperparameters, inducing inputs and W are ``numpyro.param`` sites (point
 estimates maximising the ELBO); inducing inputs start at k-means++ centres. With
 ``prepare(kernel_prior=True)`` the model also adds the kernel's log prior log p(theta)
@@ -66,12 +77,14 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
 from ppgpc import gp, linalg
 from ppgpc.kernels import gram, kernel_log_prior, kernel_params, sample_kernel_params
 from ppgpc.blocks import Placement
+from ppgpc.padding import mask_gram, pad_rows, real_rows_only, row_mask
 from ppgpc.models.softmax_svgp_elbo import (LOG_LINKS, WhitenedPrior, _chol_mm, _observe,
                                             _params_sites, _price_variance_term, _projection,
                                             _resolve_batch, _variational_sites,
@@ -93,6 +106,10 @@ __all__ = [
     "DEFAULT_LIKELIHOOD_SAMPLES",
     "SVGPData",
     "prepare",
+    "pad",
+    "num_points",
+    "minibatch_rows",
+    "row_normals",
     "prepare_regression",
     "num_latent",
     "log_link",
@@ -134,7 +151,7 @@ _LOG_LINKS = LOG_LINKS  # (the name the specs below use)
 
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["X", "y", "inducing_init", "targets", "kmm_jitter",
-                                "noise_var"],
+                                "noise_var", "mask", "inducing_mask"],
                    meta_fields=["num_classes", "link", "ell_estimator",
                                 "likelihood_samples", "shared_kernel", "shared_inducing",
                                 "kernel_prior", "variance_prior_on", "initial_variance",
@@ -186,6 +203,11 @@ class SVGPData:
     placement: Placement = Placement()
     """Where the minibatch's sum runs (static): one device, or split over the devices of a
     mesh (``on_devices``, the driver's ``devices``)."""
+    mask: Optional[jax.Array] = None
+    """(N,) row mask of data padded by ``pad`` (1 real, 0 padded); None when unpadded."""
+    inducing_mask: Optional[jax.Array] = None
+    """(M,) mask of the inducing inputs padded by ``pad`` (1 real, 0 padded); None when
+    they are not padded."""
 
     @property
     def num_inducing(self) -> int:
@@ -279,12 +301,14 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
     ell_estimator, likelihood_samples = _check_ell(ell_estimator, likelihood_samples)
     if num_classes < 2:
         raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
-    X = jnp.asarray(X, dtype=jnp.float64)
+    X = np.asarray(X, dtype=np.float64)  # (host-side: eager ops would compile per N)
     M = resolve_num_inducing(num_inducing, X.shape[0])
     Z = initial_inducing_inputs(X, M, seed)
     if not shared_inducing:
-        Z = jnp.tile(Z[None], (_num_latent(link, num_classes), 1, 1))
-    return SVGPData(X=X, y=jnp.asarray(y), num_classes=int(num_classes), link=link,
+        Z = jax.device_put(np.tile(np.asarray(Z)[None],
+                                   (_num_latent(link, num_classes), 1, 1)))
+    return SVGPData(X=jax.device_put(X), y=jax.device_put(np.asarray(y)),
+                    num_classes=int(num_classes), link=link,
                     inducing_init=Z, kmm_jitter=float(kmm_jitter),
                     ell_estimator=ell_estimator, likelihood_samples=likelihood_samples,
                     shared_kernel=bool(shared_kernel), shared_inducing=bool(shared_inducing),
@@ -313,6 +337,52 @@ def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,
                     shared_kernel=bool(shared_kernel), shared_inducing=Z.ndim == 2)
 
 
+def pad(data: SVGPData, size: int) -> SVGPData:
+    """``data`` padded to ``size`` rows (module docstring, "Padded data"): inputs and labels
+    zero on the padded rows and the row mask; the inducing inputs too when there is one per
+    training point (M = N). Data of the joint estimator, the Gaussian link or on a mesh are
+    returned as they are."""
+    if (data.ell_estimator == "joint" or data.link == "gaussian"
+            or data.placement.mesh is not None):
+        return data
+    if data.mask is not None:
+        raise ValueError("pad takes data as prepared, not padded data")
+    N = data.X.shape[0]
+    changes = dict(X=pad_rows(data.X, size), y=pad_rows(data.y, size),
+                   mask=row_mask(N, size))
+    if data.num_inducing == N:
+        changes.update(inducing_init=pad_rows(data.inducing_init, size, axis=-2),
+                       inducing_mask=row_mask(N, size))
+    return dataclasses.replace(data, **changes)
+
+
+def num_points(data: SVGPData):
+    """N, the real rows: an int, or a traced scalar for padded data."""
+    return data.X.shape[0] if data.mask is None else jnp.sum(data.mask)
+
+
+def minibatch_rows(key, data: SVGPData, batch_size: int | None):
+    """The rows of a minibatch and the likelihood's scale N / B (module docstring): all
+    rows (padded ones too, which ``data.mask`` weighs zero) with scale 1 for a full batch
+    (``batch_size`` None); else B distinct real rows, the B smallest of u_i ~ U(0, 1) from
+    ``fold_in(key, i)``, whatever rows follow the real ones."""
+    N = data.X.shape[0]
+    if batch_size is None:
+        return jnp.arange(N), 1.0
+    u = jax.vmap(lambda i: jax.random.uniform(jax.random.fold_in(key, i)))(jnp.arange(N))
+    if data.mask is not None:
+        u = jnp.where(data.mask > 0, u, 2.0)
+    idx = jax.lax.top_k(-u, batch_size)[1]
+    return idx, num_points(data) / batch_size
+
+
+def row_normals(key, idx, shape: tuple):
+    """Standard normals (*shape[:-1], B, shape[-1]) for the rows ``idx`` (B,): row i's from
+    ``fold_in(key, i)``."""
+    eps = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i), shape))(idx)
+    return jnp.moveaxis(eps, 0, -2)
+
+
 def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     """The SVGP classifier's generative model (module docstring); minibatch of size B.
 
@@ -328,6 +398,8 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     N = data.X.shape[0]
     L, M = data.num_latent, data.num_inducing
     B = _resolve_batch(batch_size, N)
+    if B is None and batch_size is not None and data.mask is not None:
+        raise ValueError("padded data take batch_size None for a full batch")
     params, Z = _params_sites(data, kernel)
     W = numpyro.param("mixing", jnp.eye(L)) if data.learn_mixing else jnp.eye(L)
     if data.kernel_prior:  # outside the data plate: not scaled by N / B
@@ -336,37 +408,38 @@ def model(data: SVGPData, kernel, batch_size: int | None = None) -> None:
     chol_mm = _chol_mm(data, kernel, params, Z)
     with numpyro.plate("latent", L, dim=-1):
         v = numpyro.sample("v", WhitenedPrior(L, M))                         # (L, M)
-    with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
-        if data.ell_estimator == "joint":
+    if data.ell_estimator == "joint":
+        with numpyro.plate("data", N, subsample_size=B, dim=-1) as idx:
             mean, var = svgp_conditional(data, kernel, params, Z, chol_mm, v, data.X[idx])
             f = numpyro.sample("f", dist.Normal(mean, jnp.sqrt(var)).to_event(1))
             _observe(data, f @ W.T, idx)                                     # (B, L)
-            return
-        key = numpyro.prng_key()
-        if key is None:
-            raise RuntimeError("the marginal ELBO estimator draws f inside the model; run "
-                               "the model under numpyro.handlers.seed (SVI does)")
-        q_mean, q_tril = _variational_sites(L, M)
-        S, total = data.likelihood_samples, None
-        if data.placement.mesh is not None:  # the batch's sum on the devices (on_devices)
-            eps = jax.random.normal(key, (S, idx.shape[0], L))
-            total = batch_log_likelihood_sum(data, kernel, params, Z, chol_mm, q_mean,
-                                             q_tril, W, idx, eps)
-        else:
-            a, resid = _projection(data, kernel, params, Z, chol_mm, data.X[idx])
-            mean, var = marginal_moments(a, resid, q_mean, q_tril)
-            eps = jax.random.normal(key, (S,) + mean.shape)
-            price = data.ell_estimator == "price"
-            sd = jax.lax.stop_gradient(jnp.sqrt(var)) if price else jnp.sqrt(var)
-            f = mean + sd * eps                                              # (S, B, L)
-            with numpyro.plate("likelihood_samples", S, dim=-2), \
-                    numpyro.handlers.scale(scale=1.0 / S):
-                _observe(data, f @ W.T, idx)
-                if price:
-                    numpyro.factor("price_variance_gradient",
-                                   _price_variance_term(data, f, W, var))
-    if total is not None:  # outside the plate (inside, it would count B times)
-        numpyro.factor("y_batch", N / idx.shape[0] / S * total)
+        return
+    key = numpyro.prng_key()
+    if key is None:
+        raise RuntimeError("the marginal ELBO estimator draws f inside the model; run "
+                           "the model under numpyro.handlers.seed (SVI does)")
+    k_batch, k_eps = jax.random.split(key)
+    idx, scale = minibatch_rows(k_batch, data, B)
+    q_mean, q_tril = _variational_sites(L, M)
+    S = data.likelihood_samples
+    eps = row_normals(k_eps, idx, (S, L))                                    # (S, B, L)
+    if data.placement.mesh is not None:  # the batch's sum on the devices (on_devices)
+        total = batch_log_likelihood_sum(data, kernel, params, Z, chol_mm, q_mean, q_tril,
+                                         W, idx, eps)
+        numpyro.factor("y_batch", scale / S * total)
+        return
+    a, resid = _projection(data, kernel, params, Z, chol_mm, data.X[idx])
+    mean, var = marginal_moments(a, resid, q_mean, q_tril)
+    price = data.ell_estimator == "price"
+    sd = jax.lax.stop_gradient(jnp.sqrt(var)) if price else jnp.sqrt(var)
+    f = mean + sd * eps                                                      # (S, B, L)
+    weights = data.mask if B is None else None
+    with numpyro.plate("data", idx.shape[0], dim=-1), real_rows_only(weights), \
+            numpyro.plate("likelihood_samples", S, dim=-2), \
+            numpyro.handlers.scale(scale=scale / S):
+        _observe(data, f @ W.T, idx)
+        if price:
+            numpyro.factor("price_variance_gradient", _price_variance_term(data, f, W, var))
 
 
 def guide(data: SVGPData, kernel, batch_size: int | None = None,
@@ -429,16 +502,17 @@ def latent_model(data: SVGPData, kernel, fixed_hypers: dict | None = None) -> No
     """
     N = data.X.shape[0]
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
-    chol_K = linalg.cholesky(gram(kernel, params, data.X))
+    chol_K = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask),
+                             rows=data.mask)
     record_jitter(chol_K)
     f = gp.whitened_latent(chol_K.factor, data.num_latent)
-    with numpyro.plate("data", N, dim=-1):
+    with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):
         numpyro.sample("y", dist.Categorical(logits=_LOG_LINKS[data.link](f)), obs=data.y)
 
 
 def latent_conditional(data: SVGPData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior: mean (n, L), variance (n, L)."""
-    return gp.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs)
+    return gp.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs, data.mask)
 
 
 def _prepare_for_link(link: str, X, y, num_classes: int, **options) -> SVGPData:
@@ -478,7 +552,8 @@ def _spec(name: str, link: str, num_latent, description: str) -> ModelSpec:
         description: one line for the model registry.
     """
     return ModelSpec(
-        name=name, description=description, prepare=_PREPARE[link], num_latent=num_latent,
+        name=name, description=description, prepare=_PREPARE[link], pad=pad,
+        num_latent=num_latent,
         log_link=_LOG_LINKS[link], initial_hypers=initial_hypers,
         latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
         svi=SVI(model=model, guide=guide, result=svi_result,

@@ -155,13 +155,18 @@ def _per_latent(data, fn, *more_axes):
 
 
 def _chol_mm(data, kernel, params, Z):
-    """Cholesky factor of K_mm + jitter: (M, M), or (L, M, M) per latent."""
-    return _per_latent(data, lambda p, z: inducing_cholesky(kernel, p, z, data.kmm_jitter)
+    """Cholesky factor of K_mm + jitter: (M, M), or (L, M, M) per latent (padded inducing
+    inputs, ``data.inducing_mask``, an identity block)."""
+    return _per_latent(data, lambda p, z: inducing_cholesky(kernel, p, z, data.kmm_jitter,
+                                                            data.inducing_mask)
                        .factor)(params, Z)
 
 
-def _projection_one(kernel, params, Z, chol_mm, Xs):
-    a = linalg.tri_solve(chol_mm, gram(kernel, params, Z, Xs))
+def _projection_one(kernel, params, Z, chol_mm, Xs, inducing_mask=None):
+    K = gram(kernel, params, Z, Xs)
+    if inducing_mask is not None:  # padded inducing inputs see nothing
+        K = K * inducing_mask[:, None]
+    a = linalg.tri_solve(chol_mm, K)
     resid = gram_diag(kernel, params, Xs) - jnp.sum(a * a, axis=0)
     return a, jnp.maximum(resid, _MIN_VAR)
 
@@ -169,7 +174,8 @@ def _projection_one(kernel, params, Z, chol_mm, Xs):
 def _projection(data, kernel, params, Z, chol_mm, Xs):
     """a = L_mm^-1 K_m* and the residual variance k** - |a|^2, floored: (M, n) and (n,)
     when kernel and inducing inputs are shared, else (L, M, n) and (L, n)."""
-    return _per_latent(data, lambda p, z, c: _projection_one(kernel, p, z, c, Xs), 0)(
+    return _per_latent(data, lambda p, z, c: _projection_one(kernel, p, z, c, Xs,
+                                                             data.inducing_mask), 0)(
         params, Z, chol_mm)
 
 
@@ -467,12 +473,16 @@ def inducing_latent(data, kernel, hypers: dict, v, Xs, eps):
 
 def svi_result(key, params: dict, data, kernel, num_draws: int) -> dict:
     """Optimised SVI parameters -> ``FitResult`` fields: point hyperparameters and
-    ``num_draws`` draws of v from q(v), shaped (S, M, L) (predictive kind ``"inducing"``)."""
+    ``num_draws`` draws of v from q(v), shaped (S, M, L) (predictive kind ``"inducing"``).
+    The normals of inducing input j come from ``fold_in(key, j)``, so its draws do not
+    depend on how many inducing inputs follow it (padded ones, ``ppgpc.padding``)."""
     hypers = {k: params[k] for k in ("kernel_variance", "kernel_lengthscale",
                                      "inducing_inputs")}
     hypers["mixing"] = mixing_matrix(data, params)
     m, R = params["q_mean"], params["q_scale_tril"]                         # (L, M), (L, M, M)
-    e = jax.random.normal(key, (num_draws,) + m.shape)
+    L, M = m.shape
+    e = jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(key, j), (num_draws, L)),
+                 out_axes=-1)(jnp.arange(M))                               # (S, L, M)
     v = m[None] + jnp.einsum("lij,slj->sli", R, e)
     return dict(hypers=hypers, inducing=jnp.swapaxes(v, -1, -2), predictive_kind="inducing")
 

@@ -100,7 +100,8 @@ def condition(kernel, params, X: jax.Array, Y: jax.Array, noise_var,
     K = mask_gram(gram(kernel, params, X), mask)
     if mask is not None:
         Y = Y * mask[:, None]
-    chol = linalg.cholesky(K + jnp.diag(noise_diagonal(noise_var, X.shape[0], mask)))
+    chol = linalg.cholesky(K + jnp.diag(noise_diagonal(noise_var, X.shape[0], mask)),
+                           rows=mask)
     return ExactPosterior(X, chol.factor, linalg.cho_solve(chol.factor, Y), chol.jitter,
                           mask)
 
@@ -140,7 +141,7 @@ def sample_posterior_at_inputs(
     K = mask_gram(gram(kernel, params, X), mask)
     if mask is not None:
         Y = Y * mask[:, None]
-    LK = linalg.cholesky(K).factor
+    LK = linalg.cholesky(K, rows=mask).factor
     k_prior, k_noise = jax.random.split(key)
     shape = (N, num_samples, num_outputs)
     f_prior = jnp.einsum("ij,jsl->sil", LK, jax.random.normal(k_prior, shape))
@@ -167,7 +168,7 @@ def conditional_from_latent(kernel, params, X: jax.Array, f: jax.Array, Xs: jax.
     Returns:
         mean (n, L) and variance (n,).
     """
-    LK = linalg.cholesky(mask_gram(gram(kernel, params, X), mask)).factor
+    LK = linalg.cholesky(mask_gram(gram(kernel, params, X), mask), rows=mask).factor
     Ksn = mask_columns(gram(kernel, params, Xs, X), mask)
     mean = Ksn @ linalg.cho_solve(LK, f)
     V = linalg.tri_solve(LK, Ksn.T)

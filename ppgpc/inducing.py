@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from ppgpc.kmeans import kmeans
+from ppgpc.padding import bucket, pad_rows, row_mask
 
 __all__ = ["DEFAULT_NUM_INDUCING", "resolve_num_inducing", "initial_inducing_inputs",
            "InducingPrior"]
@@ -71,7 +73,10 @@ def resolve_num_inducing(requested, num_points: int) -> int:
 def initial_inducing_inputs(X, num_inducing: int, seed: int = 0, num_iters: int = 10, *,
                             key: jax.Array | None = None):
     """(M, D) k-means++ seeds of X refined by ``num_iters`` Lloyd steps; M by the one rule
-    (``resolve_num_inducing``: None is min(200, N), M > N is refused).
+    (``resolve_num_inducing``: None is min(200, N), M > N is refused). M = N: the inputs
+    themselves, in their order (k-means++ would choose every row). The k-means runs on X
+    padded to ``ppgpc.padding.bucket(N)`` rows of weight 0, so that it compiles once per
+    bucket of N, not once per N.
 
     Args:
         X: (N, D) inputs; num_inducing: M or None.
@@ -79,6 +84,11 @@ def initial_inducing_inputs(X, num_inducing: int, seed: int = 0, num_iters: int 
             (one stream of a caller's root, e.g. ``fold_in(PRNGKey(seed), l)``), in place
             of ``seed``.
     """
-    X = jnp.asarray(X, dtype=jnp.float64)
-    M = resolve_num_inducing(num_inducing, X.shape[0])
-    return kmeans(jax.random.PRNGKey(seed) if key is None else key, X, M, num_iters)
+    X = np.asarray(X, dtype=np.float64)
+    N = X.shape[0]
+    M = resolve_num_inducing(num_inducing, N)
+    if M == N:
+        return jax.device_put(X)
+    size = bucket(N)
+    return kmeans(jax.random.PRNGKey(seed) if key is None else key, pad_rows(X, size), M,
+                  num_iters, row_mask(N, size))

@@ -14,6 +14,7 @@ nothing under ``grad`` and a well-conditioned matrix is factorised exactly once.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -44,13 +45,17 @@ class Cholesky(NamedTuple):
 
 
 @jax.jit
-def _factor_with_retries(A: jax.Array, max_tries: int) -> tuple[jax.Array, jax.Array]:
+def _factor_with_retries(A: jax.Array, max_tries: int, rows) -> tuple[jax.Array, jax.Array]:
     # jit-compiled on its own so that calls outside any jit (NumPyro tracing a model
     # eagerly, for instance) hit the compilation cache: an eager ``lax.while_loop`` whose
     # body closes over a concrete A is compiled anew on every call (about 0.3 s each).
     n = A.shape[-1]
-    eye = jnp.eye(n, dtype=A.dtype)
-    scale = jnp.abs(jnp.mean(jnp.diagonal(A)))
+    if rows is None:
+        eye = jnp.eye(n, dtype=A.dtype)
+        scale = jnp.abs(jnp.mean(jnp.diagonal(A)))
+    else:
+        eye = jnp.diag(rows.astype(A.dtype))
+        scale = jnp.abs(jnp.sum(jnp.diagonal(A) * rows) / jnp.maximum(jnp.sum(rows), 1.0))
     scale = jnp.where(scale > 0, scale, 1.0)
 
     def failed(L):
@@ -71,17 +76,17 @@ def _factor_with_retries(A: jax.Array, max_tries: int) -> tuple[jax.Array, jax.A
     return L, jitter
 
 
-@jax.custom_jvp
-def _jittered_cholesky(A: jax.Array, max_tries: int) -> tuple[jax.Array, jax.Array]:
-    return _factor_with_retries(A, max_tries)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _jittered_cholesky(A: jax.Array, max_tries: int, rows) -> tuple[jax.Array, jax.Array]:
+    return _factor_with_retries(A, max_tries, rows)
 
 
 @_jittered_cholesky.defjvp
-def _jittered_cholesky_jvp(primals, tangents):
+def _jittered_cholesky_jvp(max_tries, primals, tangents):
     # dL = L Phi(L^-1 dA L^-T), Phi takes the lower triangle and halves the diagonal.
-    A, max_tries = primals
+    A, rows = primals
     dA, _ = tangents
-    L, jitter = _jittered_cholesky(A, max_tries)
+    L, jitter = _jittered_cholesky(A, max_tries, rows)
     dA = 0.5 * (dA + dA.T)
     tmp = solve_triangular(L, dA, lower=True)
     tmp = solve_triangular(L, tmp.T, lower=True).T
@@ -89,12 +94,16 @@ def _jittered_cholesky_jvp(primals, tangents):
     return (L, jitter), (L @ phi, jnp.zeros_like(jitter))
 
 
-def cholesky(A: jax.Array, max_tries: int = DEFAULT_MAX_TRIES) -> Cholesky:
+def cholesky(A: jax.Array, max_tries: int = DEFAULT_MAX_TRIES, rows=None) -> Cholesky:
     """Lower Cholesky factor of a symmetric positive (semi-)definite matrix.
 
     Args:
         A: (n, n) symmetric matrix; batch dimensions are handled by ``jax.vmap``.
         max_tries: retries with growing jitter (1e-10 x mean diag, then x10 each time).
+        rows: optional (n,) 0/1 weights: the jitter goes on the rows of weight 1 only and
+            its scale is their mean diagonal (the padded rows of ``ppgpc.padding``, an
+            exact identity block, stay as they are, so the real rows factorise as they
+            would unpadded); None: every row.
 
     Returns:
         ``Cholesky(factor, jitter)``. If every try failed the factor holds NaN: callers
@@ -103,11 +112,11 @@ def cholesky(A: jax.Array, max_tries: int = DEFAULT_MAX_TRIES) -> Cholesky:
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"cholesky needs a square matrix, got shape {A.shape}")
     if A.ndim > 2:
-        fn = lambda a: _jittered_cholesky(a, max_tries)  # noqa: E731
+        fn = lambda a: _jittered_cholesky(a, max_tries, rows)  # noqa: E731
         for _ in range(A.ndim - 2):
             fn = jax.vmap(fn)
         return Cholesky(*fn(A))
-    return Cholesky(*_jittered_cholesky(A, max_tries))
+    return Cholesky(*_jittered_cholesky(A, max_tries, rows))
 
 
 def tri_solve(L: jax.Array, B: jax.Array) -> jax.Array:

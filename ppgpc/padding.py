@@ -19,7 +19,20 @@ padded one), stored as the prepared data's ``mask``:
 * likelihood terms of padded rows have weight zero.
 
 So the real rows' posterior, predictions and log-densities are those of the unpadded fit:
-``tests/test_padding.py`` compares them for every model and method that pads.
+``tests/test_padding.py`` compares them for every model and method that pads. A Cholesky
+factor of padded data jitters the real rows only (``linalg.cholesky(..., rows=mask)``), so
+a singular Gram matrix gets the jitter it would get unpadded.
+
+What pads: ILR-GP and GPD, every method (exact, MAP, NUTS in both forms, the leave-one-out
+searches); the logistic-softmax GP's NUTS and full CAVI (``ModelSpec.pads``); the sparse
+variational GP's SVI (marginal and Price estimators: padded rows weigh nothing in a full
+batch and are never drawn into a minibatch, and where the inducing inputs are the training
+inputs, M = N, they are padded with them) and its NUTS. What does not: the collapsed sparse
+variants, the Gibbs samplers and the logistic-softmax GP's sparse and stochastic CAVI, which
+compile once per N; ``ppgpc.programs`` bounds what they hold. Random numbers that belong to
+a row (a draw of q at a training input, a minibatch's choice of rows, the likelihood's
+normals of a row) come from ``fold_in(key, row)``, so the real rows draw the same numbers
+padded or not.
 
 Bucket sizes: 64 for N <= 64; above, N rounded up to a multiple of 2^(ceil(log2 N) - 3)
 (four sizes per doubling, at most 25% padding) up to 1024 rows, and to a multiple of
@@ -44,7 +57,7 @@ import numpyro
 
 __all__ = ["MIN_BUCKET", "FINE_ABOVE", "bucket", "row_mask", "pad_rows", "first_rows",
            "mask_gram",
-           "mask_columns", "real_rows", "real_rows_only", "padding_constant"]
+           "mask_columns", "real_rows", "real_rows_only", "num_real_rows", "padding_constant"]
 
 MIN_BUCKET = 64
 """The smallest training size a padded fit runs at."""
@@ -116,6 +129,12 @@ def real_rows(x, mask):
     """Numpy rows of ``x`` where ``mask`` is 1 (all of them when ``mask`` is None)."""
     x = np.asarray(x)
     return x if mask is None else x[np.asarray(mask) > 0]
+
+
+def num_real_rows(data) -> int:
+    """The real rows of prepared data: its rows, or the ones of its ``mask`` when padded."""
+    mask = getattr(data, "mask", None)
+    return int(np.shape(data.X)[0]) if mask is None else int(np.sum(np.asarray(mask)))
 
 
 def padding_constant(mask, num_outputs: int):

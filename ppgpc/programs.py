@@ -17,7 +17,10 @@ mappings, and where mappings cannot be read), every compiled program of the proc
 released (``jax.clear_caches()``, then a garbage collection so that the executables are
 freed, and on glibc ``malloc_trim(0)``, which hands the freed heap back to the system:
 without it the resident memory stays at its peak) and the record starts again from the new
-signature. The mappings are the resource that runs out, and what one shape costs differs
+signature. A fit at a signature already held releases only when the process holds more than
+``CEILING_MEMORY_MAPS``: programs that no later fit reuses (NumPyro's ``MCMC`` compiles its
+sampling loop for every run, which the Gibbs samplers use) grow a process without any new
+shape. The mappings are the resource that runs out, and what one shape costs differs
 threefold between models (an ILR fit padded to a bucket about 1,000 mappings, a
 logistic-softmax NUTS fit about 3,000), so a bound on them releases only when needed: a
 learning curve that cycles through a few sizes keeps all of them.
@@ -40,13 +43,17 @@ from typing import Any, Hashable
 
 import jax
 
-__all__ = ["MAX_MEMORY_MAPS", "MAX_TRAINING_SHAPES", "training_signature",
-           "use_training_shape", "memory_maps", "live_training_shapes", "releases"]
+__all__ = ["MAX_MEMORY_MAPS", "CEILING_MEMORY_MAPS", "MAX_TRAINING_SHAPES",
+           "training_signature", "use_training_shape", "memory_maps", "live_training_shapes", "releases"]
 
 MAX_MEMORY_MAPS = 12_000
 """Memory mappings above which a fit at a new training shape first releases every compiled
 program (a fifth of the kernel's default ``vm.max_map_count``, 65,530; module docstring).
 A fresh process holds about 2,500 after its first fit."""
+
+CEILING_MEMORY_MAPS = 24_000
+"""Memory mappings above which any fit, at a training shape held or not, first releases
+every compiled program (module docstring)."""
 
 MAX_TRAINING_SHAPES = 16
 """The training shapes whose programs a process keeps at most, whatever its mappings: on a
@@ -77,19 +84,23 @@ def training_signature(data: Any, static: Any = ()) -> tuple:
 def use_training_shape(signature: Hashable) -> bool:
     """Record a fit at the training shape ``signature`` (``training_signature``); when it is
     new and the process holds more than ``MAX_MEMORY_MAPS`` mappings or the programs of
-    ``MAX_TRAINING_SHAPES`` shapes, release every compiled program first.
+    ``MAX_TRAINING_SHAPES`` shapes, or whatever the shape when it holds more than
+    ``CEILING_MEMORY_MAPS``, release every compiled program first.
 
     Returns:
         Whether this call released the compiled programs.
     """
     global _releases
     with _lock:
+        maps = memory_maps()
         if signature in _live:
             _live.move_to_end(signature)
-            return False
-        maps = memory_maps()
-        release = len(_live) >= MAX_TRAINING_SHAPES or (
-            maps is not None and maps > MAX_MEMORY_MAPS)
+            if maps is None or maps <= CEILING_MEMORY_MAPS:
+                return False
+            release = True
+        else:
+            release = len(_live) >= MAX_TRAINING_SHAPES or (
+                maps is not None and maps > MAX_MEMORY_MAPS)
         if release:
             _live.clear()
             _releases += 1

@@ -48,6 +48,7 @@ from ppgpc.blocks import Placement, replicate
 from ppgpc.inducing import (DEFAULT_NUM_INDUCING, InducingPrior, initial_inducing_inputs,
                             resolve_num_inducing)
 from ppgpc.kernels import gram, gram_diag
+from ppgpc.padding import mask_gram
 
 __all__ = [
     "DEFAULT_NUM_INDUCING",
@@ -176,12 +177,18 @@ def _noise_vector(noise_var, N: int) -> jax.Array:
     return jnp.broadcast_to(jnp.asarray(noise_var, dtype=jnp.float64), (N,))
 
 
-def inducing_cholesky(kernel, params, Z: jax.Array, kmm_jitter: float) -> linalg.Cholesky:
+def inducing_cholesky(kernel, params, Z: jax.Array, kmm_jitter: float,
+                      mask=None) -> linalg.Cholesky:
     """The Cholesky factor L_m of K_mm + kmm_jitter * variance * I at inducing inputs Z
-    (M, D), with the adaptive jitter it needed beyond that (``linalg.cholesky``)."""
+    (M, D), with the adaptive jitter it needed beyond that (``linalg.cholesky``). ``mask``:
+    optional (M,) 0/1 mask of padded inducing inputs (``ppgpc.padding``), whose block is
+    the identity, uncorrelated with the rest and without jitter."""
     M = Z.shape[0]
-    return linalg.cholesky(gram(kernel, params, Z)
-                           + kmm_jitter * params["variance"] * jnp.eye(M))
+    if mask is None:
+        return linalg.cholesky(gram(kernel, params, Z)
+                               + kmm_jitter * params["variance"] * jnp.eye(M))
+    return linalg.cholesky(mask_gram(gram(kernel, params, Z), mask)
+                           + kmm_jitter * params["variance"] * jnp.diag(mask), rows=mask)
 
 
 def collapsed_bound(kernel, params, X: jax.Array, Y: jax.Array, Z: jax.Array, noise_var,

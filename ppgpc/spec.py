@@ -235,9 +235,14 @@ class ModelSpec:
             option is refused, naming the models that can).
         pad: optional ``(data, size) -> data``: the prepared data padded to ``size`` rows
             with rows that change nothing (``ppgpc.padding``: a row mask in the data's
-            ``mask``, which every function of the model honours), so that the driver fits
-            any N of one bucket with the same compiled programs; None where the model is
-            fitted at its own N.
+            ``mask``, which every function of the model honours; inducing inputs padded
+            with the rows carry an ``inducing_mask``, and the driver returns the real ones),
+            so that the driver fits any N of one bucket with the same compiled programs;
+            None where the model is fitted at its own N. It may return the data as they
+            are where a setting of the model cannot pad.
+        pads: optional ``(method, method options) -> bool``: which fits run on padded data
+            when only some of the model's methods honour the mask; None: every method
+            (``pads_fit``).
     """
 
     name: str
@@ -259,6 +264,14 @@ class ModelSpec:
     description: str = ""
     place: Optional[Callable[..., Any]] = None
     pad: Optional[Callable[..., Any]] = None
+    pads: Optional[Callable[[str, dict], bool]] = None
+
+    def pads_fit(self, method: str, options: dict) -> bool:
+        """Whether a fit by ``method`` with the method options ``options`` runs on data
+        padded by ``pad``."""
+        if self.pad is None:
+            return False
+        return self.pads is None or bool(self.pads(method, options))
 
     def __post_init__(self):
         for group, kind in CAPABILITIES.items():

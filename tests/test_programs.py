@@ -44,6 +44,20 @@ def test_a_new_shape_over_the_mapping_bound_releases(fresh_record, monkeypatch):
     assert programs.live_training_shapes() == 1
 
 
+def test_any_fit_over_the_ceiling_releases(fresh_record, monkeypatch):
+    """Programs that no later fit reuses (NumPyro's MCMC loop of the Gibbs samplers) grow a
+    process at a shape it holds: above the ceiling, a fit at that shape releases too."""
+    cleared = fresh_record
+    maps = [10]
+    monkeypatch.setattr(programs, "memory_maps", lambda: maps[0])
+    programs.use_training_shape("a")
+    maps[0] = programs.CEILING_MEMORY_MAPS
+    assert programs.use_training_shape("a") is False and cleared == []
+    maps[0] = programs.CEILING_MEMORY_MAPS + 1
+    assert programs.use_training_shape("a") is True and cleared == [1]
+    assert programs.live_training_shapes() == 1
+
+
 def test_mappings_are_read_on_linux():
     if os.path.exists("/proc/self/maps"):
         assert programs.memory_maps() > 0
@@ -120,6 +134,57 @@ print(json.dumps({{"maps": rows, "releases": programs.releases()}}))
 """
 
 
+SOAK_ALL = """
+import json, warnings
+import jax
+import numpy as np
+import ppgpc
+from ppgpc import programs
+programs.MAX_MEMORY_MAPS = programs.CEILING_MEMORY_MAPS = 10 ** 9  # no release: growth
+programs.MAX_TRAINING_SHAPES = 10 ** 9                                # would show
+warnings.simplefilter("ignore", ppgpc.ConvergenceWarning)
+compiles = [0]
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kw: compiles.__setitem__(0, compiles[0] + (
+        event == "/jax/core/compile/backend_compile_duration")))
+
+def maps():
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+ESTIMATORS = {{
+    "ILR": lambda: ppgpc.ILRGPClassifier(progress=False),
+    "GPD": lambda: ppgpc.DirichletGPClassifier(progress=False),
+    "LSM": lambda: ppgpc.LogisticSoftmaxGPClassifier(progress=False, inference_options={{
+        "num_warmup": 100, "num_samples": 100, "num_chains": 2}}),
+    "SVGPC": lambda: ppgpc.SoftmaxSVGPClassifier(progress=False, inference_options={{
+        "max_iter": 200}}),
+}}
+rng = np.random.default_rng(0)
+first = [(n, 3, 3) for n in (20, 70, 90)] + [(40, 5, 3), (40, 3, 4)]
+sizes = list(range({start}, {stop}))
+rng.shuffle(sizes)
+rest = [(n, 3, 3) for n in sizes] + [(n, 5, 3) for n in (30, 50, 60)] + [
+    (n, 3, 4) for n in (25, 45, 64)]
+out = {{}}
+for name, make in ESTIMATORS.items():
+    rows = []
+    for phase, cases in (("first", first), ("rest", rest)):
+        for n, d, c in cases:
+            y = np.arange(n) % c
+            X = rng.normal(size=(n, d)) + 2.0 * np.eye(c, d)[y]
+            before = compiles[0]
+            make().fit(X, y).predict_proba(X[:7])
+            rows.append([phase, n, d, c, maps(), rss(), compiles[0] - before])
+    out[name] = rows
+print(json.dumps(out))
+"""
+
+
 def _soak(bound: int, fits: int) -> dict:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(SOAK.format(
@@ -140,3 +205,28 @@ def test_a_process_fitting_many_sizes_stops_growing():
     maps = record["maps"]
     assert record["releases"] >= 2
     assert max(maps) < 4000 + 1500, maps
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"),
+                    reason="memory mappings are read from /proc/self/maps (Linux)")
+def test_every_estimator_at_sizes_of_held_buckets_compiles_and_grows_nothing():
+    """One process fits each of the four estimators (defaults; shorter chains for NUTS and
+    200 SVI steps) at 65 training sizes 20-84 in three buckets (64, 80, 96) and at two
+    more feature and class counts, releases off. Once each bucket and count has been fitted
+    (the first five fits), the other 71 fits and their predictions compile nothing, and
+    the process's mappings and resident memory stay within what one fit's arrays come and go
+    by (200 mappings, 80 MiB) of where they stood."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(SOAK_ALL.format(
+        start=20, stop=85))], capture_output=True, text=True, env=env, timeout=1500)
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    for name, rows in record.items():
+        first = [r for r in rows if r[0] == "first"]
+        rest = [r for r in rows if r[0] == "rest"]
+        assert len({r[1] for r in rows}) >= 60 and len(rest) == 71, name
+        assert sum(r[6] for r in rest) == 0, (name, [r for r in rest if r[6]])
+        maps, mib = first[-1][4], first[-1][5]
+        assert max(r[4] for r in rest) <= maps + 200, (name, maps, [r[4] for r in rest])
+        assert max(r[5] for r in rest) <= mib + 80, (name, mib, [r[5] for r in rest])

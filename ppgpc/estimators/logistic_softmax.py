@@ -11,7 +11,9 @@ from ppgpc.estimators.options import check_minibatch_options, hold_out
 from ppgpc.infer.cavi import cavi_check
 from ppgpc.infer.convergence import ConvergenceReport
 from ppgpc.kernels import make_kernel
-from ppgpc.models.logistic_softmax import fit_hypers, prepare
+from ppgpc.models.logistic_softmax import fit_hypers, pad, prepare
+from ppgpc.padding import bucket
+from ppgpc.programs import training_signature, use_training_shape
 from ppgpc.sparse import resolve_num_inducing
 from ppgpc.validation import MAX_EXACT_POINTS, check_count
 
@@ -119,8 +121,14 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
         if method == "nuts":
             options.setdefault("form", given.get("form", "latent"))
             if given.get("hyperparameters") is None and not given.get("sample_hyperparameters"):
-                hypers, info = fit_hypers(prepare(X, y, num_classes), make_kernel(self.kernel),
-                                          progress=bool(self.progress))
+                # padded as the driver pads its fits, and recorded as a training shape as
+                # the driver records them (``ppgpc.programs``), so that a release falls
+                # before this fit's programs compile, not between them and their next use
+                data = pad(prepare(X, y, num_classes), bucket(len(y)))
+                kernel = make_kernel(self.kernel)
+                use_training_shape(training_signature((kernel, data),
+                                                      (self.model_name, "cavi", "kernel")))
+                hypers, info = fit_hypers(data, kernel, progress=bool(self.progress))
                 options["hyperparameters"] = {k: np.asarray(v) for k, v in hypers.items()}
                 stages = (cavi_check(info),)
         result = super()._fit_driver(X, y, num_classes, model_options, method=method, **options)

@@ -149,15 +149,15 @@ def fit(
 
     num_points = X.shape[0]
     run_data = data
-    if spec.pad is not None and mesh is None:  # fixed training shapes (``ppgpc.padding``)
+    if mesh is None and spec.pads_fit(method, opts):  # fixed training shapes (``ppgpc.padding``)
         run_data = spec.pad(data, bucket(num_points))
     # bounded compiled code over a long process (``ppgpc.programs``)
     use_training_shape(training_signature(
         (kernel, run_data), (spec.name, method, sorted(opts.items(), key=lambda kv: kv[0]))))
     start = time.perf_counter()
     out = runner(spec, run_data, kernel, jax.random.PRNGKey(seed), opts)
-    if run_data is not data and out.get("latent") is not None:
-        out["latent"] = first_rows(out["latent"], num_points, axis=2)  # the real rows
+    if run_data is not data:
+        _real_part(out, run_data, num_points)
     out["info"]["fit_seconds"] = time.perf_counter() - start
     report = _assess(method, out)
     out["info"]["convergence"] = report.to_dict()
@@ -177,6 +177,21 @@ def fit(
                        info=info, seed=int(seed), **out)
     warn_if_needed(report)
     return result
+
+
+def _real_part(out: dict, run_data, num_points: int) -> None:
+    """A padded fit's output cut to the real rows: the latent draws at the training inputs,
+    and the inducing draws and inputs where the inducing inputs were padded with the rows
+    (the prepared data's ``inducing_mask``; ``ppgpc.padding``)."""
+    if out.get("latent") is not None:
+        out["latent"] = first_rows(out["latent"], num_points, axis=2)
+    inducing_mask = getattr(run_data, "inducing_mask", None)
+    if inducing_mask is not None and out.get("inducing") is not None:
+        M = int(np.sum(np.asarray(inducing_mask)))
+        out["inducing"] = first_rows(out["inducing"], M, axis=2)
+        hypers = dict(out["hypers"])
+        hypers["inducing_inputs"] = first_rows(hypers["inducing_inputs"], M, axis=-2)
+        out["hypers"] = hypers
 
 
 def _assess(method: str, out: dict) -> ConvergenceReport:

@@ -84,6 +84,11 @@ def _loo_nll(key, log_link, mean, var, y, scales, num_draws):
     return lax.map(score, scales)
 
 
+SCALE_BLOCK = 16
+"""``loo_nll`` scores its scales in blocks of this many (a grid padded by repeating its last
+value), so that grids of a few lengths share one program."""
+
+
 def loo_nll(key, log_link, mean, var, y, scales=(1.0,), num_draws: int = LOO_DRAWS, *,
             pointwise: bool = False):
     """Leave-one-out NLL of labels y under the latent predictive N(mean, var), the latent
@@ -101,12 +106,15 @@ def loo_nll(key, log_link, mean, var, y, scales=(1.0,), num_draws: int = LOO_DRA
     Returns:
         (G,) leave-one-out NLL per scale, or (G, N) with ``pointwise``.
     """
-    # the points padded to a bucket of sizes (unit-variance rows, dropped after), so that a
-    # new number of points compiles nothing
+    # the points padded to a bucket of sizes (unit-variance rows, dropped after), and the
+    # scales to a multiple of SCALE_BLOCK (repeating the last), so that a new number of
+    # points or a grid extended at its edge compiles nothing
     num_points = int(np.shape(y)[0])
     size = bucket(num_points)
+    scales = np.atleast_1d(np.asarray(scales, dtype=np.float64))
+    num_scales = scales.shape[0]
+    scales = pad_rows(scales, -(-num_scales // SCALE_BLOCK) * SCALE_BLOCK, scales[-1])
     losses = _loo_nll(key, log_link, pad_rows(mean, size), pad_rows(var, size, 1.0),
-                      pad_rows(y, size), jnp.asarray(scales, dtype=jnp.float64),
-                      int(num_draws))
-    losses = first_rows(losses, num_points, axis=1)
+                      pad_rows(y, size), scales, int(num_draws))
+    losses = first_rows(first_rows(losses, num_scales), num_points, axis=1)
     return losses if pointwise else jax.device_put(np.mean(np.asarray(losses), axis=-1))

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ppgpc.infer.common import DEVICES_OPTION
 from ppgpc.padding import bucket, pad_rows
 from ppgpc.validation import check_features
 
@@ -116,10 +117,11 @@ def _unflatten(result, draws: jax.Array) -> jax.Array:
 def padded_training(result, latent=None):
     """(data, latent): the result's training data, and draws (..., N, L) of the latent
     there, padded with zero rows to ``ppgpc.padding.bucket(N)`` rows as the fit was, when the
-    model pads (``ModelSpec.pad``): predictions then compile once per bucket of N, and the
-    padded rows change nothing. As given for a model that does not pad."""
+    fit was padded (``ModelSpec.pads_fit``): predictions then compile once per bucket of N,
+    and the padded rows change nothing. As given for a fit that was not padded."""
     spec = result.spec
-    if spec.pad is None:
+    options = result.settings.get("method_options", {})
+    if DEVICES_OPTION in options or not spec.pads_fit(result.method, options):
         return result.data, latent
     num_points = int(np.shape(result.data.X)[0])
     size = bucket(num_points)
@@ -238,10 +240,19 @@ def inducing_draws(result, key, Xs, num_draws=None, shared=False) -> jax.Array:
     """Kind ``"inducing"``: the sparse conditional p(f* | v_s) given each whitened inducing
     draw, then the model's mixing if it has one (``spec.inducing.inducing_latent``), with
     the point hyperparameters, (chain, draw, n, L) (``num_draws`` does not apply)."""
-    draws = _inducing_draws(key, result.spec, result.kernel, result.data,
-                            result.hyper_draw(0, 0),
-                            _flat(result.inducing), Xs, shared)
-    return _unflatten(result, draws)
+    data, _ = padded_training(result)
+    inducing_mask = getattr(data, "inducing_mask", None)
+    if inducing_mask is None:
+        hypers, v = result.hyper_draw(0, 0), _flat(result.inducing)
+    else:  # padded with the rows, as the fit was (on the host: no program per M)
+        size = int(np.shape(inducing_mask)[0])
+        v = np.asarray(result.inducing)
+        v = pad_rows(v.reshape((-1,) + v.shape[2:]), size, axis=-2)
+        hypers = {k: jax.device_put(np.asarray(h)[0, 0]) for k, h in result.hypers.items()}
+        hypers["inducing_inputs"] = pad_rows(np.asarray(hypers["inducing_inputs"]), size,
+                                             axis=-2)
+    return _unflatten(result, _inducing_draws(key, result.spec, result.kernel, data, hypers,
+                                              v, Xs, shared))
 
 
 DRAWS_BY_KIND: dict[str, Callable] = {

@@ -3,7 +3,7 @@
 Generic over models. A spec provides the ``svi`` capability (``ppgpc.spec.SVI``):
 
 * ``model``, ``guide``: NumPyro model and guide called as ``(data, kernel,
-  batch_size)``; minibatching is theirs (``numpyro.plate(..., subsample_size=B)``);
+  batch_size)``, ``batch_size`` None for the full batch; minibatching is theirs;
 * ``result``: ``(key, params, data, kernel, num_draws) -> dict`` turning the optimised
   parameters (constrained, by site name) into ``FitResult`` fields: ``hypers`` (point
   values by name), ``predictive_kind`` and either ``inducing`` (S, M, L) or ``latent``
@@ -57,6 +57,7 @@ from numpyro.optim import optax_to_numpyro
 from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
 from ppgpc.infer.common import as_draws, register_method
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
+from ppgpc.padding import num_real_rows
 
 __all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "default_batch_size", "make_optimizer",
            "natural_gradient_schedule"]
@@ -295,14 +296,15 @@ def _svi_programs(spec, optimizer, learning_rate: float, schedule, max_iter: int
 
 def run_svi(spec, data, kernel, key, opts) -> dict:
     """Runner of method ``"svi"`` (``ppgpc.infer.register_method``; the module docstring)."""
-    N = data.X.shape[0]
+    N = num_real_rows(data)
     opts = _check_options(opts, N)
     B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
     max_iter = -(-opts["max_iter"] // window) * window  # whole windows
+    # a full batch is batch_size None to the model: one program for every N of a bucket
     svi, init, run_window = _svi_programs(
         spec, opts["optimizer"], float(opts["learning_rate"]), opts["schedule"], max_iter,
-        int(opts["warmup_steps"]), opts["natural_gradient"], int(opts["num_particles"]), B,
-        window)
+        int(opts["warmup_steps"]), opts["natural_gradient"], int(opts["num_particles"]),
+        None if B >= N else B, window)
     k_init, k_draws = jax.random.split(key)
     # The monitor's key is folded in apart from the split, so runs without a monitor keep
     # their keys. Not fold_in(key, 1): with JAX's partitionable threefry that equals
