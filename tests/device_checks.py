@@ -221,34 +221,48 @@ def stochastic_cavi_checks() -> None:
 
 
 def chain_checks() -> None:
-    """Gibbs with one chain per device ("parallel") against the same chains on one device,
-    one after another ("sequential"): the draws. (NUTS runs its chains one after another on
-    one device, ``ppgpc.infer.mcmc``.)
+    """NUTS and Gibbs with one chain per device ("parallel") against the same chains on one
+    device: NUTS's vectorised, Gibbs's one after another ("sequential"): the draws.
 
     Not Gibbs's vectorised chains (its default on one device): vmap batches the chains'
     arithmetic, which rounds differently, and under the test suite's XLA flags one
     elliptical-slice decision of one chain flipped (chain 2 of 4, draw 8 of 10), after
     which that chain drew other (equally valid) values. The sequential chains run the
     program each device runs."""
-    from ppgpc.infer import fit, gibbs
+    import functools
+
+    import jax
+
+    from ppgpc.infer import fit, gibbs, mcmc
+    from ppgpc.kernels import make_kernel
+    from ppgpc.models import ilr_gp
 
     X, y = toy(24)
+    kernel = make_kernel("rbf-ard")
+    nuts_model = functools.partial(ilr_gp.collapsed_model, ilr_gp.prepare(X, y, 3), kernel)
+
+    def nuts():
+        out = mcmc.run_nuts(jax.random.PRNGKey(5), nuts_model, num_warmup=20, num_samples=10,
+                            num_chains=2, progress_bar=False)
+        return out.samples
 
     def gibbs_draws():
         return fit("logistic_softmax", X, y, method="gibbs", num_warmup=5, num_samples=10,
                    num_chains=2, progress_bar=False, hyperparameters={
                        "kernel_variance": 2.0, "kernel_lengthscale": 1.5}).latent
 
-    chosen = gibbs._chain_method
-    parallel = gibbs_draws()
-    gibbs._chain_method = lambda num_chains: "sequential"
-    try:
-        one_device = gibbs_draws()
-    finally:
-        gibbs._chain_method = chosen
-    print(json.dumps({"check": "chains", "case": "gibbs", "reference": "sequential",
-                      "gibbs_chain_method": chosen(2),
-                      "draws": relative(parallel, one_device)}), flush=True)
+    chosen, gibbs_chosen = mcmc.chain_method, gibbs._chain_method
+    for name, run, reference in (("nuts", nuts, "vectorized"),
+                                 ("gibbs", gibbs_draws, "sequential")):
+        parallel = run()
+        mcmc.chain_method = gibbs._chain_method = lambda num_chains: reference
+        try:
+            one_device = run()
+        finally:
+            mcmc.chain_method, gibbs._chain_method = chosen, gibbs_chosen
+        print(json.dumps({"check": "chains", "case": name, "reference": reference,
+                          "chain_method": chosen(2), "gibbs_chain_method": gibbs_chosen(2),
+                          "draws": relative(parallel, one_device)}), flush=True)
 
 
 def distributed(process_id: int, num_processes: int, port: int) -> None:

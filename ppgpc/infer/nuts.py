@@ -9,6 +9,8 @@ the hyperparameters fixed (the type-II ML values unless given) or sampled too
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -79,8 +81,7 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
                          f"{_FORMS[form]!r} capability){hint}")
     k_mcmc, k_latent = jax.random.split(key)
     mcmc_opts = {k: opts[k] for k in ("num_warmup", "num_samples", "num_chains", "target_accept",
-                                      "max_tree_depth", "dense_mass")}
-    mcmc_opts["show_progress"] = bool(opts["progress_bar"])
+                                      "max_tree_depth", "dense_mass", "progress_bar")}
     info: dict = {"form": form}
     optimizers = ()
 
@@ -89,8 +90,8 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
         init, opt_info, _ = point_hypers(spec, data, kernel, opts["hyperparameters"], True,
                                          OPTIMIZER_OPTIONS)
         info.update({"init_" + k: v for k, v in opt_info.items()})
-        out = run_nuts(k_mcmc, spec.conjugate.collapsed_model, data, (kernel,),
-                       init_values=init, **mcmc_opts)
+        model = functools.partial(spec.conjugate.collapsed_model, data, kernel)
+        out = run_nuts(k_mcmc, model, init_values=init, **mcmc_opts)
         hypers = {k: v for k, v in out.samples.items() if k in init}
         C, S = next(iter(hypers.values())).shape[:2]
         flat = {k: v.reshape((C * S,) + v.shape[2:]) for k, v in hypers.items()}
@@ -109,8 +110,8 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
             info.update(opt_info)
             optimizers = () if check is None else (check,)
             point = True
-        out = run_nuts(k_mcmc, spec.latent.latent_model, data, (kernel,), (fixed,),
-                       **mcmc_opts)
+        model = functools.partial(spec.latent.latent_model, data, kernel, fixed)
+        out = run_nuts(k_mcmc, model, **mcmc_opts)
         samples = dict(out.samples)
         # the models record their Cholesky jitter as a deterministic site
         jitter = jnp.max(samples.pop(JITTER_SITE, jnp.zeros(())))
