@@ -1,0 +1,58 @@
+"""Record the predictions of every driver method and every estimator's defaults, and save
+each estimator (save format 2), as the reference that a change of layout must reproduce.
+
+Run from the repository root: ``python tests/data/golden/make_golden.py``. It writes
+``predictions.npz`` beside itself (one array per case: the mean class probabilities at
+fixed test inputs) and one save folder per estimator under ``saves/``; the test
+``tests/test_golden.py`` refits every case and loads every save and compares.
+"""
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))  # tests/: fitted_cases, conftest
+
+import ppgpc  # noqa: E402
+from fitted_cases import NUM_PRED, SPARSE_VARIANTS, cases, fitted, toy  # noqa: E402
+
+
+def estimator_problem():
+    """(X (30, 2), y (30,), X_test (10, 2)): three overlapping Gaussian classes."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0], [2.5, 0.0], [0.0, 2.5]])
+    y = np.repeat(np.arange(3), 10)
+    X = centres[y] + rng.normal(size=(30, 2))
+    return X, y, X[::3] + 0.1
+
+
+ESTIMATORS = ("ILRGPClassifier", "DirichletGPClassifier", "LogisticSoftmaxGPClassifier",
+              "SoftmaxSVGPClassifier")
+
+
+def main():
+    arrays = {}
+    X_pred = toy()[0][:NUM_PRED]
+    for model, method in cases():
+        arrays[f"fit/{model}/{method}"] = fitted(model, method).predict_proba(X_pred)
+        print(model, method, flush=True)
+    for model, method, num_inducing in SPARSE_VARIANTS:
+        result = fitted(model, method, num_inducing=num_inducing)
+        arrays[f"fit/{model}/{method}/{num_inducing}"] = result.predict_proba(X_pred)
+    X, y, X_test = estimator_problem()
+    saves = HERE / "saves"
+    shutil.rmtree(saves, ignore_errors=True)
+    saves.mkdir()
+    for name in ESTIMATORS:
+        estimator = getattr(ppgpc, name)().fit(X, y)
+        arrays[f"estimator/{name}"] = estimator.predict_proba(X_test)
+        estimator.save(saves / name)
+        print(name, flush=True)
+    np.savez(HERE / "predictions.npz", **arrays)
+
+
+if __name__ == "__main__":
+    main()
