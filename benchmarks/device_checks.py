@@ -8,7 +8,7 @@ N = 2000 exact ILR fit padded and unpadded.
    passed, and accuracy / NLL / ECE on the test points (or the warning it raised).
 2. The driver's ``exact`` ILR fit on N = 2000 synthetic points (D = 8, C = 5, 100 draws),
    twice in the process (first with compilation, then warm), with the registered spec
-   (padded to 2048 rows, ``ppgpc.padding``) and with ``pad=None`` (at N itself).
+   (padded to 2048 rows, ``ppgpc.runtime.padding``) and with ``pad=None`` (at N itself).
 
     python benchmarks/device_checks.py
 """

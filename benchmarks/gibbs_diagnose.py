@@ -2,7 +2,7 @@
 
 On ``speed_gibbs_ess.py``'s problem (Gaussian blobs, RBF variance 4, lengthscale 1, fixed
 hyperparameters), for three sweeps built from the blocks of
-``ppgpc.models.logistic_softmax_gibbs``:
+``ppgpc.models.logistic_softmax.gibbs``:
 
 * ``uncollapsed``: the sweep before issue 40, lambda_i | n_i ~ Gamma(1 + sum_c n_ic, rate C)
   from the previous sweep's counts, then n, omega, f;
@@ -34,8 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import ppgpc  # noqa: F401  (float64)
-from ppgpc import linalg
-from ppgpc.kernels import RBF, gram, kernel_params
+from ppgpc.gp import linalg
+from ppgpc.gp.kernels import RBF, gram, kernel_params
+from ppgpc.models.logistic_softmax import gibbs as lsm_gibbs
 from ppgpc.models import logistic_softmax as lsm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -55,8 +56,8 @@ def sweeps(data):
     L = linalg.cholesky(K).factor
 
     def tail(keys, f, lam, n):
-        omega = lsm.omega_block(keys[0], Y, n, f)
-        return lsm.f_block(keys[1], K, L, omega, 0.5 * (Y - n)), lam, n, omega
+        omega = lsm_gibbs.omega_block(keys[0], Y, n, f)
+        return lsm_gibbs.f_block(keys[1], K, L, omega, 0.5 * (Y - n)), lam, n, omega
 
     def uncollapsed(key, state):
         f, _, n, _ = state
@@ -67,13 +68,13 @@ def sweeps(data):
 
     def collapsed(key, state):
         k = jax.random.split(key, 3)
-        lam, n = lsm.lambda_count_block(k[0], state[0])
+        lam, n = lsm_gibbs.lambda_count_block(k[0], state[0])
         return tail(k[1:], state[0], lam, n)
 
     def default(key, state):
         k = jax.random.split(key, 4)
-        f = lsm.level_block(k[0], state[0], L, Y)
-        lam, n = lsm.lambda_count_block(k[1], f)
+        f = lsm_gibbs.level_block(k[0], state[0], L, Y)
+        lam, n = lsm_gibbs.lambda_count_block(k[1], f)
         return tail(k[2:], f, lam, n)
 
     return {"uncollapsed": uncollapsed, "collapsed": collapsed, "default": default}, K, L
@@ -103,12 +104,12 @@ def block_costs(data, chains, repeats, key):
     f, lam, n, omega = state
     V = jax.vmap
     blocks = {
-        "level (3 slice steps)": lambda k: V(lambda kk, ff: lsm.level_block(kk, ff, L, Y))(
+        "level (3 slice steps)": lambda k: V(lambda kk, ff: lsm_gibbs.level_block(kk, ff, L, Y))(
             jax.random.split(k, chains), f),
-        "lambda, n | f": lambda k: V(lsm.lambda_count_block)(jax.random.split(k, chains), f),
-        "omega (Polya-Gamma)": lambda k: V(lambda kk, nn, ff: lsm.omega_block(kk, Y, nn, ff))(
+        "lambda, n | f": lambda k: V(lsm_gibbs.lambda_count_block)(jax.random.split(k, chains), f),
+        "omega (Polya-Gamma)": lambda k: V(lambda kk, nn, ff: lsm_gibbs.omega_block(kk, Y, nn, ff))(
             jax.random.split(k, chains), n, f),
-        "f (C Choleskys)": lambda k: V(lambda kk, o, nn: lsm.f_block(kk, K, L, o, 0.5 * (Y - nn)))(
+        "f (C Choleskys)": lambda k: V(lambda kk, o, nn: lsm_gibbs.f_block(kk, K, L, o, 0.5 * (Y - nn)))(
             jax.random.split(k, chains), omega, n),
         "whole default sweep": lambda k: V(default)(jax.random.split(k, chains), state),
     }

@@ -30,7 +30,7 @@ import time
 import arviz as az
 import numpy as np
 
-from ppgpc import metrics
+from ppgpc.evaluation import metrics
 from ppgpc.estimators import LogisticSoftmaxGPClassifier
 from ppgpc.experiments import benchmark_split, run_split
 

@@ -21,7 +21,7 @@ classes) at the training sizes ``--sizes START STOP STEP``, one process per esti
 It prints every ``--every``-th fit and a summary per estimator: maps and resident memory
 after the first fit, at the end and at their peak, and the maps and memory added per fit
 over the second half of the run (where a process that has stopped growing adds nothing;
-a process that releases its programs, ``ppgpc.programs``, rises and falls between
+a process that releases its programs, ``ppgpc.runtime.programs``, rises and falls between
 releases, so its peak is the figure to read).
 
     python benchmarks/long_session.py                                  # 20, 24, ..., 84

@@ -1,12 +1,12 @@
 """What padding the training data to fixed sizes costs: default fits at N padded and not.
 
-``ppgpc.padding`` fits the exact GPs on their data padded to ``bucket(N)`` rows (N = 1000
+``ppgpc.runtime.padding`` fits the exact GPs on their data padded to ``bucket(N)`` rows (N = 1000
 -> 1024, 2000 -> 2048). For each N and estimator (``ILRGPClassifier()``,
 ``DirichletGPClassifier()``, defaults, ``progress=False``; synthetic blobs with
 ``--features`` features and ``--classes`` classes), two fresh processes, each fitting twice:
 
 * ``padded``: as a user gets it;
-* ``unpadded``: the same with ``ppgpc.padding.bucket`` replaced by the identity, so every
+* ``unpadded``: the same with ``ppgpc.runtime.padding.bucket`` replaced by the identity, so every
   program runs at N itself (the mask multiplies by ones), which is what a fit cost before
   padding.
 

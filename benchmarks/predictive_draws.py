@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ppgpc import metrics
+from ppgpc.evaluation import metrics
 from ppgpc.experiments import benchmark_split
-from ppgpc.persistence import load as load_estimator
+from ppgpc.io.persistence import load as load_estimator
 
 _NAME = re.compile(r"^(?P<dataset>[a-z0-9]+)_(?P<model>.+)_seed(?P<seed>\d+)$")
 

@@ -52,9 +52,9 @@ def svgpc_cell(args) -> dict:
     from numpyro.optim import optax_to_numpyro
 
     import ppgpc  # noqa: F401  (float64)
-    from ppgpc.blocks import resolve_mesh
-    from ppgpc.kernels import make_kernel
-    from ppgpc.models import softmax_svgp
+    from ppgpc.runtime.blocks import resolve_mesh
+    from ppgpc.gp.kernels import make_kernel
+    from ppgpc.models import svgp as softmax_svgp
 
     X, y = synthetic(args.points, args.features, args.classes)
     kernel = make_kernel("rbf-ard")
@@ -86,11 +86,11 @@ def cell(args) -> dict:
     import jax
 
     import ppgpc  # noqa: F401  (float64)
-    from ppgpc import sparse
-    from ppgpc.blocks import resolve_mesh
+    from ppgpc.gp import sparse
+    from ppgpc.runtime.blocks import resolve_mesh
     from ppgpc.infer import fit
     from ppgpc.infer.sites import log_density_terms
-    from ppgpc.kernels import make_kernel
+    from ppgpc.gp.kernels import make_kernel
     from ppgpc.models import ilr_gp
 
     X, y = synthetic(args.points, args.features, args.classes)

@@ -33,7 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import ppgpc  # noqa: F401  (float64)
-from ppgpc.kernels import RBF
+from ppgpc.gp.kernels import RBF
+from ppgpc.models.logistic_softmax import gibbs as lsm_gibbs
 from ppgpc.models import logistic_softmax as lsm
 
 __all__ = ["ess_table", "blobs"]
@@ -61,7 +62,7 @@ def _rhat(draws: np.ndarray) -> np.ndarray:
 
 
 def _gibbs(data, hypers, chains, warmup, samples, seed):
-    init, step = lsm.gibbs_kernel(data, RBF(ard=False), hypers)
+    init, step = lsm_gibbs.gibbs_kernel(data, RBF(ard=False), hypers)
     keys = jax.random.split(jax.random.PRNGKey(seed), chains)
     state = jax.vmap(init)(keys)
     sweep = jax.jit(jax.vmap(lambda k, s: step(k, s)[0]))
@@ -93,8 +94,8 @@ def _whitened_model(chol_K, y, num_classes):
 def _nuts(data, hypers, chains, warmup, samples, seed):
     from numpyro.infer import MCMC, NUTS
 
-    from ppgpc import linalg
-    from ppgpc.kernels import gram
+    from ppgpc.gp import linalg
+    from ppgpc.gp.kernels import gram
 
     params = {"variance": hypers["kernel_variance"], "lengthscale": hypers["kernel_lengthscale"]}
     chol_K = linalg.cholesky(gram(RBF(ard=False), params, data.X)).factor

@@ -135,7 +135,7 @@ def _child_gpytorch(data, seed: int) -> dict:
     import numpy as np
 
     from gpytorch_peer import AVAILABLE, UNAVAILABLE_NOTE, fit_predict
-    from ppgpc import metrics
+    from ppgpc.evaluation import metrics
 
     if not AVAILABLE:
         return {"skipped": UNAVAILABLE_NOTE}

@@ -2,7 +2,7 @@
 
 Each part of the minibatch ELBO is timed on its own, forward and forward plus gradient
 (``jax.grad`` of a scalar of the part's output), with the model's own functions
-(``models/softmax_svgp.py``), at one layout (docs/math.md section 4):
+(``models/svgp.py``), at one layout (docs/math.md section 4):
 
 * ``K_mm Cholesky``: the kernel at the inducing inputs and its Cholesky factor (one per
   latent in the per-latent layout);
@@ -65,11 +65,11 @@ def main(argv=None) -> None:
     from numpyro.optim import optax_to_numpyro
 
     import ppgpc  # noqa: F401  (enables float64)
-    from ppgpc import linalg
-    from ppgpc.kernels import RBF, gram
-    from ppgpc.models import softmax_svgp as svgp
-    from ppgpc.models import softmax_svgp_elbo as svgp_elbo
-    from ppgpc.sparse import map_outputs
+    from ppgpc.gp import linalg
+    from ppgpc.gp.kernels import RBF, gram
+    from ppgpc.models import svgp
+    from ppgpc.models import svgp
+    from ppgpc.gp.sparse import map_outputs
 
     N, D, C, B, M = 13500, 16, 26, args.batch_size, args.num_inducing
     gen = np.random.default_rng(0)
@@ -89,10 +89,10 @@ def main(argv=None) -> None:
     q_tril = jnp.asarray(np.tril(gen.normal(size=(L, M, M))) * 0.05) + jnp.eye(M)
 
     def chol(p, Z):
-        return svgp_elbo._chol_mm(data, kernel, p, Z)
+        return svgp._chol_mm(data, kernel, p, Z)
 
     def kmb(p, Z):
-        return svgp_elbo._per_latent(data, lambda p, z: gram(kernel, p, z, Xb))(p, Z)
+        return svgp._per_latent(data, lambda p, z: gram(kernel, p, z, Xb))(p, Z)
 
     chol_mm, K = chol(params, Z), kmb(params, Z)
 

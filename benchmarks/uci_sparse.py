@@ -77,7 +77,7 @@ PREPARE_DEFAULTS = {"ell_estimator": None, "variance_prior_on": "kernel",
 
 class SVGPWithPrepareOptions(SoftmaxSVGPClassifier):
     """``SoftmaxSVGPClassifier`` whose SVI fits also pass ``prepare_options`` to the model's
-    ``prepare`` (``ppgpc.models.softmax_svgp.prepare``): the options this benchmark measured
+    ``prepare`` (``ppgpc.models.svgp.prepare``): the options this benchmark measured
     and that left the estimator's API (``ell_estimator``, ``variance_prior_on``,
     ``initial_lengthscale``, ``initial_variance``). Not saveable (not one of ppgpc's
     estimators)."""
@@ -101,7 +101,7 @@ def _svgp_factory(link: str):
 def _kernel(args):
     """The SVI models' kernel: the ``--kernel`` name, or that kernel with its lengthscale
     prior's width set when ``--lengthscale-prior-scale`` differs from the default."""
-    from ppgpc.kernels import make_kernel
+    from ppgpc.gp.kernels import make_kernel
 
     if args.lengthscale_prior_scale == 1.0:
         return args.kernel
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
                              "trace is printed")
     parser.add_argument("--save-dir", default=None,
                         help="save each fitted estimator to SAVE_DIR/<dataset>_<model>_seed<k> "
-                             "(netCDF and JSON, ppgpc.persistence) for later re-scoring")
+                             "(netCDF and JSON, ppgpc.io.persistence) for later re-scoring")
     args = parser.parse_args(argv)
     scaling = {"standardize": args.standardize}
 

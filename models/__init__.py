@@ -1,11 +1,28 @@
-"""Model modules, one per classifier, installed as ``ppgpc.models``.
+"""The classifiers as models: one module per model, each filling the contract of ``spec``.
 
-Each module exports a ``SPEC`` (a ``ppgpc.spec.ModelSpec``) that the inference methods run.
+``spec.ModelSpec`` is what the inference driver (``ppgpc.infer``) runs: a model's
+``prepare`` (data to arrays), ``pad``, ``num_latent``, ``log_link``, ``initial_hypers`` and
+its capability groups (``Conjugate``, ``Latent``, ``Gibbs``, ``CAVI``, ``SVI``,
+``Inducing``), each a NamedTuple of pure functions; a method runs on every model that fills
+the groups it needs. Every model module builds its specs the same way, from explicit groups.
+
+* ``ilr_gp``: ILR-GP, conjugate GP regression on isometric-log-ratio targets of smoothed
+  labels (``SPEC``), its collapsed sparse variant (``SPARSE_SPEC``) and its uncollapsed
+  SVGP variant (``UNCOLLAPSED_SPEC``);
+* ``dirichlet_gp``: the Dirichlet-based GP (GPD), heteroscedastic regression on log-Gamma
+  targets, exact and collapsed sparse;
+* ``logistic_softmax``: the logistic-softmax GP with its Pólya-Gamma augmentation (Gibbs,
+  CAVI, NUTS), a package of its algorithms;
+* ``svgp``: the sparse variational GP classifier (softmax or inverse-ILR link) and its ELBO.
+
+``get_spec(name)`` imports a model on first use; ``available()`` lists the names.
 """
 
 from __future__ import annotations
 
 import importlib
+
+from ppgpc import _config  # noqa: F401  (float64 before any array)
 
 __all__ = ["available", "get_spec"]
 
@@ -15,8 +32,8 @@ _MODULES = {
     "dirichlet_gp": "ppgpc.models.dirichlet_gp",
     "dirichlet_gp_sparse": "ppgpc.models.dirichlet_gp:SPARSE_SPEC",
     "logistic_softmax": "ppgpc.models.logistic_softmax",
-    "softmax_svgp": "ppgpc.models.softmax_svgp",
-    "ilr_gp_uncollapsed": "ppgpc.models.softmax_svgp:ILR_SPEC",
+    "softmax_svgp": "ppgpc.models.svgp",
+    "ilr_gp_uncollapsed": "ppgpc.models.ilr_gp:UNCOLLAPSED_SPEC",
 }
 
 

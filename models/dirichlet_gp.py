@@ -25,7 +25,7 @@ NumPyro sites (stable names, shared with the other classifiers):
 * ``kernel_variance`` () and ``kernel_lengthscale`` (D,) or (); with ``shared_kernel=False``
   they get a leading class axis, (C,) and (C, D) or (C,);
 * ``mean`` (C,): each class's constant prior mean, one level plus the log class frequency
-  (``ppgpc.models.dirichlet_gp_prior``: why; targets are about -7 off-class at alpha_eps 0.01);
+  (``ClassMeanPrior`` below: why; targets are about -7 off-class at alpha_eps 0.01);
 * ``ytilde`` (C, N): the observed log-normal targets (collapsed form, one MVN per class over
   the N points jointly) or (N, C) (latent form, one term per point inside the plate
   ``data``);
@@ -34,19 +34,40 @@ NumPyro sites (stable names, shared with the other classifiers):
   variances (the ILR paper's "more flexible likelihood", its section 5), free of cost.
 
 ``SPARSE_SPEC`` is the collapsed sparse GPD (Titsias bound with per-class noise, inducing
-inputs ``inducing_inputs`` (M, D) shared by the classes; ``ppgpc.sparse``). With a shared
+inputs ``inducing_inputs`` (M, D) shared by the classes; ``ppgpc.gp.sparse``). With a shared
 kernel, class c's noise takes one value on the points labelled c and another elsewhere, so
 the bound is ``sparse.collapsed_bound_two_level``, O(M^2 N) for all classes together instead
 of O(C M^2 N), and K and L_m^-1 K_mn are computed once; with per-class kernels each class is
 factorised on its own. With ``shared_inducing=False`` (a ``prepare`` option) each class has
 its own M inducing inputs, ``inducing_inputs`` (C, M, D), and its own factorisation (the
-per-output functions of ``ppgpc.sparse``, each with its own noise column): about C times the
+per-output functions of ``ppgpc.gp.sparse``, each with its own noise column): about C times the
 cost per step, and C M basis functions in all.
 
-``pad`` pads the data to a fixed number of rows that change nothing (``ppgpc.padding``):
+``pad`` pads the data to a fixed number of rows that change nothing (``ppgpc.runtime.padding``):
 residuals, noise and likelihood weight zero on the padded rows, a decoupled identity block
 in each class's prior, the factor ``padded_rows`` that puts back their Gaussian constant,
 and the class counts as an array (``class_counts``) rather than static options.
+
+Prior on the class means (``ClassMeanPrior``):
+
+The C constant prior means share one level b and differ by the log class frequencies:
+
+    mean_c = b + o_c,   o_c = log pi_c - (1/C) sum_c' log pi_c',   b ~ Normal(0, 10),
+    pi_c = (n_c + alpha_eps) / (N + C alpha_eps)   (``class_log_frequencies``).
+
+Far from the data every latent reverts to its prior, f_c ~ N(mean_c, s^2), so the prior
+means alone decide the predictive there. With these, E[exp f_c] is proportional to pi_c:
+read as the paper's Gamma variables, the Dirichlet there has mean pi (Milios et al.'s own
+code shifts its targets by log pi_c plus one constant), and with a shared kernel the
+predictive E[softmax(f*)] is pi pulled towards uniform by the kernel variance, never more
+confident than the class frequencies (docs/defaults.md, "GPD's prior means", gives the
+check and what C free means did instead).
+
+``ClassMeanPrior`` keeps the NumPyro site ``mean`` at its shape (C,) with the line b + o as
+its support: NumPyro's ``biject_to`` maps one unconstrained coordinate, b, onto it, so
+type-II ML, MAP and NUTS move b alone and every fitted or sampled mean lies on the line,
+while the functions that condition and predict read the (C,) means as before (given values
+and saves of earlier versions, whose C means were free, are used as they are).
 """
 
 from __future__ import annotations
@@ -60,17 +81,26 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from numpyro.distributions import constraints
+from numpyro.distributions.transforms import Transform, biject_to
 
-from ppgpc import gp, linalg, sparse, sparse_whitened
-from ppgpc.kernels import gram, kernel_params, sample_kernel_params
-from ppgpc.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
+from ppgpc.gp import exact
+from ppgpc.gp import linalg
+from ppgpc.gp import sparse
+from ppgpc.gp import whitened
+from ppgpc.gp.inducing import InducingPrior
+from ppgpc.gp.kernels import gram, kernel_params, sample_kernel_params
+from ppgpc.runtime.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
                            row_mask)
-from ppgpc.models.dirichlet_gp_prior import ClassMeanPrior, class_log_frequencies
-from ppgpc.spec import CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec
+from ppgpc.models.spec import (Conjugate, Inducing, Latent, collapsed_sparse_spec,
+                              conjugate_spec)
 from ppgpc.validation import check_flag, check_positive
 
-__all__ = ["GPDData", "GPDOptions", "NOISE_SCALE_PRIOR", "DEFAULT_ALPHA_EPS", "ALPHA_EPS_GRID",
-           "lognormal_targets", *CONJUGATE_MODULE_NAMES]
+__all__ = ["ClassMeanPrior", "class_log_frequencies", "GPDData", "GPDOptions", "NOISE_SCALE_PRIOR",
+           "DEFAULT_ALPHA_EPS", "ALPHA_EPS_GRID",
+           "lognormal_targets", "prepare", "pad", "num_latent", "log_link", "initial_hypers",
+           "collapsed_model", "condition", "predict", "sample_train", "loo_predictive",
+           "pseudo_log_lik", "latent_model", "latent_conditional", "SPEC", "SPARSE_SPEC"]
 
 DEFAULT_ALPHA_EPS = 0.01
 """Milios et al.'s usual value; the ILR paper's choice on glass and thyroid."""
@@ -86,6 +116,106 @@ NOISE_SCALE_PRIOR = dist.LogNormal(0.0, 1.0)
 """Prior of each class's learned noise scale r_c (MAP and NUTS; type-II ML ignores it)."""
 
 
+# ------------------------------------------------------------ the class means' prior
+def class_log_frequencies(data) -> jax.Array:
+    """(C,) offsets o_c = log pi_c - mean_c' log pi_c' of the class means from the GPD's
+    prepared ``data`` (its ``options.class_sizes`` n_c and ``alpha_eps``): pi_c = (n_c +
+    alpha_eps) / (N + C alpha_eps), the class frequencies smoothed by the Dirichlet prior's
+    pseudo-count, so that a class without training points (in a fold of a search) stays
+    finite. Padded data (``ppgpc.runtime.padding``) hold the counts as the array ``class_counts``
+    instead, so that they are not compiled into the programs."""
+    counts = (data.options.class_sizes if data.class_counts is None else data.class_counts)
+    log_counts = jnp.log(jnp.asarray(counts, dtype=jnp.float64) + data.alpha_eps)
+    return log_counts - jnp.mean(log_counts)
+
+
+class _ClassMeanLine(constraints.Constraint):
+    """The vectors ``offsets + b 1``, b real: the support of ``ClassMeanPrior``."""
+
+    event_dim = 1
+
+    def __init__(self, offsets):
+        self.offsets = offsets
+
+    def __call__(self, x):
+        d = x - self.offsets
+        return jnp.all(jnp.isclose(d, jnp.mean(d, axis=-1, keepdims=True)), axis=-1)
+
+    def feasible_like(self, prototype):
+        return jnp.broadcast_to(self.offsets, jnp.shape(prototype))
+
+    def tree_flatten(self):
+        return (self.offsets,), (("offsets",), {})
+
+
+class _LevelToClassMeans(Transform):
+    """b (..., 1) -> offsets + b (..., C): the line's one unconstrained coordinate."""
+
+    domain = constraints.real_vector
+
+    def __init__(self, offsets):
+        self.offsets = offsets
+
+    @property
+    def codomain(self):
+        return _ClassMeanLine(self.offsets)
+
+    def __call__(self, x):
+        return self.offsets + x
+
+    def _inverse(self, y):
+        return jnp.mean(y - self.offsets, axis=-1, keepdims=True)
+
+    def log_abs_det_jacobian(self, x, y, intermediates=None):
+        return jnp.zeros(jnp.shape(x)[:-1])  # ClassMeanPrior's density is b's own
+
+    def forward_shape(self, shape):
+        return tuple(shape[:-1]) + tuple(jnp.shape(self.offsets)[-1:])
+
+    def inverse_shape(self, shape):
+        return tuple(shape[:-1]) + (1,)
+
+    def tree_flatten(self):
+        return (self.offsets,), (("offsets",), {})
+
+
+@biject_to.register(_ClassMeanLine)
+def _class_mean_line_transform(constraint):
+    return _LevelToClassMeans(constraint.offsets)
+
+
+class ClassMeanPrior(dist.Distribution):
+    """Class means ``offsets + b 1`` with one level b ~ Normal(0, scale).
+
+    Args:
+        offsets: (C,) o_c, e.g. ``class_log_frequencies(data)``.
+        scale: the prior standard deviation of b.
+
+    ``log_prob`` is the density of b, read from any (C,) vector as mean(value - offsets).
+    """
+
+    arg_constraints = {"offsets": constraints.real_vector, "scale": constraints.positive}
+    pytree_data_fields = ("offsets", "scale")
+
+    def __init__(self, offsets, scale, *, validate_args=None):
+        self.offsets, self.scale = offsets, scale
+        super().__init__(batch_shape=(), event_shape=jnp.shape(offsets),
+                         validate_args=validate_args)
+
+    @constraints.dependent_property(is_discrete=False, event_dim=1)
+    def support(self):
+        return _ClassMeanLine(self.offsets)
+
+    def sample(self, key, sample_shape=()):
+        level = self.scale * jax.random.normal(key, tuple(sample_shape) + (1,))
+        return self.offsets + level
+
+    def log_prob(self, value):
+        level = jnp.mean(value - self.offsets, axis=-1)
+        return dist.Normal(0.0, self.scale).log_prob(level)
+
+
+# ------------------------------------------------------------------- data and options
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
 class GPDOptions:
@@ -96,7 +226,7 @@ class GPDOptions:
     learn_noise_scale: bool = False
     class_sizes: tuple[int, ...] = ()
     """Training points per class; static so that the sparse bound can slice the points
-    class by class (``ppgpc.sparse.collapsed_bound_two_level``)."""
+    class by class (``ppgpc.gp.sparse.collapsed_bound_two_level``)."""
 
 
 class GPDData(NamedTuple):
@@ -166,7 +296,7 @@ def prepare(X, y, num_classes: int, *, alpha_eps: float = DEFAULT_ALPHA_EPS,
 
 
 def pad(data: GPDData, size: int) -> GPDData:
-    """``data`` padded to ``size`` rows (``ppgpc.padding``): zero inputs, labels and targets
+    """``data`` padded to ``size`` rows (``ppgpc.runtime.padding``): zero inputs, labels and targets
     and unit noise on the padded rows (which the mask zeroes), the row mask, and the class
     counts as the array ``class_counts``."""
     if data.mask is None:
@@ -339,25 +469,25 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> Non
     mean = _sample_mean(data, fixed_hypers)
     noise = _sample_noise_var(data, fixed_hypers)
     K = mask_gram(_class_grams(kernel, params, data.X), data.mask)
-    f = gp.whitened_latent(linalg.cholesky(K, rows=data.mask).factor, C, mean)        # (N, C)
+    f = exact.whitened_latent(linalg.cholesky(K, rows=data.mask).factor, C, mean)        # (N, C)
     with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):
         numpyro.sample("ytilde", dist.Normal(f, jnp.sqrt(noise)).to_event(1),
                        obs=data.targets)
 
 
-def condition(data: GPDData, kernel, hypers: dict) -> gp.ExactPosterior:
+def condition(data: GPDData, kernel, hypers: dict) -> exact.ExactPosterior:
     """The exact posterior of every class, batched: fields with a leading class axis."""
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]  # (C, N, 1)
     params, axis = _class_params(data, hypers)
-    return jax.vmap(gp.condition, in_axes=(None, axis, None, 0, 0, None))(
+    return jax.vmap(exact.condition, in_axes=(None, axis, None, 0, 0, None))(
         kernel, params, data.X, resid, noise_var(data, hypers).T, data.mask)
 
 
-def predict(data: GPDData, kernel, hypers: dict, posterior: gp.ExactPosterior, Xs):
+def predict(data: GPDData, kernel, hypers: dict, posterior: exact.ExactPosterior, Xs):
     """Predictive at Xs (n, D): mean (n, C) and variance (n, C) of the latent, plus the
     pseudo-observation noise when ``predict_from="noisy"``."""
     params, axis = _class_params(data, hypers)
-    mean, var = jax.vmap(gp.predict, in_axes=(None, axis, 0, None))(
+    mean, var = jax.vmap(exact.predict, in_axes=(None, axis, 0, None))(
         kernel, params, posterior, Xs)  # (C, n, 1), (C, n)
     return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
@@ -368,7 +498,7 @@ def sample_train(key, data: GPDData, kernel, hypers: dict, posterior, num_sample
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]
 
     def one(k, params, post, y, noise):
-        return gp.sample_posterior_at_inputs(k, kernel, params, post, y, noise, num_samples)
+        return exact.sample_posterior_at_inputs(k, kernel, params, post, y, noise, num_samples)
 
     params, axis = _class_params(data, hypers)
     draws = jax.vmap(one, in_axes=(0, axis, 0, 0, 0))(
@@ -377,13 +507,13 @@ def sample_train(key, data: GPDData, kernel, hypers: dict, posterior, num_sample
     return jnp.moveaxis(draws[..., 0], 0, -1) + hypers["mean"]
 
 
-def loo_predictive(data: GPDData, kernel, hypers: dict, posterior: gp.ExactPosterior):
+def loo_predictive(data: GPDData, kernel, hypers: dict, posterior: exact.ExactPosterior):
     """Closed-form leave-one-out predictive of f at each training input, class by class
     (hyperparameters fixed; ``ppgpc.gp.loo_predictive``), the class means added back and
     the pseudo-observation noise too when ``predict_from="noisy"``: mean (N, C), variance
     (N, C)."""
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]  # (C, N, 1)
-    mean, var = jax.vmap(gp.loo_predictive)(posterior, resid, noise_var(data, hypers).T)
+    mean, var = jax.vmap(exact.loo_predictive)(posterior, resid, noise_var(data, hypers).T)
     return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 
@@ -400,7 +530,7 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior (means included): mean (n, C), variance (n, C)."""
     resid = (f - hypers["mean"][None, :]).T[:, :, None]
     params, axis = _class_params(data, hypers)
-    mean, var = jax.vmap(gp.latent_conditional, in_axes=(None, axis, None, 0, None, None))(
+    mean, var = jax.vmap(exact.latent_conditional, in_axes=(None, axis, None, 0, None, None))(
         kernel, params, data.X, resid, Xs, data.mask)                    # (C, n, 1) each
     return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :],
                               var[:, :, 0].T)
@@ -409,7 +539,12 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
 SPEC = conjugate_spec(
     "dirichlet_gp",
     description="GPD: heteroscedastic GP regression on log-normal Dirichlet targets (C GPs)",
-    module=globals(),
+    prepare=prepare, pad=pad, num_latent=num_latent, log_link=log_link,
+    initial_hypers=initial_hypers,
+    conjugate=Conjugate(collapsed_model=collapsed_model, condition=condition, predict=predict,
+                        sample_train=sample_train, loo_predictive=loo_predictive,
+                        pseudo_log_lik=pseudo_log_lik),
+    latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
     sparse_alternative='use the sparse model: DirichletGPClassifier(inference="collapsed") '
                        '(driver model "dirichlet_gp_sparse")')
 
@@ -442,7 +577,7 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     params, axis = _sample_kernel(base, kernel, None)
     mean = _sample_mean(base, None)
     scales = _sample_noise_scale(base)
-    Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
+    Z = numpyro.sample("inducing_inputs", InducingPrior(data.inducing_init.shape))
     resid = base.targets - mean[None, :]                                    # (N, C)
     if _per_class(Z):  # one factorisation per class, each with its own noise column
         bound = sparse.collapsed_bound_per_output(
@@ -503,8 +638,8 @@ def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs)
 def sparse_sample_inducing(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
                            num_samples: int):
     """(S, M, C) draws of every class's whitened inducing values under its q(u_c)
-    (``ppgpc.sparse_whitened.sample_whitened``)."""
-    return sparse_whitened.sample_whitened(key, posterior, num_samples)
+    (``ppgpc.gp.whitened.sample_whitened``)."""
+    return whitened.sample_whitened(key, posterior, num_samples)
 
 
 def sparse_inducing_latent(data: sparse.SparseData, kernel, hypers: dict, v, Xs, eps):
@@ -518,7 +653,7 @@ def sparse_inducing_latent(data: sparse.SparseData, kernel, hypers: dict, v, Xs,
     Z = hypers["inducing_inputs"]
 
     def latent(v, eps, extra_var=0.0):
-        return hypers["mean"] + sparse_whitened.latent_given_whitened(
+        return hypers["mean"] + whitened.latent_given_whitened(
             kernel, params, Z, v, Xs, eps, params_per_output=axis == 0, extra_var=extra_var)
 
     if base.options.predict_from != "noisy":
@@ -532,11 +667,15 @@ def sparse_inducing_values(data: sparse.SparseData, kernel, hypers: dict, v):
     shared Z, or its own Z_c), without pseudo-observation noise whatever ``predict_from``
     says, for the ArviZ export's ``u``."""
     params, axis = _class_params(data.base, hypers)
-    return hypers["mean"] + sparse_whitened.inducing_values(
+    return hypers["mean"] + whitened.inducing_values(
         kernel, params, hypers["inducing_inputs"], v, params_per_output=axis == 0)
 
 
 SPARSE_SPEC = collapsed_sparse_spec(
     SPEC, "dirichlet_gp_sparse",
     description="Sparse GPD: collapsed Titsias bound with per-class heteroscedastic noise",
-    module=globals())
+    prepare=sparse_prepare, initial_hypers=sparse_initial_hypers,
+    collapsed_model=sparse_collapsed_model, condition=sparse_condition, predict=sparse_predict,
+    inducing=Inducing(inducing_latent=sparse_inducing_latent,
+                      sample_inducing=sparse_sample_inducing,
+                      inducing_values=sparse_inducing_values))

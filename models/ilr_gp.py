@@ -12,7 +12,7 @@ Model, for N points, C classes and L = C - 1 ILR coordinates:
 NumPyro sites (stable names, shared with the other classifiers):
 
 * ``kernel_variance`` (), ``kernel_lengthscale`` (D,) or (): kernel hyperparameters with
-  the priors of ``ppgpc.kernels``;
+  the priors of ``ppgpc.gp.kernels``;
 * ``z`` (L, N): the observed ILR targets (collapsed form, one MVN per coordinate over the N
   points jointly) or (N, L) (latent form, Gaussian likelihood, one term per point inside
   the plate ``data``);
@@ -26,7 +26,7 @@ NumPyro sites (stable names, shared with the other classifiers):
   (C-1) tr(K - Q) / (2 sigma^2) under a small fixed sigma^2 forces lengthscales long
   enough that M inducing points reproduce K, underfitting many-class problems.
 
-``SPARSE_SPEC`` is Collapsed-ILR (Titsias's bound, docs/math.md section 1; ``ppgpc.sparse``): the
+``SPARSE_SPEC`` is Collapsed-ILR (Titsias's bound, docs/math.md section 1; ``ppgpc.gp.sparse``): the
 same sites with the factor ``collapsed_bound`` in place of ``z`` and the inducing inputs as
 the site ``inducing_inputs`` (M, D) with a flat improper prior, fitted with the
 hyperparameters (methods ``exact`` and ``map``; NUTS over inducing inputs is refused). With
@@ -39,7 +39,7 @@ is then one per coordinate, ``noise_scale`` (C-1,) (measurements on letter:
 The ``z`` site is a Gaussian density of transformed targets, not comparable across models:
 model comparison uses the categorical log-likelihood ``log_link(f)[y]`` (``ppgpc.infer``).
 
-``pad`` pads the data to a fixed number of rows that change nothing (``ppgpc.padding``):
+``pad`` pads the data to a fixed number of rows that change nothing (``ppgpc.runtime.padding``):
 zero targets, a decoupled identity block in the prior, zero noise and zero likelihood
 weight, and the factor ``padded_rows`` that puts back the padded rows' Gaussian constant,
 so log-densities, posteriors and predictions of the real rows are the unpadded ones.
@@ -56,16 +56,24 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from ppgpc import gp, linalg, simplex, sparse, sparse_whitened
-from ppgpc.kernels import gram, kernel_params, sample_kernel_params
-from ppgpc.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
+from ppgpc.gp import exact
+from ppgpc.gp import linalg
+from ppgpc.gp import simplex
+from ppgpc.gp import sparse
+from ppgpc.gp import whitened
+from ppgpc.gp.inducing import InducingPrior
+from ppgpc.gp.kernels import gram, kernel_params, sample_kernel_params
+from ppgpc.runtime.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
                            row_mask)
-from ppgpc.spec import (CONJUGATE_MODULE_NAMES, collapsed_sparse_spec, conjugate_spec,
-                        record_jitter)
+from ppgpc.models.svgp import num_latent_ilr, svgp_spec
+from ppgpc.models.spec import (Conjugate, Inducing, Latent, collapsed_sparse_spec,
+                              conjugate_spec, record_jitter)
 from ppgpc.validation import check_flag, check_positive
 
 __all__ = ["ILRData", "ILROptions", "NOISE_SCALE_PRIOR", "DEFAULT_EPSILON", "DEFAULT_TAU",
-           "EPSILON_GRID", "TAU_GRID", *CONJUGATE_MODULE_NAMES]
+           "EPSILON_GRID", "TAU_GRID", "prepare", "pad", "num_latent", "log_link", "initial_hypers",
+           "collapsed_model", "condition", "predict", "sample_train", "loo_predictive",
+           "pseudo_log_lik", "latent_model", "latent_conditional", "SPEC", "SPARSE_SPEC", "UNCOLLAPSED_SPEC"]
 
 DEFAULT_EPSILON = 0.999
 """Label-smoothing level used when no validation search is asked for."""
@@ -159,7 +167,7 @@ def prepare(
 
 
 def pad(data: ILRData, size: int) -> ILRData:
-    """``data`` padded to ``size`` rows (``ppgpc.padding``): inputs, labels and targets
+    """``data`` padded to ``size`` rows (``ppgpc.runtime.padding``): inputs, labels and targets
     zero on the padded rows, and the row mask."""
     mask = row_mask(data.X.shape[0], size) if data.mask is None else pad_rows(data.mask, size)
     return data._replace(X=pad_rows(data.X, size), y=pad_rows(data.y, size),
@@ -228,7 +236,7 @@ def collapsed_model(data: ILRData, kernel) -> None:
     params = sample_kernel_params(kernel, data.X.shape[1])
     noise = _scaled(*_sample_noise_var(data))
     K = mask_gram(gram(kernel, params, data.X), data.mask)
-    chol = linalg.cholesky(K + jnp.diag(gp.noise_diagonal(noise, N, data.mask)),
+    chol = linalg.cholesky(K + jnp.diag(exact.noise_diagonal(noise, N, data.mask)),
                            rows=data.mask).factor
     with numpyro.plate("latent", L, dim=-1):
         numpyro.sample(
@@ -256,35 +264,35 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
     chol_K = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask),
                              rows=data.mask)
     record_jitter(chol_K)
-    f = gp.whitened_latent(chol_K.factor, L)
+    f = exact.whitened_latent(chol_K.factor, L)
     with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):
         numpyro.sample("z", dist.Normal(f, jnp.sqrt(noise)).to_event(1), obs=data.targets)
 
 
-def condition(data: ILRData, kernel, hypers: dict) -> gp.ExactPosterior:
+def condition(data: ILRData, kernel, hypers: dict) -> exact.ExactPosterior:
     """The exact posterior: one Cholesky of K + sigma^2 I for all C-1 coordinates."""
-    return gp.condition(kernel, kernel_params(hypers), data.X, data.targets,
+    return exact.condition(kernel, kernel_params(hypers), data.X, data.targets,
                         noise_var(data, hypers), data.mask)
 
 
-def predict(data: ILRData, kernel, hypers: dict, posterior: gp.ExactPosterior, Xs):
+def predict(data: ILRData, kernel, hypers: dict, posterior: exact.ExactPosterior, Xs):
     """Latent predictive at Xs (n, D): mean (n, C-1) and variance (n, C-1) (equal columns)."""
-    mean, var = gp.predict(kernel, kernel_params(hypers), posterior, Xs)
+    mean, var = exact.predict(kernel, kernel_params(hypers), posterior, Xs)
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
 def sample_train(key, data: ILRData, kernel, hypers: dict, posterior, num_samples: int):
     """(S, N, C-1) joint posterior draws of f at the training inputs (Matheron's rule)."""
-    return gp.sample_posterior_at_inputs(
+    return exact.sample_posterior_at_inputs(
         key, kernel, kernel_params(hypers), posterior, data.targets, noise_var(data, hypers),
         num_samples
     )
 
 
-def loo_predictive(data: ILRData, kernel, hypers: dict, posterior: gp.ExactPosterior):
+def loo_predictive(data: ILRData, kernel, hypers: dict, posterior: exact.ExactPosterior):
     """Closed-form leave-one-out predictive of f at each training input (hyperparameters
     fixed; ``ppgpc.gp.loo_predictive``): mean (N, C-1) and variance (N, C-1)."""
-    mean, var = gp.loo_predictive(posterior, data.targets, noise_var(data, hypers))
+    mean, var = exact.loo_predictive(posterior, data.targets, noise_var(data, hypers))
     return mean, jnp.broadcast_to(var[:, None], mean.shape)
 
 
@@ -298,12 +306,17 @@ def pseudo_log_lik(data: ILRData, hypers: dict, f):
 
 def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):
     """f(Xs) | f(X) = f under the GP prior: mean (n, C-1), variance (n, C-1)."""
-    return gp.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs, data.mask)
+    return exact.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs, data.mask)
 
 
 SPEC = conjugate_spec(
     "ilr_gp", description="ILR-GP: conjugate GP regression on ILR targets (C-1 latent GPs)",
-    module=globals(),
+    prepare=prepare, pad=pad, num_latent=num_latent, log_link=log_link,
+    initial_hypers=initial_hypers,
+    conjugate=Conjugate(collapsed_model=collapsed_model, condition=condition, predict=predict,
+                        sample_train=sample_train, loo_predictive=loo_predictive,
+                        pseudo_log_lik=pseudo_log_lik),
+    latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
     sparse_alternative='use a sparse model: ILRGPClassifier(inference="collapsed") or '
                        'SoftmaxSVGPClassifier(link="ilr") (driver models "ilr_gp_sparse" '
                        'and "ilr_gp_uncollapsed")')
@@ -339,7 +352,7 @@ def sparse_collapsed_model(data: sparse.SparseData, kernel) -> None:
     """
     base = data.base
     params = sample_kernel_params(kernel, base.X.shape[1])
-    Z = numpyro.sample("inducing_inputs", sparse.InducingPrior(data.inducing_init.shape))
+    Z = numpyro.sample("inducing_inputs", InducingPrior(data.inducing_init.shape))
     if _per_output(Z):
         noise, scale = _sample_noise_var(base, scale_shape=Z.shape[:1])
         bound = sparse.collapsed_bound_per_output(kernel, params, base.X, base.targets, Z,
@@ -377,26 +390,38 @@ def sparse_predict(data: sparse.SparseData, kernel, hypers: dict, posterior, Xs)
 def sparse_sample_inducing(key, data: sparse.SparseData, kernel, hypers: dict, posterior,
                            num_samples: int):
     """(S, M, C-1) draws of the whitened inducing values of q(u), v = L_B^-T (c + e)
-    (``ppgpc.sparse_whitened.sample_whitened``; column l from coordinate l's own q with
+    (``ppgpc.gp.whitened.sample_whitened``; column l from coordinate l's own q with
     per-coordinate inducing inputs)."""
-    return sparse_whitened.sample_whitened(key, posterior, num_samples)
+    return whitened.sample_whitened(key, posterior, num_samples)
 
 
 def sparse_inducing_latent(data: sparse.SparseData, kernel, hypers: dict, v, Xs, eps):
     """(S, n, C-1) draws of the latent at Xs (n, D) given whitened draws v (S, M, C-1):
-    f = a^T v + sqrt(k - |a|^2) eps (``ppgpc.sparse_whitened.latent_given_whitened``)."""
-    return sparse_whitened.latent_given_whitened(kernel, kernel_params(hypers),
+    f = a^T v + sqrt(k - |a|^2) eps (``ppgpc.gp.whitened.latent_given_whitened``)."""
+    return whitened.latent_given_whitened(kernel, kernel_params(hypers),
                                                  hypers["inducing_inputs"], v, Xs, eps)
 
 
 def sparse_inducing_values(data: sparse.SparseData, kernel, hypers: dict, v):
     """u = L_m v (..., M, C-1): each coordinate at its own inducing inputs (the shared Z, or
     Z_l with per-coordinate inducing inputs), for the ArviZ export's ``u``."""
-    return sparse_whitened.inducing_values(kernel, kernel_params(hypers),
+    return whitened.inducing_values(kernel, kernel_params(hypers),
                                            hypers["inducing_inputs"], v)
 
 
 SPARSE_SPEC = collapsed_sparse_spec(
     SPEC, "ilr_gp_sparse",
     description="Collapsed-ILR: Titsias's collapsed sparse bound on ILR targets",
-    module=globals())
+    prepare=sparse_prepare, initial_hypers=sparse_initial_hypers,
+    collapsed_model=sparse_collapsed_model, condition=sparse_condition, predict=sparse_predict,
+    inducing=Inducing(inducing_latent=sparse_inducing_latent,
+                      sample_inducing=sparse_sample_inducing,
+                      inducing_values=sparse_inducing_values))
+
+
+UNCOLLAPSED_SPEC = svgp_spec(
+    "ilr_gp_uncollapsed", "ilr", num_latent_ilr,
+    "Uncollapsed-ILR: the sparse variational GP classifier with the inverse ILR link")
+"""Uncollapsed-ILR (the ILR paper's section 3.3; docs/math.md section 1 "Uncollapsed
+sparse"): the C-1 ILR coordinates as latents of the sparse variational classifier
+(``ppgpc.models.svgp``) with the inverse-ILR link, fitted by SVI."""

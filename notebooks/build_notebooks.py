@@ -157,7 +157,7 @@ over-confident. With 50 test points most of them sit in the last bin, so read th
 together with the counts.
 """),
     code('''
-from ppgpc.plotting import reliability_diagram, reliability_grid
+from ppgpc.evaluation.plotting import reliability_diagram, reliability_grid
 
 y_test = np.searchsorted(ilr.classes_, split.y_test)   # labels as indices into classes_
 reliability_grid({name: (p, y_test) for name, p in probs.items()})'''),
@@ -213,7 +213,7 @@ shrinks all of it so that CI runs the notebook in about a minute.
 from ppgpc import (DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier,
                    Selection, SoftmaxSVGPClassifier)
 from ppgpc.datasets.synthetic import logistic_softmax_toy
-from ppgpc.diagnostics import calibration_table, probability_map
+from ppgpc.evaluation.diagnostics import calibration_table, probability_map
 from ppgpc.experiments import epsilon_overlap_sweep"""),
     md("## 1. The three-class toy"),
     code("""
@@ -323,7 +323,7 @@ This notebook holds each against NUTS on a model that needs no conjugacy:
 | logistic-softmax Gibbs on the augmented model | NUTS on the non-augmented latent model, same hyperparameters | yes, exactly (the augmentation is exact) |
 | softmax SVGP with W = I, variational q | NUTS on the same full softmax GP (W = I), hyperparameters from the SVGP fit | no: q is a Gaussian approximation; the comparison shows how far off it is |
 
-Each comparison uses `ppgpc.compare.compare_posteriors` on the latent functions at the
+Each comparison uses `ppgpc.evaluation.posteriors.compare_posteriors` on the latent functions at the
 training inputs: per variable the largest standardised mean difference (smd), the largest
 Monte Carlo z-score of the difference of means (ESS-based standard errors), the range of
 the sd ratios, and an energy-distance permutation test on ESS-thinned joint draws. We show
@@ -343,7 +343,7 @@ import arviz as az
 from scipy.special import softmax
 
 from ppgpc import ILRGPClassifier, LogisticSoftmaxGPClassifier
-from ppgpc.compare import compare_posteriors
+from ppgpc.evaluation.posteriors import compare_posteriors
 from ppgpc.datasets.synthetic import mixture_problem
 
 N, CHAINS, WARMUP, DRAWS = (30, 2, 200, 200) if SMALL else (50, 4, 500, 500)
@@ -405,7 +405,7 @@ cmp_lsm"""),
 SVGPC's default model mixes its latents before the link, softmax(W f), with a learned L x L
 matrix W; under it W f is a GP whose outputs are correlated (covariance var W W^T), which
 is not the model NUTS samples here (independent latents, W = I, `latent_model` of
-`models/softmax_svgp.py`). Comparing the two would blame the model difference on the
+`models/svgp.py`). Comparing the two would blame the model difference on the
 variational approximation. So this section fits the SVGP with W held at the identity
 (`learn_mixing=False`, a model option of `softmax_svgp` reached through `ppgpc.fit`) and
 M = N inducing points: the model, the inducing set and the kernel hyperparameters (NUTS
@@ -633,7 +633,7 @@ plt.tight_layout()'''),
 
 Replicated class frequencies say little: any model with a class intercept reproduces them.
 A sharper statistic is how often the predicted label is right among the points the model is
-sure about to a given degree. `ppgpc.diagnostics.confidence_ppc` cuts the training points
+sure about to a given degree. `ppgpc.evaluation.diagnostics.confidence_ppc` cuts the training points
 into equal-mass bins of their top-label confidence (at least 10 points each) and, per bin,
 sets the observed fraction of points whose label is the predicted one against the same
 fraction under each posterior draw's replicated labels (`posterior_predictive["y"]`). An
@@ -643,8 +643,8 @@ also shaped the posterior), so a pass is weaker evidence than a fail; notebook 0
 the probabilities on held-out points.
 """),
     code('''
-from ppgpc.diagnostics import confidence_ppc
-from ppgpc.plotting import confidence_ppc_diagram
+from ppgpc.evaluation.diagnostics import confidence_ppc
+from ppgpc.evaluation.plotting import confidence_ppc_diagram
 
 models = {"Exact-ILR (NUTS)": idata_ilr, "GPD (exact)": idata_gpd, "LSM (Gibbs)": idata_lsm}
 checks = {name: confidence_ppc(idata) for name, idata in models.items()}
@@ -700,7 +700,7 @@ from ppgpc import Selection
 from ppgpc.experiments import PAPER_EXACT, run_split, scaling_with_classes, summarize
 
 HOLDOUT = Selection(validation="holdout")  # the paper's protocol: one 10% validation split
-from ppgpc.plotting import reliability_grid'''),
+from ppgpc.evaluation.plotting import reliability_grid'''),
     md("## 1. The exact setting"),
     code('''
 if SMALL:
@@ -797,7 +797,7 @@ classifiers four ways, each a call into the library:
    beside the GP probabilities themselves; their sizes show how sharp the probabilities are.
 3. **Calibration tests** on the UCI sets: the squared kernel calibration error with a
    p-value (`ppgpc.skce_test`) and equal-mass reliability bins with consistency bands
-   (`ppgpc.calibration.reliability_bands`).
+   (`ppgpc.evaluation.calibration.reliability_bands`).
 4. **Post-hoc recalibration** (`ppgpc.fit_temperature`): a temperature-scaled scikit-learn
    `GaussianProcessClassifier` (Laplace approximation, one-vs-rest) beside the GP classifiers,
    raw and temperature-scaled.
@@ -827,7 +827,7 @@ from sklearn.preprocessing import StandardScaler
 from ppgpc import (ConformalClassifier, DirichletGPClassifier, ILRGPClassifier,
                    LogisticSoftmaxGPClassifier, fit_temperature, skce_test)
 from ppgpc.datasets import DatasetNotFoundError, available, load, paper_split, train_validation_split
-from ppgpc.diagnostics import calibration_table
+from ppgpc.evaluation.diagnostics import calibration_table
 from ppgpc.infer import exact_loo, psis_loo
 
 N_RESAMPLES = 200 if SMALL else 1000
@@ -934,7 +934,7 @@ about 21 calibration points each) promise 90% for every class separately. With 5
 points, a coverage estimate has a standard error of about 0.04. A randomised APS set can be
 empty (a point whose most probable label alone scores above the threshold, after its
 uniform draw); filling it with the top label would break the upper coverage bound, so
-`ppgpc.conformal` leaves it empty and the table counts such sets.
+`ppgpc.evaluation.conformal` leaves it empty and the table counts such sets.
 """),
     code("""
 rows = {}
@@ -1009,7 +1009,7 @@ if the probabilities were calibrated (Broecker and Smith 2007). Points outside t
 ringed in red; about one bin in twenty falls outside by chance.
 """),
     code("""
-from ppgpc.plotting import reliability_bands_diagram
+from ppgpc.evaluation.plotting import reliability_bands_diagram
 
 keys = list(runs)
 cols = 2

@@ -1,77 +1,96 @@
 """ppgpc: calibrated multi-class Gaussian-process classifiers as NumPyro models on JAX.
 
-Importing ppgpc turns on JAX's float64 mode and its persistent compilation cache (see
-``ppgpc._config`` for why, and how code that wants float32 can live with it).
+The package is layered, each layer importing only those below it:
 
-Public API:
-    ILRGPClassifier: the ILR-GP estimator (scikit-learn conventions).
-    LogisticSoftmaxGPClassifier: the logistic-softmax GP (Polya-Gamma Gibbs / CAVI / NUTS).
-    DirichletGPClassifier: the Dirichlet-based GP (GPD), exact or collapsed sparse.
-    SoftmaxSVGPClassifier: the sparse variational GP classifier (SVGPC / Uncollapsed-ILR).
-    Selection: how ILR-GP's epsilon and GPD's alpha_eps are chosen (grid, validation).
-    fit: the inference driver (``ppgpc.infer.fit``) for any model and method.
-    ConvergenceWarning, ConvergenceReport: whether to trust a fit (``ppgpc.infer.convergence``:
-        R-hat, ESS, divergences, optimiser convergence, Cholesky jitter, grid edges); every
-        fit keeps its report and warns once when it finds a problem.
-    save, load: save a fitted estimator or ``FitResult`` to a folder and load it back
-        (``ppgpc.saving``: netCDF arrays plus JSON, no pickle; ``est.save(path)`` too).
-    to_inference_data: a ``FitResult`` as ArviZ ``InferenceData`` (``ppgpc.infer``).
-    compare_posteriors: two posteriors compared variable by variable (``ppgpc.compare``).
-    diagnostics: accuracy, NLL, Brier, ECE, reliability diagrams and RGB probability maps.
-    ConformalClassifier: split-conformal prediction sets around any fitted classifier
-        (``ppgpc.conformal``: LAC, APS, RAPS; marginal or class-conditional).
-    skce_test: a calibration test with a p-value (``ppgpc.calibration``: the squared kernel
-        calibration error; reliability bins with consistency bands).
-    fit_temperature, fit_dirichlet: post-hoc recalibration baselines
-        (``ppgpc.recalibration``: temperature scaling, Dirichlet calibration).
-    datasets, metrics, plotting, kernels, simplex, gp, linalg: the building blocks.
+* ``gp``: GP algebra on arrays (kernels, Cholesky with reported jitter, exact and sparse
+  conditioning, simplex transforms); ``runtime``: fixed shapes, the bound on compiled
+  programs, device blocks and progress; ``polyagamma``: the Pólya-Gamma sampler;
+* ``datasets``: the UCI data, the paper's splits, scaling, synthetic problems;
+* ``models``: one module per classifier, each a ``ModelSpec`` (the contract, ``models.spec``)
+  of NumPyro models, guides and Gibbs or CAVI kernels;
+* ``evaluation``: scores, calibration tests, recalibration, conformal sets, plots and
+  posterior comparisons;
+* ``infer``: the driver, ``fit`` any model with any method it supports (exact, MAP, NUTS,
+  Gibbs, CAVI, SVI), its ``FitResult``, convergence reports and the ArviZ export;
+* ``io``: the save format (netCDF arrays plus JSON, no pickle);
+* ``estimators``: the scikit-learn classifiers on top of the driver;
+* ``experiments`` and ``cli``: the papers' protocols and the ``ppgpc`` command.
+
+Public API (imported on first use, so ``import ppgpc`` is quick and silent):
+    ILRGPClassifier, DirichletGPClassifier, LogisticSoftmaxGPClassifier,
+    SoftmaxSVGPClassifier, Selection: the estimators (``ppgpc.estimators``).
+    fit, supported_methods, FitResult, to_inference_data: the driver (``ppgpc.infer``).
+    ConvergenceWarning, ConvergenceReport: whether to trust a fit; every fit keeps its
+        report and warns once when it finds a problem.
+    save, load: a fitted estimator or ``FitResult`` to a folder and back.
+    compare_posteriors, ConformalClassifier, skce_test, fit_temperature, fit_dirichlet:
+        from ``ppgpc.evaluation``.
+
+Any use of ppgpc turns on JAX's float64 mode and its persistent compilation cache
+(``ppgpc._config``); importing ppgpc after JAX turns them on at once.
 """
 
-from ppgpc import _config  # noqa: F401  (float64 before anything else)
-from ppgpc import datasets, gp, kernels, linalg, metrics, plotting, simplex  # noqa: F401
-from ppgpc import kmeans, sparse  # noqa: F401
-from ppgpc.estimators import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
-from ppgpc.estimators import Selection, SoftmaxSVGPClassifier
-from ppgpc.infer import FitResult, fit, supported_methods, to_inference_data
-from ppgpc.infer.convergence import ConvergenceReport, ConvergenceWarning
-from ppgpc.saving import load, save
-from ppgpc import compare, diagnostics  # noqa: F401
-from ppgpc.compare import compare_posteriors
-from ppgpc import calibration, conformal, recalibration  # noqa: F401
-from ppgpc.calibration import skce_test
-from ppgpc.conformal import ConformalClassifier
-from ppgpc.recalibration import fit_dirichlet, fit_temperature
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import TYPE_CHECKING
+
+if "jax" in sys.modules:  # arrays may be made before any ppgpc attribute is used
+    from ppgpc import _config  # noqa: F401
+
+if TYPE_CHECKING:  # what the names below resolve to, for readers and static tools
+    from ppgpc import (datasets, estimators, evaluation, experiments, gp, infer, io, models,
+                       polyagamma, runtime)
+    from ppgpc.estimators import (DirichletGPClassifier, ILRGPClassifier,
+                                  LogisticSoftmaxGPClassifier, Selection, SoftmaxSVGPClassifier)
+    from ppgpc.estimators.saving import load, save
+    from ppgpc.evaluation import (ConformalClassifier, compare_posteriors, fit_dirichlet,
+                                  fit_temperature, skce_test)
+    from ppgpc.infer import (ConvergenceReport, ConvergenceWarning, FitResult, fit,
+                             supported_methods, to_inference_data)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ILRGPClassifier",
-    "LogisticSoftmaxGPClassifier",
-    "DirichletGPClassifier",
-    "SoftmaxSVGPClassifier",
-    "Selection",
-    "FitResult",
-    "ConvergenceWarning",
-    "ConvergenceReport",
-    "fit",
-    "supported_methods",
-    "to_inference_data",
-    "save",
-    "load",
-    "compare_posteriors",
-    "ConformalClassifier",
-    "skce_test",
-    "fit_temperature",
-    "fit_dirichlet",
-    "calibration",
-    "conformal",
-    "recalibration",
-    "diagnostics",
-    "datasets",
-    "gp",
-    "kernels",
-    "linalg",
-    "metrics",
-    "plotting",
-    "simplex",
-]
+_PUBLIC = {
+    "ILRGPClassifier": "ppgpc.estimators",
+    "DirichletGPClassifier": "ppgpc.estimators",
+    "LogisticSoftmaxGPClassifier": "ppgpc.estimators",
+    "SoftmaxSVGPClassifier": "ppgpc.estimators",
+    "Selection": "ppgpc.estimators",
+    "save": "ppgpc.estimators.saving",
+    "load": "ppgpc.estimators.saving",
+    "fit": "ppgpc.infer",
+    "supported_methods": "ppgpc.infer",
+    "FitResult": "ppgpc.infer",
+    "to_inference_data": "ppgpc.infer",
+    "ConvergenceWarning": "ppgpc.infer",
+    "ConvergenceReport": "ppgpc.infer",
+    "compare_posteriors": "ppgpc.evaluation",
+    "ConformalClassifier": "ppgpc.evaluation",
+    "skce_test": "ppgpc.evaluation",
+    "fit_temperature": "ppgpc.evaluation",
+    "fit_dirichlet": "ppgpc.evaluation",
+}
+"""Each public name -> the module that defines or faces it."""
+
+_SUBPACKAGES = ("gp", "runtime", "polyagamma", "datasets", "models", "evaluation", "infer", "io",
+                "estimators", "experiments")
+
+__all__ = [*_PUBLIC, *_SUBPACKAGES]
+
+
+def __getattr__(name: str):
+    """Import a public name or a subpackage on first use (PEP 562)."""
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"ppgpc.{name}")
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ppgpc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

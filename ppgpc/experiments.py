@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ppgpc import metrics
+from ppgpc.evaluation import metrics
 from ppgpc.datasets import DATASETS, load, paper_split
 
 __all__ = [

@@ -41,9 +41,11 @@ def bound_checks() -> None:
     import jax
     import jax.numpy as jnp
 
-    from ppgpc import blocks, sparse
+    from ppgpc.runtime import blocks
+    from ppgpc.gp import sparse
+    from ppgpc.runtime.blocks import Placement
     from ppgpc.infer.sites import log_density_terms
-    from ppgpc.kernels import make_kernel
+    from ppgpc.gp.kernels import make_kernel
     from ppgpc.models import dirichlet_gp, ilr_gp
 
     X, y = toy()
@@ -61,7 +63,7 @@ def bound_checks() -> None:
         data = module.sparse_prepare(X, y, 3, num_inducing=8, seed=1, **options,
                                      **sparse_options)
         # a block size that does not divide N, so the last block on each device is padded
-        data = data._replace(placement=sparse.Placement(block_rows=13))
+        data = data._replace(placement=Placement(block_rows=13))
         hypers = module.sparse_initial_hypers(data, kernel)
         gen = np.random.default_rng(2)
         hypers = {k: v * (1 + 0.1 * gen.uniform(size=np.shape(v))) for k, v in hypers.items()}
@@ -117,10 +119,10 @@ def svgp_checks() -> None:
     from numpyro.optim import optax_to_numpyro
 
     from ppgpc import SoftmaxSVGPClassifier
-    from ppgpc.blocks import resolve_mesh
+    from ppgpc.runtime.blocks import resolve_mesh
     from ppgpc.infer import fit
-    from ppgpc.kernels import make_kernel
-    from ppgpc.models import softmax_svgp
+    from ppgpc.gp.kernels import make_kernel
+    from ppgpc.models import svgp as softmax_svgp
 
     X, y = toy()
     kernel = make_kernel("rbf-ard")
@@ -177,11 +179,12 @@ def stochastic_cavi_checks() -> None:
     import jax
     import jax.numpy as jnp
 
-    from ppgpc.blocks import Placement, resolve_mesh
+    from ppgpc.runtime.blocks import Placement, resolve_mesh
     from ppgpc.infer import fit
-    from ppgpc.kernels import make_kernel
-    from ppgpc.models import logistic_softmax, logistic_softmax_cavi as lsc
-    from ppgpc.models import logistic_softmax_svi as lss
+    from ppgpc.gp.kernels import make_kernel
+    from ppgpc.models import logistic_softmax
+    from ppgpc.models.logistic_softmax import cavi as lsc
+    from ppgpc.models.logistic_softmax import stochastic_cavi as lss
 
     X, y = toy()
     kernel = make_kernel("rbf-ard")
@@ -234,7 +237,7 @@ def chain_checks() -> None:
     import jax
 
     from ppgpc.infer import fit, gibbs, mcmc
-    from ppgpc.kernels import make_kernel
+    from ppgpc.gp.kernels import make_kernel
     from ppgpc.models import ilr_gp
 
     X, y = toy(24)

@@ -20,7 +20,7 @@ import numpy as np
 
 from conftest import toy_problem
 from ppgpc.infer import fit, supported_methods
-from ppgpc.kernels import make_kernel
+from ppgpc.gp.kernels import make_kernel
 from ppgpc.models import available, get_spec
 
 N, C, D = 30, 3, 2

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ppgpc_cli import main
+from ppgpc.cli import main
 
 
 def test_compare_prints_a_table_and_writes_a_png(tmp_path, capsys):

@@ -17,6 +17,8 @@ Example:
     True
 """
 
+from ppgpc import _config  # noqa: F401  (float64 before any array)
+
 from ppgpc.estimators.base import GPClassifierBase, saveable_estimators
 from ppgpc.estimators.gpd import DirichletGPClassifier
 from ppgpc.estimators.ilr import ILRGPClassifier
@@ -28,5 +30,5 @@ __all__ = ["GPClassifierBase", "ILRGPClassifier", "DirichletGPClassifier",
            "LogisticSoftmaxGPClassifier", "SoftmaxSVGPClassifier", "Selection", "ESTIMATORS"]
 
 ESTIMATORS = saveable_estimators()
-"""ppgpc's estimator classes by name: the classes a save may name (``ppgpc.persistence``);
+"""ppgpc's estimator classes by name: the classes a save may name (``ppgpc.io.persistence``);
 the same registry ``estimator.save`` and ``<Class>.load`` use (``ESTIMATOR_NAMES``)."""

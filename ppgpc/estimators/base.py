@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ppgpc import metrics
+from ppgpc.evaluation import metrics
 from ppgpc.estimators._common import (
     check_class_labels,
     fit_standardizer,
@@ -35,14 +35,14 @@ from ppgpc.estimators._common import (
     iterations,
     warn_of_collapsed_noise,
 )
-from ppgpc.estimators._legacy import upgrade
+from ppgpc.io.legacy import upgrade
 from ppgpc.infer import convergence
 from ppgpc.infer import fit as run_inference
 from ppgpc.infer import to_inference_data
 from ppgpc.infer.convergence import ConvergenceReport
 from ppgpc.infer.driver import check_method_options
 from ppgpc.models import get_spec
-from ppgpc.persistence import load_estimator, save_estimator
+from ppgpc.io.persistence import load_estimator, save_estimator
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
     check_exact_size,
@@ -63,7 +63,7 @@ SHARED_OPTIONS = ("kernel", "inference", "standardize", "seed", "max_exact_point
 
 SHARED_DOC = """\
         kernel: ``"rbf-ard"`` (default), ``"rbf"``, ``"matern52-ard"``, ``"matern52"`` or a
-            kernel object of ``ppgpc.kernels``.
+            kernel object of ``ppgpc.gp.kernels``.
         standardize: ``True`` (or ``"zscore"``) z-scores the inputs with the training
             statistics; ``"robust"`` uses the median and interquartile range (for columns
             with a few extreme values, which ``fit`` warns of); ``"minmax"`` maps the
@@ -148,7 +148,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         """Store each constructor argument as the attribute of the same name.
 
         The scikit-learn convention: a constructor only records its arguments (``fit``
-        checks them), and ``ppgpc.persistence`` saves and rebuilds an estimator from these
+        checks them), and ``ppgpc.io.persistence`` saves and rebuilds an estimator from these
         attributes. Every ``__init__`` calls this first, with its ``locals()``, which then
         hold ``self`` and exactly the constructor's parameters.
         """
@@ -368,7 +368,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
 
     def to_inference_data(self, X=None, y=None, *, thin=1, **kwargs):
         """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given
-        (and the true labels y there, for ``ppgpc.diagnostics``).
+        (and the true labels y there, for ``ppgpc.evaluation.diagnostics``).
 
         Labels are exported as codes: every ``y`` variable and the ``class`` coordinate
         hold 0..C-1, and ``classes_`` (the original labels) is the ``class_label``
@@ -393,7 +393,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
 
     def save(self, path):
         """Save the fitted estimator to the folder ``path`` without pickle: netCDF arrays and
-        JSON settings (``ppgpc.persistence``). Load it with ``ppgpc.load(path)`` or
+        JSON settings (``ppgpc.io.persistence``). Load it with ``ppgpc.load(path)`` or
         ``<Class>.load(path)``; the loaded estimator predicts bit for bit the same.
 
         Returns:
@@ -421,7 +421,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
     @classmethod
     def _upgrade_saved(cls, params: dict, version: int, num_samples: int):
         """(class name, parameters, fitted attributes to drop) today of a save of this
-        class in the older format ``version`` (``ppgpc.estimators._legacy``); a setting
+        class in the older format ``version`` (``ppgpc.io.legacy``); a setting
         with no equivalent raises a ValueError naming the version and the setting."""
         return upgrade(cls.__name__, params, version, num_samples)
 

@@ -24,10 +24,10 @@ import numpy as np
 from ppgpc.datasets import stratified_folds, train_validation_split
 from ppgpc.estimators.base import GPClassifierBase
 from ppgpc.estimators.options import Selection, as_selection
-from ppgpc.sparse import resolve_num_inducing
+from ppgpc.gp.inducing import resolve_num_inducing
 from ppgpc.infer import convergence
 from ppgpc.infer.loo import loo_latent, loo_nll
-from ppgpc.progress import Timer, note
+from ppgpc.runtime.progress import Timer, note
 from ppgpc.validation import check_count, check_flag, check_seed
 
 __all__ = ["ConjugateClassifier", "CONJUGATE_INFERENCE", "GRID_EXTENSIONS", "SEARCH_SCALES"]

@@ -34,7 +34,7 @@ class DirichletGPClassifier(ConjugateClassifier):
         predict_from: ``"latent"`` (default) or ``"noisy"`` (sample the pseudo-observation,
             latent plus its noise).
         num_inducing: inducing inputs M of ``inference="collapsed"`` (k-means++ start,
-            learned); None: ``ppgpc.sparse.DEFAULT_NUM_INDUCING``, at most N.
+            learned); None: ``ppgpc.gp.inducing.DEFAULT_NUM_INDUCING``, at most N.
         shared_inducing: one set of M inducing inputs for all classes (default), or M per
             class (``inference="collapsed"`` only; C times the cost per step).
         selection: how ``alpha_eps="auto"`` is chosen: a ``ppgpc.Selection`` (grid,

@@ -8,8 +8,8 @@ from ppgpc.estimators.base import shared_doc
 from ppgpc.estimators.conjugate import GRID_EXTENSIONS, ConjugateClassifier
 from ppgpc.infer import convergence
 from ppgpc.models.ilr_gp import DEFAULT_EPSILON, DEFAULT_TAU, EPSILON_GRID, TAU_GRID, prepare
-from ppgpc.progress import Timer, note
-from ppgpc.simplex import target_separation
+from ppgpc.runtime.progress import Timer, note
+from ppgpc.gp.simplex import target_separation
 from ppgpc.validation import MAX_EXACT_POINTS, check_flag, check_positive, check_probability
 
 __all__ = ["ILRGPClassifier"]
@@ -37,7 +37,7 @@ class ILRGPClassifier(ConjugateClassifier):
             coordinate with ``inference="collapsed", shared_inducing=False``. Exact type-II
             ML tends to drive s to 0 on labels without noise (``fit`` warns).
         num_inducing: inducing inputs M of ``inference="collapsed"`` (k-means++ start,
-            learned with the hyperparameters); None: ``ppgpc.sparse.DEFAULT_NUM_INDUCING``,
+            learned with the hyperparameters); None: ``ppgpc.gp.inducing.DEFAULT_NUM_INDUCING``,
             at most N.
         shared_inducing: one set of M inducing inputs for all C-1 ILR coordinates
             (default), or M per coordinate (``inference="collapsed"`` only; C-1 times the
@@ -46,7 +46,7 @@ class ILRGPClassifier(ConjugateClassifier):
             validation scheme), None for its defaults (closed-form leave-one-out over
             ``ppgpc.models.ilr_gp.EPSILON_GRID``).
         inference: ``"map"`` (default: type-II MAP kernel hyperparameters, the kernel
-            priors of ``ppgpc.kernels`` included, then the closed-form posterior),
+            priors of ``ppgpc.gp.kernels`` included, then the closed-form posterior),
             ``"exact"`` (type-II ML), ``"nuts"`` (NUTS over the hyperparameters; options
             such as ``{"num_samples": 1000}`` in ``inference_options``) or
             ``"collapsed"`` (Collapsed-ILR: Titsias's sparse bound, no size limit). The

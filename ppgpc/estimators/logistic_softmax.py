@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppgpc import metrics
+from ppgpc.evaluation import metrics
 from ppgpc.estimators.base import GPClassifierBase, shared_doc
 from ppgpc.estimators.options import check_minibatch_options, hold_out
 from ppgpc.infer.cavi import cavi_check
 from ppgpc.infer.convergence import ConvergenceReport
-from ppgpc.kernels import make_kernel
+from ppgpc.gp.kernels import make_kernel
 from ppgpc.models.logistic_softmax import fit_hypers, pad, prepare
-from ppgpc.padding import bucket
-from ppgpc.programs import training_signature, use_training_shape
-from ppgpc.sparse import resolve_num_inducing
+from ppgpc.runtime.padding import bucket
+from ppgpc.runtime.programs import training_signature, use_training_shape
+from ppgpc.gp.inducing import resolve_num_inducing
 from ppgpc.validation import MAX_EXACT_POINTS, check_count
 
 __all__ = ["LogisticSoftmaxGPClassifier"]
@@ -42,7 +42,7 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             given in ``inference_options["hyperparameters"]`` (optionally with
             ``inducing_inputs``).
             With a ``batch_size`` in ``inference_options`` (the stochastic CAVI), None
-            means ``ppgpc.sparse.DEFAULT_NUM_INDUCING``, at most N.
+            means ``ppgpc.gp.inducing.DEFAULT_NUM_INDUCING``, at most N.
         inference: ``"nuts"`` (default): NUTS on the non-augmented latent model (4
             chains of 500 warm-up and 1000 draws, the driver's defaults), kernel
             hyperparameters fitted first by type-II MAP on the CAVI ELBO, given in
@@ -122,7 +122,7 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             options.setdefault("form", given.get("form", "latent"))
             if given.get("hyperparameters") is None and not given.get("sample_hyperparameters"):
                 # padded as the driver pads its fits, and recorded as a training shape as
-                # the driver records them (``ppgpc.programs``), so that a release falls
+                # the driver records them (``ppgpc.runtime.programs``), so that a release falls
                 # before this fit's programs compile, not between them and their next use
                 data = pad(prepare(X, y, num_classes), bucket(len(y)))
                 kernel = make_kernel(self.kernel)

@@ -7,9 +7,9 @@ import numpy as np
 
 from ppgpc.estimators.base import GPClassifierBase, shared_doc
 from ppgpc.estimators.options import check_minibatch_options, hold_out
-from ppgpc.sparse import resolve_num_inducing
+from ppgpc.gp.inducing import resolve_num_inducing
 from ppgpc.infer.svi import default_batch_size
-from ppgpc.models.softmax_svgp import LINKS
+from ppgpc.models.svgp import LINKS
 from ppgpc.validation import MAX_EXACT_POINTS, check_count, check_flag
 
 __all__ = ["SoftmaxSVGPClassifier"]
@@ -25,7 +25,7 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
 
     Args:
         num_inducing: inducing inputs M <= N (k-means++ start); None:
-            ``ppgpc.sparse.DEFAULT_NUM_INDUCING``, at most N.
+            ``ppgpc.gp.inducing.DEFAULT_NUM_INDUCING``, at most N.
         link: ``"softmax"`` (default, SVGPC, L = C) or ``"ilr"`` (Uncollapsed-ILR,
             L = C - 1, softmax(V W f)).
         likelihood_samples: draws per point of the expected log-likelihood estimate

@@ -69,7 +69,7 @@ import xarray as xr
 
 from ppgpc.infer.dims import arviz_dims, hyperparameter_dims
 from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS, stream_key
-from ppgpc.spec import Inducing
+from ppgpc.models.spec import Inducing
 
 __all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims",
            "arviz_dims", "LABEL_GROUPS"]
@@ -253,7 +253,7 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
             ``class`` coordinate and every exported ``y`` hold the codes 0..C-1.
         feature_names: labels for the ``feature`` coordinate.
         y_pred: optional (n,) true labels (indices 0..C-1) at ``X_pred``, stored in
-            ``predictions_constant_data`` so that ``ppgpc.diagnostics`` can score the
+            ``predictions_constant_data`` so that ``ppgpc.evaluation.diagnostics`` can score the
             predictions without being given them again.
         thin: keep every ``thin``-th draw (``FitResult.thin``). The posterior ``f`` holds
             chain x draw x N x L numbers; for an inducing-point fit on a large training set

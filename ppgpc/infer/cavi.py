@@ -21,7 +21,7 @@ Options ``batch_size`` and ``class_batch_size`` (``None``: all points / all clas
 either selects the stochastic version, with step size rho_t = (t + step_size_delay) ^
 -step_size_power and a full-data ELBO evaluation every ``elbo_every`` iterations, whose
 values then form the trace) are passed to the model's ``cavi`` only when one is set.
-``progress_bar`` (default False) shows the iterations on stderr (``ppgpc.progress``).
+``progress_bar`` (default False) shows the iterations on stderr (``ppgpc.runtime.progress``).
 ``devices`` (``ppgpc.infer.common.DEVICES_OPTION``) splits the stochastic version's
 minibatches and full-data ELBO evaluations over the devices of a mesh; the full-batch
 version refuses it.
@@ -137,7 +137,7 @@ def _is_sparse(opts: dict, num_samples: int) -> bool:
 
 def _devices_refusal(opts: dict) -> str | None:
     """Why these options cannot split CAVI over devices: only the stochastic version can
-    (its minibatches and full-data ELBO, ``ppgpc.models.logistic_softmax_svi``)."""
+    (its minibatches and full-data ELBO, ``ppgpc.models.logistic_softmax.stochastic_cavi``)."""
     if opts["batch_size"] is None and opts["class_batch_size"] is None:
         return ("the full-batch CAVI runs on one device; give batch_size (or "
                 "class_batch_size) for the stochastic CAVI, whose minibatches and full-data "

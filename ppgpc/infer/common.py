@@ -1,7 +1,7 @@
 """What the inference methods share: the method registry and the helpers every runner uses.
 
 A method is a runner registered with ``register_method`` together with the capability
-groups of ``ppgpc.spec.ModelSpec`` it needs and the options it accepts. A model supports a
+groups of ``ppgpc.models.spec.ModelSpec`` it needs and the options it accepts. A model supports a
 method exactly when it fills one of the method's alternatives of groups (and does not list
 the method in ``excluded_methods``), so no generic module special-cases a model; when it
 does not, ``unsupported_reason`` names the group that is missing.
@@ -21,10 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppgpc.blocks import resolve_mesh
+from ppgpc.runtime.blocks import resolve_mesh
 from ppgpc.models import available as available_models
 from ppgpc.models import get_spec
-from ppgpc.spec import CAPABILITIES, ModelSpec
+from ppgpc.models.spec import CAPABILITIES, ModelSpec
 
 __all__ = ["as_draws", "check_hyperparameters", "POSITIVE_HYPERS", "register_method",
            "Method", "get_method", "method_names", "supported_methods", "unsupported_reason",
@@ -233,7 +233,7 @@ def _with_options(method: str, defaults: dict, given: dict) -> dict:
 DEVICES_OPTION = "devices"
 """The option of the methods registered with ``devices=True``: None (one device), an integer
 n (the first n of ``jax.devices()``) or a ``jax.sharding.Mesh`` with an axis ``"data"``
-(``ppgpc.blocks.resolve_mesh``)."""
+(``ppgpc.runtime.blocks.resolve_mesh``)."""
 
 
 def device_methods() -> tuple[str, ...]:
@@ -260,7 +260,7 @@ def check_method_options(method: str, options: dict) -> dict:
     Raises:
         ValueError: an unknown method, or a setting that is not what it should be (named),
             ``devices`` given to a method that cannot use it (the ones that can are named)
-            or a ``devices`` value ``ppgpc.blocks.resolve_mesh`` refuses.
+            or a ``devices`` value ``ppgpc.runtime.blocks.resolve_mesh`` refuses.
         TypeError: an option the method does not have (the valid ones are named).
     """
     entry = get_method(method)
@@ -283,7 +283,7 @@ def check_method_options(method: str, options: dict) -> dict:
 
 
 def check_devices(spec: ModelSpec, devices, method: str | None = None):
-    """The mesh ``devices`` asks for (``ppgpc.blocks.resolve_mesh``; None for one device),
+    """The mesh ``devices`` asks for (``ppgpc.runtime.blocks.resolve_mesh``; None for one device),
     checked against the model: its ``ModelSpec.place`` splits the prepared data over it.
 
     Args:

@@ -14,7 +14,7 @@ The checks and their thresholds:
   sample sizes above ``ESS_PER_CHAIN_MIN`` = 100 per chain (Vehtari, Gelman, Simpson,
   Carpenter & Buerkner 2021, "Rank-normalization, folding, and localization: an improved
   R-hat for assessing convergence of MCMC", Bayesian Analysis 16(2), section 4: R-hat
-  < 1.01 and ESS > 400 for four chains), as ArviZ defines them (``ppgpc.mcmc_diagnostics``
+  < 1.01 and ESS > 400 for four chains), as ArviZ defines them (``ppgpc.infer.chain_diagnostics``
   computes them for every entry at once); and no divergent transition (NUTS, and the HMC steps
   of sampled hyperparameters; Betancourt 2017, "A conceptual introduction to Hamiltonian
   Monte Carlo", section 6.2).
@@ -22,7 +22,7 @@ The checks and their thresholds:
   each stage converged by its own test (``ppgpc.infer.optimize``: gradient tolerance or
   relative objective change; CAVI and SVI: the relative ELBO change), with its iterations
   and its last gradient norm or relative change.
-* **Cholesky jitter** (``ppgpc.linalg.cholesky``): the largest diagonal jitter any
+* **Cholesky jitter** (``ppgpc.gp.linalg.cholesky``): the largest diagonal jitter any
   factorisation of the fitted model needed, relative to the smallest kernel variance. A
   jitter j acts as extra noise of variance j on the latent; from ``JITTER_RELATIVE_MAX`` =
   1e-6 on (an extra standard deviation of 0.1% of the prior's) it can move predictions;
@@ -49,7 +49,7 @@ from typing import Iterator
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
 
-from ppgpc.mcmc_diagnostics import MIN_DRAWS, chain_diagnostics
+from ppgpc.infer.chain_diagnostics import MIN_DRAWS, chain_diagnostics
 
 __all__ = ["ConvergenceWarning", "ConvergenceReport", "ChainCheck", "OptimizerCheck",
            "RHAT_MAX", "ESS_PER_CHAIN_MIN", "JITTER_RELATIVE_MAX", "chain_check",
@@ -245,7 +245,7 @@ def _entry_name(name: str, shape: tuple, flat: int) -> str:
 
 
 def chain_check(draws: dict, divergences: int = 0) -> ChainCheck:
-    """R-hat and ESS over every entry of ``draws`` (``ppgpc.mcmc_diagnostics``).
+    """R-hat and ESS over every entry of ``draws`` (``ppgpc.infer.chain_diagnostics``).
 
     Args:
         draws: arrays (chain, draw, ...) by name (the latent f or v, sampled hypers).

@@ -89,7 +89,7 @@ def arviz_dims(model, data, kernel, *, feature_names=None) -> dict:
         >>> import functools, arviz as az, jax, numpy as np
         >>> from numpyro.infer import MCMC, NUTS
         >>> from ppgpc.infer import arviz_dims
-        >>> from ppgpc.kernels import make_kernel
+        >>> from ppgpc.gp.kernels import make_kernel
         >>> from ppgpc.models import get_spec
         >>> X = np.random.default_rng(0).normal(size=(20, 2)); y = (X[:, 0] > 0).astype(int)
         >>> spec, kernel = get_spec("logistic_softmax"), make_kernel("rbf")

@@ -2,13 +2,13 @@
 
 The methods live in modules of their own, each registered with
 ``ppgpc.infer.common.register_method`` together with the capability groups of
-``ppgpc.spec.ModelSpec`` it needs: ``exact`` and ``map`` (``ppgpc.infer.exact``), ``nuts``
+``ppgpc.models.spec.ModelSpec`` it needs: ``exact`` and ``map`` (``ppgpc.infer.exact``), ``nuts``
 (``ppgpc.infer.nuts``), ``cavi``, ``gibbs`` and ``svi``. ``supported_methods(spec)`` is
 derived from those requirements, so a model supports a method exactly when it fills the
 groups the method uses; nothing here special-cases a model.
 
-A model with a ``pad`` function (``ppgpc.spec.ModelSpec.pad``) is fitted on its data padded
-to ``ppgpc.padding.bucket(N)`` rows, so that every N of a bucket runs the same compiled
+A model with a ``pad`` function (``ppgpc.models.spec.ModelSpec.pad``) is fitted on its data padded
+to ``ppgpc.runtime.padding.bucket(N)`` rows, so that every N of a bucket runs the same compiled
 programs; its draws at the training inputs are cut back to the N real rows, and the
 result holds the unpadded data.
 """
@@ -36,13 +36,13 @@ from ppgpc.infer.common import (
     supported_methods,
     unsupported_reason,
 )
-from ppgpc.blocks import num_shards
-from ppgpc.padding import bucket, first_rows
-from ppgpc.programs import training_signature, use_training_shape
+from ppgpc.runtime.blocks import num_shards
+from ppgpc.runtime.padding import bucket, first_rows
+from ppgpc.runtime.programs import training_signature, use_training_shape
 from ppgpc.infer.convergence import (ConvergenceReport, chain_check, relative_jitter,
                                      warn_if_needed)
 from ppgpc.infer.results import FitResult
-from ppgpc.kernels import make_kernel
+from ppgpc.gp.kernels import make_kernel
 from ppgpc.validation import (
     MAX_EXACT_POINTS,
     check_exact_size,
@@ -83,7 +83,7 @@ def fit(
         method: one of ``supported_methods(model)``.
         num_classes: C (default: largest label + 1).
         kernel: a kernel name (``"rbf-ard"``, ``"rbf"``, ``"matern52-ard"``, ``"matern52"``;
-            ``ppgpc.kernels.make_kernel``) or object.
+            ``ppgpc.gp.kernels.make_kernel``) or object.
         model_options: passed to the model's ``prepare`` (e.g. ``epsilon``, ``tau``). A
             model whose ``prepare`` is random (``ModelSpec.seeded_prepare``: the k-means++
             start of the inducing inputs) gets ``seed`` unless these options give one.
@@ -149,9 +149,9 @@ def fit(
 
     num_points = X.shape[0]
     run_data = data
-    if mesh is None and spec.pads_fit(method, opts):  # fixed training shapes (``ppgpc.padding``)
+    if mesh is None and spec.pads_fit(method, opts):  # fixed training shapes (``ppgpc.runtime.padding``)
         run_data = spec.pad(data, bucket(num_points))
-    # bounded compiled code over a long process (``ppgpc.programs``)
+    # bounded compiled code over a long process (``ppgpc.runtime.programs``)
     use_training_shape(training_signature(
         (kernel, run_data), (spec.name, method, sorted(opts.items(), key=lambda kv: kv[0]))))
     start = time.perf_counter()
@@ -182,7 +182,7 @@ def fit(
 def _real_part(out: dict, run_data, num_points: int) -> None:
     """A padded fit's output cut to the real rows: the latent draws at the training inputs,
     and the inducing draws and inputs where the inducing inputs were padded with the rows
-    (the prepared data's ``inducing_mask``; ``ppgpc.padding``)."""
+    (the prepared data's ``inducing_mask``; ``ppgpc.runtime.padding``)."""
     if out.get("latent") is not None:
         out["latent"] = first_rows(out["latent"], num_points, axis=2)
     inducing_mask = getattr(run_data, "inducing_mask", None)

@@ -7,7 +7,7 @@
 Both take the option ``devices`` (``ppgpc.infer.common.DEVICES_OPTION``): a collapsed
 sparse model then sums its bound and its posterior over the devices of a mesh.
 
-Both need the ``conjugate`` capability of ``ppgpc.spec.ModelSpec``. ``point_hypers`` (the
+Both need the ``conjugate`` capability of ``ppgpc.models.spec.ModelSpec``. ``point_hypers`` (the
 type-II optimum, or checked given values) also starts the collapsed form of ``"nuts"``.
 """
 

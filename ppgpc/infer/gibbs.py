@@ -21,7 +21,7 @@ Option ``num_inducing`` = M (a model whose ``spec.gibbs`` has an ``inducing_kern
 inducing-point sampler, O(N M^2) per sweep and no N x N matrix (so ``max_exact_points``
 does not apply when M < N). Its kernel hyperparameters and inducing inputs are fixed: given
 (``hyperparameters={...}``, optionally with ``inducing_inputs`` (M, D); without them the
-k-means++ inputs of ``ppgpc.inducing.initial_inducing_inputs`` from the run's seed) or the
+k-means++ inputs of ``ppgpc.gp.inducing.initial_inducing_inputs`` from the run's seed) or the
 model's ``spec.gibbs.fit_inducing`` point; ``"sample"`` is refused. The state's field ``v``
 (M, L) is stored per draw and the ``FitResult`` has the predictive kind ``"inducing"``.
 """
@@ -37,7 +37,7 @@ from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
-from ppgpc.inducing import initial_inducing_inputs, resolve_num_inducing
+from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
 from ppgpc.infer.cavi import cavi_check, integer_seed
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
 from ppgpc.infer.mcmc import chain_method

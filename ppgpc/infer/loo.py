@@ -35,7 +35,7 @@ from jax.scipy.special import logsumexp
 
 from ppgpc.infer.predictive import padded_training
 from ppgpc.infer.results import FitResult
-from ppgpc.padding import bucket, first_rows, pad_rows
+from ppgpc.runtime.padding import bucket, first_rows, pad_rows
 
 __all__ = ["loo_latent", "loo_nll", "LOO_DRAWS"]
 

@@ -24,7 +24,7 @@ In terms of the expected log-likelihood ELL and the whitened prior N(0, I), (NG)
 theta <- (1 - gamma) theta + gamma (theta_prior + d ELL / d eta), so the new precision is
 (1 - gamma) P + gamma (I - 2 d ELL / d S). It is positive definite whenever the estimate of
 d ELL / d S is negative semi-definite, which Price's theorem gives for a log-concave
-likelihood on every draw (``ell_estimator="price"`` in ``ppgpc.models.softmax_svgp``); the
+likelihood on every draw (``ell_estimator="price"`` in ``ppgpc.models.svgp``); the
 reparameterisation estimate has either sign. A step that still leaves the precision
 indefinite is refused for that factor, which keeps its old value; the number of refusals
 is counted in the optimiser state (``NaturalGradientState.refused``).
@@ -40,7 +40,7 @@ import optax
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
-from ppgpc.linalg import tri_solve
+from ppgpc.gp.linalg import tri_solve
 
 __all__ = ["NaturalGradientState", "natural_gradient_optimizer", "natural_step"]
 

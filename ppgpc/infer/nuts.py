@@ -19,7 +19,7 @@ from jax import lax
 from ppgpc.infer.common import as_draws, jitted, register_method
 from ppgpc.infer.exact import OPTIMIZER_OPTIONS, point_hypers
 from ppgpc.infer.mcmc import run_nuts
-from ppgpc.spec import JITTER_SITE
+from ppgpc.models.spec import JITTER_SITE
 from ppgpc.validation import check_options, check_probability
 
 __all__ = ["NUTS_OPTIONS", "run_nuts_method", "check_nuts_options"]

@@ -29,7 +29,7 @@ import numpy as np
 from jax import lax
 
 from ppgpc.infer.common import DEVICES_OPTION
-from ppgpc.padding import bucket, pad_rows
+from ppgpc.runtime.padding import bucket, pad_rows
 from ppgpc.validation import check_features
 
 __all__ = ["DRAWS_BY_KIND", "PREDICT_BLOCK", "MIN_BUCKET", "MIN_PREDICTIVE_DRAWS",
@@ -116,7 +116,7 @@ def _unflatten(result, draws: jax.Array) -> jax.Array:
 
 def padded_training(result, latent=None):
     """(data, latent): the result's training data, and draws (..., N, L) of the latent
-    there, padded with zero rows to ``ppgpc.padding.bucket(N)`` rows as the fit was, when the
+    there, padded with zero rows to ``ppgpc.runtime.padding.bucket(N)`` rows as the fit was, when the
     fit was padded (``ModelSpec.pads_fit``): predictions then compile once per bucket of N,
     and the padded rows change nothing. As given for a fit that was not padded."""
     spec = result.spec

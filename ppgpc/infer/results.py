@@ -44,7 +44,7 @@ function per kind in its ``DRAWS_BY_KIND``; the methods below call them):
 Everything needed to rebuild predictions is stored as arrays plus names, so a result can
 be saved to netCDF/JSON and loaded without pickle. This module holds the container and its
 predictions only: the ArviZ export is ``ppgpc.infer.to_inference_data(result)``, saving and
-loading ``ppgpc.save(result, path)`` and ``ppgpc.load(path)`` (``ppgpc.persistence``), all
+loading ``ppgpc.save(result, path)`` and ``ppgpc.load(path)`` (``ppgpc.io.persistence``), all
 in modules above this one.
 """
 
@@ -60,7 +60,7 @@ import numpy as np
 from ppgpc.infer import predictive
 from ppgpc.infer.predictive import (EXPORT_TAG, MIN_BUCKET, MIN_PREDICTIVE_DRAWS,
                                     PREDICT_BLOCK, stream_key)
-from ppgpc.spec import ModelSpec
+from ppgpc.models.spec import ModelSpec
 
 __all__ = ["FitResult", "stream_key", "EXPORT_TAG", "TRACE_STATS", "PREDICT_BLOCK",
            "MIN_BUCKET", "MIN_PREDICTIVE_DRAWS"]

@@ -36,7 +36,7 @@ from numpyro.handlers import seed, substitute, trace
 from ppgpc.infer.optimize import (ADAM_WINDOW, OPTIMIZERS, RUNNING, SCIPY_FTOL, STOP_REASONS,
                                   Minimum, OptimizationResult, adam_init, adam_run,
                                   finite_or_inf, minimize, to_minimum)
-from ppgpc.progress import Timer, note
+from ppgpc.runtime.progress import Timer, note
 from ppgpc.validation import check_count, check_positive
 
 __all__ = ["minimize_sites", "optimize_sites", "log_density_terms"]
@@ -210,7 +210,7 @@ def optimize_sites(
         progress_bar: Adam shows the steps with the running objective (tqdm, stderr),
             updated every ``ADAM_WINDOW`` steps; L-BFGS runs as one device call, so it
             writes a line when it starts and one with its iterations and time when it ends
-            (``ppgpc.progress``). False writes nothing.
+            (``ppgpc.runtime.progress``). False writes nothing.
 
     Raises:
         ValueError: ``init_values`` misses or adds sites, an unknown ``optimizer``, a

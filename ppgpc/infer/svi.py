@@ -1,6 +1,6 @@
 """Driver method ``"svi"``: stochastic variational inference of a NumPyro model and guide.
 
-Generic over models. A spec provides the ``svi`` capability (``ppgpc.spec.SVI``):
+Generic over models. A spec provides the ``svi`` capability (``ppgpc.models.spec.SVI``):
 
 * ``model``, ``guide``: NumPyro model and guide called as ``(data, kernel,
   batch_size)``, ``batch_size`` None for the full batch; minibatching is theirs;
@@ -57,7 +57,7 @@ from numpyro.optim import optax_to_numpyro
 from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
 from ppgpc.infer.common import as_draws, register_method
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
-from ppgpc.padding import num_real_rows
+from ppgpc.runtime.padding import num_real_rows
 
 __all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "default_batch_size", "make_optimizer",
            "natural_gradient_schedule"]

@@ -1,0 +1,30 @@
+"""How good are the class probabilities: scores, calibration, conformal sets, plots, posteriors.
+
+Everything here takes predicted probabilities (n, C) and labels, or an ArviZ
+``InferenceData`` of a fit, and never fits a GP (docs/math.md section 7):
+
+* ``metrics``: accuracy, NLL, Brier score, expected calibration error and reliability
+  tables, the scores every benchmark reports;
+* ``calibration``: calibration tests with p-values (the squared kernel calibration error),
+  reliability bins with consistency bands, confidence posterior-predictive checks;
+* ``recalibration``: post-hoc baselines, temperature scaling and Dirichlet calibration;
+* ``conformal``: split-conformal prediction sets (LAC, APS, RAPS) around any classifier;
+* ``diagnostics``: the same measures read from an ``InferenceData`` (predictive
+  probabilities, calibration tables, probability maps over two inputs);
+* ``plotting``: reliability diagrams and probability maps (matplotlib, imported when a
+  plot is drawn);
+* ``posteriors``: two posteriors compared variable by variable (MCMC against a conjugate
+  posterior, Gibbs against NUTS), with Monte Carlo standard errors and an energy test.
+"""
+
+from ppgpc import _config  # noqa: F401  (float64 before any array)
+from ppgpc.evaluation import (calibration, conformal, diagnostics, metrics, plotting, posteriors,
+                              recalibration)
+from ppgpc.evaluation.calibration import skce_test
+from ppgpc.evaluation.conformal import ConformalClassifier
+from ppgpc.evaluation.posteriors import compare_posteriors
+from ppgpc.evaluation.recalibration import fit_dirichlet, fit_temperature
+
+__all__ = ["metrics", "calibration", "recalibration", "conformal", "diagnostics", "plotting",
+           "posteriors", "compare_posteriors", "ConformalClassifier", "skce_test",
+           "fit_temperature", "fit_dirichlet"]

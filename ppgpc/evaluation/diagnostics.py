@@ -1,0 +1,445 @@
+"""Calibration diagnostics from an ArviZ ``InferenceData`` or from arrays (docs/math.md section 7).
+
+The metrics themselves live in ``ppgpc.evaluation.metrics`` (accuracy, NLL, Brier, ECE and its
+reliability table); this module gets probabilities and labels out of an ``InferenceData``,
+puts several models in one table, and draws the pictures:
+
+* ``predictive_probabilities`` / ``true_labels``: p(y* = c) averaged over the draws of the
+  ``predictions`` group (or, for the training inputs, of the posterior ``f`` through the
+  model's link), and the labels to score them against;
+* ``evaluate`` and ``calibration_table``: accuracy, NLL, Brier, the ECE of the kind the
+  table names and the class-wise ECE. The papers disagree on the ECE: Milios et al. (and
+  the ILR paper) bin the top-label confidence max_c p(c | x) (``"top-label"``, binary
+  p(y = 1) for C = 2); Galy-Fajou et al. report the class-wise ECE, the mean over classes
+  of the one-vs-rest ECE (``"classwise"``). Both are always computed and every table
+  says which column is which;
+* ``reliability_diagram`` / ``classwise_reliability``: ``ppgpc.evaluation.plotting``'s diagrams
+  (bin counts, identity line, ArviZ look) fed from an ``InferenceData``;
+* ``calibration_test`` and ``reliability_bands``: ``ppgpc.evaluation.calibration``'s SKCE test of
+  calibration (a p-value) and its equal-mass reliability diagram with consistency bands;
+* ``confidence_ppc``: ``ppgpc.evaluation.calibration.confidence_ppc`` (the posterior predictive check
+  of the predicted labels' accuracy by confidence bin) from an export's replicated labels;
+* ``input_grid``, ``rgb_image`` and ``probability_map``: the RGB picture of predictive
+  probabilities over a 2-D input grid (appendix A.4 of the logistic-softmax paper): each
+  of three classes owns a colour channel, so saturated colours are confident predictions
+  and mixtures are transitions. For C != 3 classes each class gets a colour of
+  ``ppgpc.evaluation.plotting.CLASS_PALETTE`` and a pixel is the probability-weighted mix of them (the
+  title says so). For D > 2 inputs the grid lies in the plane of the first two principal
+  components of the standardised training inputs, through their mean (the title says so).
+
+Example:
+    >>> import numpy as np
+    >>> from ppgpc.evaluation.diagnostics import evaluate
+    >>> evaluate(np.array([[0.8, 0.1, 0.1], [0.2, 0.5, 0.3]]), np.array([0, 2]))["accuracy"]
+    0.5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ppgpc.evaluation import calibration
+from ppgpc.evaluation import metrics
+from ppgpc.models import get_spec
+from ppgpc.validation import check_features, check_labels
+
+__all__ = [
+    "predictive_probabilities",
+    "true_labels",
+    "labels_to_indices",
+    "evaluate",
+    "CalibrationTable",
+    "calibration_table",
+    "classwise_ece",
+    "reliability_diagram",
+    "classwise_reliability",
+    "calibration_test",
+    "reliability_bands",
+    "confidence_ppc",
+    "InputGrid",
+    "input_grid",
+    "rgb_image",
+    "probability_map",
+]
+
+
+# ------------------------------------------------------------ InferenceData -> arrays
+def _is_idata(source) -> bool:
+    return hasattr(source, "groups") and callable(source.groups)
+
+
+def predictive_probabilities(idata, group: str = "predictions") -> np.ndarray:
+    """(n, C) class probabilities averaged over chains and draws.
+
+    Args:
+        idata: an ``InferenceData`` from ``ppgpc`` (``ppgpc.infer.to_inference_data``).
+        group: ``"predictions"`` (the points asked for at export) or ``"posterior"`` (the
+            training inputs: the model's link, named in the attrs, applied to each draw of
+            ``f``).
+    """
+    if group == "predictions":
+        if "predictions" not in idata.groups():
+            raise ValueError("this InferenceData has no predictions group: export it with "
+                             "X_pred (to_inference_data(X_pred)) or use group='posterior'")
+        p = idata.predictions["p"]
+        return np.asarray(p.mean(dim=("chain", "draw")).transpose("pred", "class").values)
+    if group == "posterior":
+        name = idata.posterior.attrs.get("ppgpc_model")
+        if name is None:
+            raise ValueError("the posterior's attrs do not name a ppgpc model (ppgpc_model); "
+                             "pass probabilities as arrays instead")
+        f = np.asarray(idata.posterior["f"].transpose("chain", "draw", "obs", "latent").values)
+        return np.asarray(np.exp(get_spec(name).log_link(f)).mean(axis=(0, 1)))
+    raise ValueError(f"group must be 'predictions' or 'posterior', got {group!r}")
+
+
+def true_labels(idata, group: str = "predictions") -> np.ndarray:
+    """(n,) the labels (indices 0..C-1) that ``predictive_probabilities(idata, group)``
+    predicts: ``predictions_constant_data["y"]`` or ``observed_data["y"]``."""
+    if group == "predictions":
+        if ("predictions_constant_data" not in idata.groups()
+                or "y" not in idata.predictions_constant_data):
+            raise ValueError("the InferenceData holds no true labels for its predictions: "
+                             "pass y, or export with to_inference_data(X_pred, y_pred=...)")
+        return np.asarray(idata.predictions_constant_data["y"].values)
+    if group == "posterior":
+        return np.asarray(idata.observed_data["y"].values)
+    raise ValueError(f"group must be 'predictions' or 'posterior', got {group!r}")
+
+
+def _class_coordinate(idata) -> list[str] | None:
+    """The class names of an InferenceData (as strings), if any group has them: its
+    ``class_label`` coordinate (ppgpc's export: an estimator's original labels,
+    ``classes_``, or the codes 0..C-1 of a driver export), else its ``class``
+    coordinate."""
+    for name in ("class_label", "class"):
+        for group in idata.groups():
+            if name in idata[group].coords:
+                return [str(c) for c in idata[group].coords[name].values]
+    return None
+
+
+def labels_to_indices(idata, y) -> np.ndarray:
+    """(n,) indices 0..C-1 of labels ``y`` given by the names of ``idata``'s ``class_label``
+    coordinate (compared as strings): an estimator's export holds the original labels
+    there (wine's 1, 2, 3 become 0, 1, 2), a driver export the indices themselves.
+
+    Raises:
+        ValueError: a label that is not a class name (e.g. an index given for an export
+            whose classes have names).
+    """
+    names = _class_coordinate(idata)
+    y = np.asarray(y)
+    if names is None:
+        return y
+    index = {name: i for i, name in enumerate(names)}
+    keys = [str(v) for v in y.tolist()]
+    unknown = sorted({k for k in keys if k not in index})
+    if unknown:
+        raise ValueError(
+            f"y holds label(s) {unknown[:10]} that are not among this InferenceData's classes "
+            f"{names}; give y as those class names (the original labels for an estimator's "
+            "export, indices 0..C-1 for a driver export)")
+    return np.array([index[k] for k in keys], dtype=np.int64)
+
+
+def _probs_and_labels(source, y=None, group: str = "predictions"):
+    """(probs (n, C), labels (n,) as indices 0..C-1) from an InferenceData (``y`` then
+    names classes as its ``class_label`` coordinate does: ``labels_to_indices``) or from a
+    probability array (``y`` then holds indices)."""
+    if _is_idata(source):
+        probs = predictive_probabilities(source, group)
+        labels = true_labels(source, group) if y is None else labels_to_indices(source, y)
+    else:
+        if y is None:
+            raise ValueError("with probabilities given as an array, pass the labels y too")
+        probs, labels = np.asarray(source, dtype=np.float64), np.asarray(y)
+    return probs, labels
+
+
+# ------------------------------------------------------------------ metrics
+def evaluate(source, y=None, *, n_bins: int = 10, group: str = "predictions") -> dict:
+    """Accuracy, NLL, Brier, ECE (with ``ece_kind`` naming it) and class-wise ECE.
+
+    Args:
+        source: an ``InferenceData`` or an (n, C) probability array.
+        y: (n,) labels: indices 0..C-1 with an array ``source``; with an
+            ``InferenceData``, the names of its ``class_label`` coordinate (the original labels
+            for an estimator's export; ``labels_to_indices``), and optional when it holds
+            the labels.
+        n_bins: equal-width ECE bins.
+        group: where an ``InferenceData``'s probabilities come from (``predictive_probabilities``).
+
+    Returns:
+        ``ppgpc.evaluation.metrics.evaluate``'s dict: accuracy, nll, brier, ece, ece_kind, classwise_ece.
+    """
+    probs, labels = _probs_and_labels(source, y, group)
+    return metrics.evaluate(probs, labels, n_bins=n_bins)
+
+
+def classwise_ece(source, y=None, *, n_bins: int = 10, group: str = "predictions",
+                  per_class: bool = False):
+    """The class-wise ECE (mean over classes of the one-vs-rest ECE), or with
+    ``per_class=True`` the (C,) one-vs-rest ECEs it averages."""
+    probs, labels = _probs_and_labels(source, y, group)
+    if not per_class:
+        return metrics.ece(probs, labels, n_bins, "classwise")
+    return np.array([metrics._table_ece(metrics.reliability_table(
+        probs, labels, n_bins, "classwise", class_index=c)) for c in range(probs.shape[1])])
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationTable:
+    """Metrics of several models on one test set, with the ECE kinds named.
+
+    Attributes:
+        rows: ``{model name: metrics dict}`` (``evaluate``'s keys).
+        n_bins: ECE bins.
+    """
+
+    rows: dict
+    n_bins: int
+
+    @property
+    def ece_kind(self) -> str:
+        """The kind of the ``ece`` column: "top-label" (C > 2) or "binary" (C = 2)."""
+        kinds = {r["ece_kind"] for r in self.rows.values()}
+        return kinds.pop() if len(kinds) == 1 else "mixed: " + ", ".join(sorted(kinds))
+
+    def to_dataframe(self):
+        """A pandas DataFrame, one row per model; column names carry the ECE kinds."""
+        import pandas as pd
+
+        return pd.DataFrame({
+            name: {"accuracy": r["accuracy"], "NLL": r["nll"], "Brier": r["brier"],
+                   f"ECE ({r['ece_kind']})": r["ece"], "ECE (class-wise)": r["classwise_ece"]}
+            for name, r in self.rows.items()}).T
+
+    def __repr__(self) -> str:
+        head = (f"{'model':16s} {'accuracy':>9s} {'NLL':>8s} {'Brier':>8s} "
+                f"{'ECE':>8s} {'cw-ECE':>8s}")
+        lines = [f"ECE: {self.ece_kind} confidence, {self.n_bins} equal-width bins; "
+                 "cw-ECE: class-wise (mean one-vs-rest ECE)", head, "-" * len(head)]
+        for name, r in self.rows.items():
+            lines.append(f"{str(name):16s} {r['accuracy']:9.3f} {r['nll']:8.3f} "
+                         f"{r['brier']:8.3f} {r['ece']:8.3f} {r['classwise_ece']:8.3f}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        caption = (f"ECE: {self.ece_kind}, {self.n_bins} equal-width bins; class-wise ECE: "
+                   "mean over classes of the one-vs-rest ECE")
+        return f"<p>{caption}</p>" + self.to_dataframe().to_html(float_format="%.3f")
+
+
+def calibration_table(sources: dict, y=None, *, n_bins: int = 10,
+                      group: str = "predictions") -> CalibrationTable:
+    """``evaluate`` for several models: ``{name: InferenceData or (n, C) probs}``, with the
+    labels ``y`` shared (read by each source as ``evaluate`` reads them) or held by each
+    ``InferenceData``."""
+    if not sources:
+        raise ValueError("sources is empty: pass {model name: InferenceData or probs}")
+    return CalibrationTable({name: evaluate(src, y, n_bins=n_bins, group=group)
+                             for name, src in sources.items()}, int(n_bins))
+
+
+# ------------------------------------------------------------------ reliability
+def _class_names(source, C: int):
+    names = _class_coordinate(source) if _is_idata(source) else None
+    return names if names is not None and len(names) == C else list(range(C))
+
+
+def reliability_diagram(source, y=None, *, group: str = "predictions", **kwargs):
+    """``ppgpc.evaluation.plotting.reliability_diagram`` (top-label or binary ECE named in the legend,
+    bin counts, identity line) from an ``InferenceData`` or arrays; returns the Axes."""
+    from ppgpc.evaluation.plotting import reliability_diagram as draw
+
+    probs, labels = _probs_and_labels(source, y, group)
+    return draw(probs, labels, **kwargs)
+
+
+def classwise_reliability(source, y=None, *, group: str = "predictions", **kwargs):
+    """One one-vs-rest reliability diagram per class
+    (``ppgpc.evaluation.plotting.classwise_reliability_grid``); returns the Figure."""
+    from ppgpc.evaluation.plotting import classwise_reliability_grid
+
+    probs, labels = _probs_and_labels(source, y, group)
+    kwargs.setdefault("class_names", _class_names(source, probs.shape[1]))
+    return classwise_reliability_grid(probs, labels, **kwargs)
+
+
+def calibration_test(source, y=None, *, group: str = "predictions", **kwargs):
+    """``ppgpc.evaluation.calibration.skce_test`` (the SKCE and its p-value under "calibrated") from an
+    ``InferenceData`` or arrays; ``kwargs`` go to it (estimator, method, n_resamples,
+    bandwidth, seed)."""
+    probs, labels = _probs_and_labels(source, y, group)
+    return calibration.skce_test(probs, labels, **kwargs)
+
+
+def reliability_bands(source, y=None, *, group: str = "predictions", **kwargs):
+    """``ppgpc.evaluation.plotting.reliability_bands_diagram`` (equal-mass bins with counts and
+    Broecker-Smith consistency bands) from an ``InferenceData`` or arrays; returns the Axes."""
+    from ppgpc.evaluation.plotting import reliability_bands_diagram
+
+    probs, labels = _probs_and_labels(source, y, group)
+    return reliability_bands_diagram(probs, labels, **kwargs)
+
+
+def confidence_ppc(idata, *, group: str = "posterior", **kwargs) -> calibration.ConfidencePPC:
+    """``ppgpc.evaluation.calibration.confidence_ppc`` from a ppgpc ``InferenceData``.
+
+    ``group="posterior"``: the training points, with ``predictive_probabilities(idata,
+    "posterior")``, the observed labels and the replicated labels of
+    ``posterior_predictive["y"]``; ``group="predictions"``: the exported prediction points,
+    with their probabilities, their true labels (``to_inference_data(X_pred, y_pred=...)``)
+    and the labels sampled in ``predictions["y"]``. ``kwargs`` go to
+    ``ppgpc.evaluation.calibration.confidence_ppc`` (n_bins, min_count, level).
+
+    Returns:
+        A ``ppgpc.evaluation.calibration.ConfidencePPC``.
+    """
+    if not _is_idata(idata):
+        raise ValueError("confidence_ppc needs a ppgpc InferenceData (to_inference_data); "
+                         "for arrays use ppgpc.evaluation.calibration.confidence_ppc")
+    probs = predictive_probabilities(idata, group)
+    labels = true_labels(idata, group)
+    if group == "posterior":
+        if "posterior_predictive" not in idata.groups():
+            raise ValueError("this InferenceData has no posterior_predictive group")
+        rep = idata.posterior_predictive["y"].transpose("chain", "draw", "obs")
+    else:
+        rep = idata.predictions["y"].transpose("chain", "draw", "pred")
+    return calibration.confidence_ppc(probs, labels, np.asarray(rep.values), **kwargs)
+
+
+# ------------------------------------------------------------------ RGB probability maps
+class InputGrid(NamedTuple):
+    """A regular 2-D grid of input points (in the original input space)."""
+
+    points: np.ndarray
+    """(G * G, D) inputs, row-major: point [i * G + j] has coordinates (u[j], v[i])."""
+    u: np.ndarray
+    """(G,) horizontal plot coordinate."""
+    v: np.ndarray
+    """(G,) vertical plot coordinate."""
+    origin: np.ndarray
+    """(D,) input at plot coordinates (0, 0) (for D = 2: the zero vector)."""
+    axes: np.ndarray
+    """(2, D) input-space directions of one plot unit along u and v."""
+    description: str
+    """What the plane is, for titles."""
+    xlabel: str
+    ylabel: str
+
+    @property
+    def extent(self) -> tuple:
+        """(left, right, bottom, top) for ``imshow``."""
+        return (float(self.u[0]), float(self.u[-1]), float(self.v[0]), float(self.v[-1]))
+
+    def project(self, X) -> np.ndarray:
+        """(n, 2) plot coordinates of inputs X (n, D): least-squares projection on the plane."""
+        X = np.asarray(X, dtype=np.float64)
+        coef, *_ = np.linalg.lstsq(self.axes.T, (X - self.origin).T, rcond=None)
+        return coef.T
+
+
+def input_grid(X, grid_size: int = 60, margin: float = 0.1) -> InputGrid:
+    """A grid covering the training inputs X (n, D).
+
+    D = 2: the box of X widened by ``margin`` of its range on each side. D > 2: the plane of
+    the first two principal components of the standardised inputs, through their mean,
+    mapped back to the input space (x = mean + scale * (a pc1 + b pc2)); the grid covers the
+    projected training points plus the margin. D = 1 is refused (there is no plane).
+    """
+    X = check_features(X)
+    if X.shape[0] < 2 or X.shape[1] < 2:
+        raise ValueError(f"input_grid needs X of shape (n >= 2, D >= 2); got {X.shape}")
+    if not (isinstance(grid_size, (int, np.integer)) and grid_size >= 2):
+        raise ValueError(f"grid_size must be an integer >= 2; got {grid_size!r}")
+    D = X.shape[1]
+    if D == 2:
+        origin, axes = np.zeros(2), np.eye(2)
+        description, xlabel, ylabel = "inputs x1, x2", "x$_1$", "x$_2$"
+    else:
+        mean, scale = X.mean(axis=0), X.std(axis=0)
+        scale = np.where(scale > 0, scale, 1.0)
+        _, _, vt = np.linalg.svd((X - mean) / scale, full_matrices=False)
+        origin, axes = mean, vt[:2] * scale[None, :]
+        description = ("plane of the first two principal components of the standardised "
+                       "training inputs, through their mean")
+        xlabel, ylabel = "PC 1", "PC 2"
+    grid = InputGrid(np.zeros((0, D)), np.zeros(2), np.zeros(2), origin, axes, description,
+                     xlabel, ylabel)
+    coords = grid.project(X)
+    lo, hi = coords.min(axis=0), coords.max(axis=0)
+    pad = margin * np.maximum(hi - lo, 1e-12)
+    u = np.linspace(lo[0] - pad[0], hi[0] + pad[0], grid_size)
+    v = np.linspace(lo[1] - pad[1], hi[1] + pad[1], grid_size)
+    uu, vv = np.meshgrid(u, v)
+    points = origin + uu.reshape(-1, 1) * axes[0] + vv.reshape(-1, 1) * axes[1]
+    return grid._replace(points=points, u=u, v=v)
+
+
+def rgb_image(probs, grid_shape: tuple) -> tuple[np.ndarray, str]:
+    """RGB pixels from class probabilities (appendix A.4 of the logistic-softmax paper).
+
+    Args:
+        probs: (G1 * G2, C) probabilities, row-major over the grid.
+        grid_shape: (G1, G2).
+
+    Returns:
+        ((G1, G2, 3) image in [0, 1], a note for titles). For C = 3 the probabilities are
+        the red, green and blue channels; otherwise each class has a palette colour
+        (``ppgpc.evaluation.plotting.CLASS_PALETTE``) and a pixel is sum_c p_c colour_c.
+    """
+    from ppgpc.evaluation.plotting import _class_colours
+
+    probs = np.asarray(probs, dtype=np.float64)
+    if probs.ndim != 2 or probs.shape[0] != int(np.prod(grid_shape)):
+        raise ValueError(f"probs must have shape ({int(np.prod(grid_shape))}, C) for a "
+                         f"{tuple(grid_shape)} grid; got {probs.shape}")
+    C = probs.shape[1]
+    image = (probs @ _class_colours(C)).reshape(tuple(grid_shape) + (3,))
+    note = ("RGB = p(class 0, 1, 2)" if C == 3
+            else f"colour = probability-weighted mix of {C} class colours")
+    return np.clip(image, 0.0, 1.0), note
+
+
+def probability_map(predict_proba: Callable | dict, X, y=None, *, grid_size: int = 60,
+                    margin: float = 0.1, show_points: bool = True):
+    """RGB pictures of one or several classifiers' predictive probabilities over a grid.
+
+    Args:
+        predict_proba: a function (n, D) inputs -> (n, C) probabilities (an estimator's
+            ``predict_proba``), or ``{name: function}`` for one panel per model.
+        X: (n, D) training inputs (the grid covers them; ``input_grid``).
+        y: optional (n,) training labels as indices 0..C-1, drawn in the class colours.
+        grid_size: points per side; margin: fraction of the range added on each side.
+        show_points: draw the training points.
+
+    Returns:
+        A pyplot-free Figure, titled with the colour coding and, for D > 2, the plane.
+    """
+    from ppgpc.evaluation.plotting import probability_map_grid
+
+    X = check_features(X)
+    if y is not None:
+        y = check_labels(y, X.shape[0])
+    models = predict_proba if isinstance(predict_proba, dict) else {"": predict_proba}
+    grid = input_grid(X, grid_size, margin)
+    images, note = {}, ""
+    for name, fn in models.items():
+        probs = np.asarray(fn(grid.points))
+        if y is not None and not images and (y.dtype.kind not in "iu" or y.min() < 0
+                                             or y.max() >= probs.shape[1]):
+            raise ValueError(f"y must hold class indices 0..{probs.shape[1] - 1} (for the "
+                             "class colours); encode labels first, e.g. with an estimator's "
+                             "classes_")
+        images[name], note = rgb_image(probs, (grid_size, grid_size))
+    suptitle = note if X.shape[1] == 2 else f"{note}\n{grid.description}"
+    points = grid.project(X) if show_points else None
+    labels = None if (y is None or not show_points) else y
+    return probability_map_grid(images, grid.extent, points=points, labels=labels,
+                                suptitle=suptitle, xlabel=grid.xlabel, ylabel=grid.ylabel)

@@ -1,0 +1,20 @@
+"""How ppgpc's programs run: fixed shapes, a bound on compiled programs, device blocks, progress.
+
+XLA compiles a program per shape, and a process that fits many models must neither compile
+for every training size nor keep every program it ever compiled. These modules are the
+mechanics behind that, shared by the models and the driver:
+
+* ``padding``: training data padded to a few bucket sizes with rows that change nothing
+  (a row mask, identity prior blocks, zero likelihood weight), so every N of a bucket runs
+  the same programs;
+* ``programs``: the shapes a process has trained on and a bound on the compiled programs it
+  keeps (memory mappings counted, caches cleared past a ceiling);
+* ``blocks``: sums over the data in fixed-size blocks, on one device or across the devices
+  of a mesh (``Placement``, ``sum_blocks``), so memory is one block's, never O(N M);
+* ``progress``: progress lines and bars on stderr for long loops, silent when disabled.
+"""
+
+from ppgpc import _config  # noqa: F401  (float64 before any array)
+from ppgpc.runtime import blocks, padding, programs, progress
+
+__all__ = ["padding", "programs", "blocks", "progress"]

@@ -1,0 +1,74 @@
+"""The predictions the code gave before a change of layout, reproduced after it.
+
+``tests/data/golden/make_golden.py`` recorded, with the code before the move into
+subpackages, the mean class probabilities of every driver method on every model it runs
+(the shared tiny fits of ``fitted_cases``) and of every estimator's defaults on a small
+problem, and saved each estimator. Here the same fits run again and the saves are loaded:
+the code that moved must compute the same numbers, and a save written before the move must
+load after it and predict what it predicted then.
+
+Tolerance: the fits run the same programs on the same keys, so on one machine they agree to
+rounding; 1e-9 absolute in probabilities allows for a different BLAS or XLA version and
+nothing more (a changed algorithm, key or default moves them by far more than that).
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ppgpc
+from fitted_cases import NUM_PRED, SPARSE_VARIANTS, cases, fitted, toy
+
+GOLDEN = Path(__file__).parent / "data" / "golden"
+RECORDED = dict(np.load(GOLDEN / "predictions.npz"))
+ESTIMATORS = ("ILRGPClassifier", "DirichletGPClassifier", "LogisticSoftmaxGPClassifier",
+              "SoftmaxSVGPClassifier")
+ATOL = 1e-9
+
+
+def estimator_problem():
+    """The problem ``make_golden.py`` fitted the estimators on."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0], [2.5, 0.0], [0.0, 2.5]])
+    y = np.repeat(np.arange(3), 10)
+    X = centres[y] + rng.normal(size=(30, 2))
+    return X, y, X[::3] + 0.1
+
+
+def test_every_recorded_case_is_still_a_case():
+    expected = {f"fit/{m}/{k}" for m, k in cases()}
+    expected |= {f"fit/{m}/{k}/{n}" for m, k, n in SPARSE_VARIANTS}
+    expected |= {f"estimator/{name}" for name in ESTIMATORS}
+    assert set(RECORDED) == expected
+
+
+@pytest.mark.parametrize("model, method", cases())
+def test_driver_methods_predict_as_recorded(model, method):
+    probs = fitted(model, method).predict_proba(toy()[0][:NUM_PRED])
+    np.testing.assert_allclose(probs, RECORDED[f"fit/{model}/{method}"], rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("model, method, num_inducing", SPARSE_VARIANTS)
+def test_sparse_variants_predict_as_recorded(model, method, num_inducing):
+    probs = fitted(model, method, num_inducing=num_inducing).predict_proba(toy()[0][:NUM_PRED])
+    np.testing.assert_allclose(probs, RECORDED[f"fit/{model}/{method}/{num_inducing}"],
+                               rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_saves_from_before_load_and_predict_as_recorded(name):
+    X_test = estimator_problem()[2]
+    loaded = ppgpc.load(GOLDEN / "saves" / name)
+    assert type(loaded).__name__ == name
+    np.testing.assert_allclose(loaded.predict_proba(X_test), RECORDED[f"estimator/{name}"],
+                               rtol=0, atol=ATOL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_estimator_defaults_fit_as_recorded(name):
+    X, y, X_test = estimator_problem()
+    estimator = getattr(ppgpc, name)(progress=False).fit(X, y)
+    np.testing.assert_allclose(estimator.predict_proba(X_test), RECORDED[f"estimator/{name}"],
+                               rtol=0, atol=ATOL)
