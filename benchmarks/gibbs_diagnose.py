@@ -36,8 +36,8 @@ import numpy as np
 import ppgpc  # noqa: F401  (float64)
 from ppgpc.gp import linalg
 from ppgpc.gp.kernels import RBF, gram, kernel_params
-from ppgpc.models.logistic_softmax import gibbs as lsm_gibbs
 from ppgpc.models import logistic_softmax as lsm
+from ppgpc.models.logistic_softmax import gibbs as lsm_gibbs
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from speed_gibbs_ess import HYPERS, _nuts, blobs  # noqa: E402

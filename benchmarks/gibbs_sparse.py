@@ -30,8 +30,8 @@ import time
 import arviz as az
 import numpy as np
 
-from ppgpc.evaluation import metrics
 from ppgpc.estimators import LogisticSoftmaxGPClassifier
+from ppgpc.evaluation import metrics
 from ppgpc.experiments import benchmark_split, run_split
 
 

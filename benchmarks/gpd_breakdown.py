@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import ppgpc  # noqa: F401  (float64)
-from ppgpc.gp import simplex
 from ppgpc.experiments import print_table_header
+from ppgpc.gp import simplex
 from ppgpc.infer import fit
 from ppgpc.models import dirichlet_gp
 

@@ -19,8 +19,8 @@ import time
 
 import ppgpc  # noqa: F401  (float64)
 from ppgpc import DirichletGPClassifier, ILRGPClassifier
-from ppgpc.evaluation import metrics
 from ppgpc.datasets.synthetic import mixture_problem
+from ppgpc.evaluation import metrics
 from ppgpc.experiments import print_table_header
 
 

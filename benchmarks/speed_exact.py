@@ -48,13 +48,13 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import seed, trace
 
 import ppgpc  # noqa: F401  (float64)
-from ppgpc.gp import linalg
-from ppgpc.evaluation import metrics
 from ppgpc.datasets.synthetic import mixture_problem
+from ppgpc.evaluation import metrics
 from ppgpc.experiments import print_table_header
+from ppgpc.gp import linalg
+from ppgpc.gp.kernels import make_kernel
 from ppgpc.infer import fit
 from ppgpc.infer.sites import log_density_terms
-from ppgpc.gp.kernels import make_kernel
 from ppgpc.models import get_spec
 
 MODELS = ("ilr", "gpd", "gpytorch")

@@ -3,9 +3,9 @@
 For each step count (``max_iter``, at the full-batch default learning rate 0.1) and each data
 set (wine, glass, thyroid, iris), five splits (``paper_split(X, y, seed=s)``, s = 0..4),
 ``SoftmaxSVGPClassifier(inference_options={"max_iter": steps})`` fitted on the training and
-validation points (as the main job, ``ppgpc compare``, fits them): how many fits passed the SVI convergence check (``est.convergence_``), the test NLL
-(mean +- s.d.), and the fit seconds (median of splits 1-4, one process per step count, so
-split 0 includes compilation).
+validation points (as the main job, ``ppgpc compare``, fits them): how many fits passed the SVI
+convergence check (``est.convergence_``), the test NLL (mean +- s.d.), and the fit seconds (median
+of splits 1-4, one process per step count, so split 0 includes compilation).
 
     python benchmarks/svgp_steps.py
     python benchmarks/svgp_steps.py --steps 500 1000 --datasets wine

@@ -3,9 +3,10 @@
 For each dataset and seed: 50 stratified test points; the classifier picks its smoothing
 parameter by validation NLL on the rest (``--validation loo``, the estimators' default:
 closed-form leave-one-out; ``cv``: stratified 5-fold cross-validation with refits;
-``--validation holdout``: one stratified 10% split, as the paper does), refits on all of the rest, then is scored on the test points. Prints
-mean and standard deviation of accuracy, NLL and top-label ECE (10 bins) beside the paper's
-row, and whether each cell is within one paper standard deviation or better.
+``--validation holdout``: one stratified 10% split, as the paper does), refits on all of the rest,
+then is scored on the test points. Prints mean and standard deviation of accuracy, NLL and top-label
+ECE (10 bins) beside the paper's row, and whether each cell is within one paper standard deviation
+or better.
 
     python benchmarks/uci_exact.py                       # 5 seeds, all models, all datasets
     python benchmarks/uci_exact.py --seeds 2 --datasets glass --tau 0.05 --kernel rbf
@@ -18,15 +19,8 @@ import argparse
 import sys
 
 from ppgpc import Selection
-from ppgpc.experiments import (
-    EXACT_CLASSIFIERS,
-    PAPER_COMPARISON_HEADER,
-    PAPER_EXACT,
-    paper_comparison_cells,
-    print_table_header,
-    run_split,
-    summarize,
-)
+from ppgpc.experiments import (EXACT_CLASSIFIERS, PAPER_COMPARISON_HEADER, PAPER_EXACT,
+                               paper_comparison_cells, print_table_header, run_split, summarize)
 
 
 def main(argv=None) -> int:

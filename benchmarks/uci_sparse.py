@@ -29,17 +29,9 @@ import sys
 from pathlib import Path
 
 from ppgpc.estimators import SoftmaxSVGPClassifier
-from ppgpc.experiments import (
-    PAPER_COMPARISON_HEADER,
-    PAPER_SPARSE,
-    PAPER_SPARSE_OPTIONS,
-    SPARSE_CLASSIFIERS,
-    SVI_SPARSE_MODELS,
-    paper_comparison_cells,
-    print_table_header,
-    run_split,
-    summarize,
-)
+from ppgpc.experiments import (PAPER_COMPARISON_HEADER, PAPER_SPARSE, PAPER_SPARSE_OPTIONS,
+                               SPARSE_CLASSIFIERS, SVI_SPARSE_MODELS, paper_comparison_cells,
+                               print_table_header, run_split, summarize)
 
 
 def _svi_options(args, dataset: str) -> dict:

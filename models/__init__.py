@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import importlib
 
-from ppgpc import _config  # noqa: F401  (float64 before any array)
-
 __all__ = ["available", "get_spec"]
 
 _MODULES = {

@@ -84,16 +84,12 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import Transform, biject_to
 
-from ppgpc.gp import exact
-from ppgpc.gp import linalg
-from ppgpc.gp import sparse
-from ppgpc.gp import whitened
+from ppgpc.gp import exact, linalg, sparse, whitened
 from ppgpc.gp.inducing import InducingPrior
 from ppgpc.gp.kernels import gram, kernel_params, sample_kernel_params
+from ppgpc.models.spec import Conjugate, Inducing, Latent, collapsed_sparse_spec, conjugate_spec
 from ppgpc.runtime.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
-                           row_mask)
-from ppgpc.models.spec import (Conjugate, Inducing, Latent, collapsed_sparse_spec,
-                              conjugate_spec)
+                                   row_mask)
 from ppgpc.validation import check_flag, check_positive
 
 __all__ = ["ClassMeanPrior", "class_log_frequencies", "GPDData", "GPDOptions", "NOISE_SCALE_PRIOR",

@@ -33,8 +33,7 @@ hyperparameters (methods ``exact`` and ``map``; NUTS over inducing inputs is ref
 ``shared_inducing=False`` (a ``prepare`` option) each ILR coordinate has its own M inducing
 inputs, ``inducing_inputs`` (C-1, M, D), and its own factorisation: C-1 times the cost, and
 (C-1) M basis functions in all instead of M; a learned noise scale (``learn_noise_scale``)
-is then one per coordinate, ``noise_scale`` (C-1,) (measurements on letter:
-``docs/benchmarks.md``).
+is then one per coordinate, ``noise_scale`` (C-1,).
 
 The ``z`` site is a Gaussian density of transformed targets, not comparable across models:
 model comparison uses the categorical log-likelihood ``log_link(f)[y]`` (``ppgpc.infer``).
@@ -56,32 +55,28 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from ppgpc.gp import exact
-from ppgpc.gp import linalg
-from ppgpc.gp import simplex
-from ppgpc.gp import sparse
-from ppgpc.gp import whitened
+from ppgpc.gp import exact, linalg, simplex, sparse, whitened
 from ppgpc.gp.inducing import InducingPrior
 from ppgpc.gp.kernels import gram, kernel_params, sample_kernel_params
-from ppgpc.runtime.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
-                           row_mask)
+from ppgpc.models.spec import (Conjugate, Inducing, Latent, collapsed_sparse_spec, conjugate_spec,
+                               record_jitter)
 from ppgpc.models.svgp import num_latent_ilr, svgp_spec
-from ppgpc.models.spec import (Conjugate, Inducing, Latent, collapsed_sparse_spec,
-                              conjugate_spec, record_jitter)
+from ppgpc.runtime.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
+                                   row_mask)
 from ppgpc.validation import check_flag, check_positive
 
 __all__ = ["ILRData", "ILROptions", "NOISE_SCALE_PRIOR", "DEFAULT_EPSILON", "DEFAULT_TAU",
            "EPSILON_GRID", "TAU_GRID", "prepare", "pad", "num_latent", "log_link", "initial_hypers",
            "collapsed_model", "condition", "predict", "sample_train", "loo_predictive",
-           "pseudo_log_lik", "latent_model", "latent_conditional", "SPEC", "SPARSE_SPEC", "UNCOLLAPSED_SPEC"]
+           "pseudo_log_lik", "latent_model", "latent_conditional", "SPEC", "SPARSE_SPEC",
+           "UNCOLLAPSED_SPEC"]
 
 DEFAULT_EPSILON = 0.999
 """Label-smoothing level used when no validation search is asked for."""
 
 DEFAULT_TAU = 0.01
 """Overlap tolerance of Proposition 1: a pseudo-observation falls nearer a wrong class
-target with probability at most tau. (The paper's value was lost in extraction; 0.01 is the
-conventional 1% level, and ``benchmarks/uci_exact.py`` reports the results it gives.)"""
+target with probability at most tau (the conventional 1% level; docs/defaults.md)."""
 
 EPSILON_GRID = (0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 0.99999, 0.999999)
 """The label-smoothing grid searched by validation NLL when ``epsilon="auto"``: the paper's

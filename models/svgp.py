@@ -103,16 +103,13 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 from numpyro.distributions.kl import kl_divergence
 
-from ppgpc.gp import exact
-from ppgpc.gp import linalg
+from ppgpc.gp import exact, linalg, simplex
+from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
 from ppgpc.gp.kernels import gram, gram_diag, kernel_log_prior, kernel_params, sample_kernel_params
-from ppgpc.gp import simplex
-from ppgpc.gp.sparse import inducing_cholesky, map_outputs
+from ppgpc.gp.sparse import DEFAULT_KMM_JITTER, inducing_cholesky, map_outputs
+from ppgpc.models.spec import SVI, Inducing, Latent, ModelSpec, record_jitter
 from ppgpc.runtime.blocks import Placement, layout, replicate, sum_blocks
 from ppgpc.runtime.padding import mask_gram, pad_rows, real_rows_only, row_mask
-from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
-from ppgpc.gp.sparse import DEFAULT_KMM_JITTER
-from ppgpc.models.spec import SVI, Inducing, Latent, ModelSpec, record_jitter
 from ppgpc.validation import check_positive
 
 __all__ = [
@@ -221,15 +218,10 @@ def _per_latent(data, fn, *more_axes):
     """``fn(params, Z, *more)`` as it is when kernel and inducing inputs are shared, else
     mapped over the latents one at a time (outputs gain a leading L axis).
 
-    The map is ``ppgpc.gp.sparse.map_outputs`` (a ``lax.map`` loop), not ``vmap``: under
-    ``vmap`` the Cholesky factors and triangular solves become batched LAPACK calls, which
-    jaxlib 0.10 spreads over XLA's CPU thread pool from inside a pool thread; two of them
-    running at once (as in the ELBO's gradient) can each wait for work queued behind the
-    other, and the step never ends. Seen on 2 cores at letter's size (L = 25, M = 200,
-    B = 512) in four of four unpinned runs while the other core was busy (gdb: both pool
-    threads in ``lapack_dtrsm_ffi``, waiting in ``ParallelBatchMap``); with the loop, two of
-    two such runs finished. One latent at a time makes unbatched calls and is no slower
-    (``docs/benchmarks.md``; ``benchmarks/svgp_step_profile.py`` times the parts).
+    The map is ``ppgpc.gp.sparse.map_outputs`` (a ``lax.map`` loop), not ``vmap``: one
+    latent at a time the Cholesky factors and triangular solves are unbatched LAPACK calls,
+    which cannot wait on each other in XLA's CPU thread pool as batched ones can (docs/speed.md,
+    "One latent at a time").
     """
     kernel_axis, inducing_axis = _latent_axes(data)
     if kernel_axis is None and inducing_axis is None:

@@ -1,4 +1,5 @@
-"""Process-wide configuration that ppgpc needs, applied once when ppgpc is imported.
+"""Process-wide configuration that ppgpc needs, applied once, as soon as both ppgpc and JAX
+are imported (``import ppgpc`` arranges it without importing JAX itself).
 
 1. float64. GP algebra (Cholesky factors of kernel matrices, log-determinants, triangular
    solves) loses several digits in float32: a 1000 x 1000 RBF Gram matrix with a small noise
@@ -10,20 +11,17 @@
    arrays) or run inside ``with jax.enable_x64(False):``, which restores 32-bit defaults
    for that block only (ppgpc's own functions must not be called inside such a block).
 
-   ppgpc sets no thread count: limiting OpenBLAS (through which JAX's CPU LAPACK calls
-   run) to one thread gave no consistent gain with jaxlib 0.10.2, so ``OPENBLAS_NUM_THREADS``
-   is left to the user.
+   ppgpc sets no thread count (``OPENBLAS_NUM_THREADS`` is left to the user; docs/speed.md).
 
 2. A persistent compilation cache. XLA compiles each jitted function once per shape, and a
    first fit compiles a few hundred small programs. ppgpc points JAX's persistent cache at
    ``$XDG_CACHE_HOME/ppgpc/jax`` (``~/.cache/ppgpc/jax`` when XDG_CACHE_HOME is unset), so a
    second ``ppgpc`` process reads the compiled programs back instead of compiling them
    again. Every program is stored (``CACHE_MIN_COMPILE_SECONDS`` = 0): a default fit builds
-   about a hundred small ones, and reading them back is cheaper than compiling them (an
-   ILR fit on wine in a new process: 3.5 s with programs under 0.05 s left out of the
-   cache, 1.7 s with all of them stored; ``benchmarks/speed_small.py``). This applies only where the user has not
-   chosen a cache: a ``JAX_COMPILATION_CACHE_DIR`` variable, or a cache folder configured in
-   JAX before ppgpc was imported, is left as it is. ``PPGPC_COMPILATION_CACHE=0`` turns it
+   about a hundred small ones, and reading them back is cheaper than compiling them
+   (docs/speed.md). This applies only where the user has not chosen a cache: a
+   ``JAX_COMPILATION_CACHE_DIR`` variable, or a cache folder configured in JAX before ppgpc
+   was imported, is left as it is. ``PPGPC_COMPILATION_CACHE=0`` turns it
    off; ``PPGPC_COMPILATION_CACHE=/some/folder`` puts it there instead.
 """
 

@@ -187,7 +187,8 @@ def compare(args) -> int:
           "and binary p(y=1) for C = 2, 10 equal-width bins")
     _print_table(rows)
     fig = reliability_grid({r.model: (r.probs, r.y_test) for r in rows})
-    path = save_figure(fig, Path(args.output_dir) / f"reliability_{args.dataset}_seed{args.seed}.png")
+    name = f"reliability_{args.dataset}_seed{args.seed}.png"
+    path = save_figure(fig, Path(args.output_dir) / name)
     print(f"\nreliability diagram: {path}")
     path = _rgb_map(args, rows)
     print(f"RGB map of predictive probabilities: {path}")

@@ -23,8 +23,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ppgpc.evaluation import metrics
 from ppgpc.datasets import DATASETS, load, paper_split
+from ppgpc.evaluation import metrics
 
 __all__ = [
     "EXACT_CLASSIFIERS",

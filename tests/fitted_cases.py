@@ -19,8 +19,8 @@ import functools
 import numpy as np
 
 from conftest import toy_problem
-from ppgpc.infer import fit, supported_methods
 from ppgpc.gp.kernels import make_kernel
+from ppgpc.infer import fit, supported_methods
 from ppgpc.models import available, get_spec
 
 N, C, D = 30, 3, 2
@@ -105,3 +105,13 @@ def fitted(model: str, method: str, seed: int = 0, lengthscale_factor: float = 1
         options["form"] = "latent"
     return fit(model, X, y, method=method, model_options=model_options(model), seed=seed,
                **options)
+
+
+def estimator_problem():
+    """(X (30, 2), y (30,), X_test (10, 2)): three overlapping Gaussian classes, on which the
+    golden file (``tests/data/golden``) records every estimator's defaults."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0], [2.5, 0.0], [0.0, 2.5]])
+    y = np.repeat(np.arange(3), 10)
+    X = centres[y] + rng.normal(size=(30, 2))
+    return X, y, X[::3] + 0.1

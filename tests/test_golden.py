@@ -18,22 +18,13 @@ import numpy as np
 import pytest
 
 import ppgpc
-from fitted_cases import NUM_PRED, SPARSE_VARIANTS, cases, fitted, toy
+from fitted_cases import NUM_PRED, SPARSE_VARIANTS, cases, estimator_problem, fitted, toy
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 RECORDED = dict(np.load(GOLDEN / "predictions.npz"))
 ESTIMATORS = ("ILRGPClassifier", "DirichletGPClassifier", "LogisticSoftmaxGPClassifier",
               "SoftmaxSVGPClassifier")
 ATOL = 1e-9
-
-
-def estimator_problem():
-    """The problem ``make_golden.py`` fitted the estimators on."""
-    rng = np.random.default_rng(0)
-    centres = np.array([[0.0, 0.0], [2.5, 0.0], [0.0, 2.5]])
-    y = np.repeat(np.arange(3), 10)
-    X = centres[y] + rng.normal(size=(30, 2))
-    return X, y, X[::3] + 0.1
 
 
 def test_every_recorded_case_is_still_a_case():

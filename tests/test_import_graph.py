@@ -219,7 +219,8 @@ def test_the_private_name_check_fails_on_a_name_taken_across_packages(tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "_config.py").write_text("")
     (pkg / "a" / "one.py").write_text("def _helper():\n    pass\n")
-    (pkg / "a" / "two.py").write_text("from ppgpc.a.one import _helper\nfrom ppgpc import _config\n")
+    (pkg / "a" / "two.py").write_text("from ppgpc.a.one import _helper\n"
+                                      "from ppgpc import _config\n")
     (pkg / "b" / "three.py").write_text("from ppgpc.a.one import _helper\n")
     assert private_imports({"ppgpc": pkg}) == [
         "ppgpc.b.three imports _helper from ppgpc.a.one, private to ppgpc.a"]

@@ -21,8 +21,8 @@ diagonal, and the padded rows' likelihood terms and natural-parameter sums have 
 zero: q(v) of the padded rows stays the prior N(0, I) (KL zero) and the ELBO, its gradient
 and q of the real rows are those of the unpadded data.
 
-The stochastic version (appendix A.3) is ``ppgpc.models.logistic_softmax.stochastic_cavi``; the model
-and the driver-facing ``cavi`` are ``ppgpc.models.logistic_softmax``.
+The stochastic version (appendix A.3) is ``ppgpc.models.logistic_softmax.stochastic_cavi``; the
+model and the driver-facing ``cavi`` are ``ppgpc.models.logistic_softmax``.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from jax.scipy.special import digamma, gammaln, xlogy
 
 from ppgpc.gp import linalg
 from ppgpc.gp.kernels import gram, gram_diag, kernel_log_prior, kernel_params
-from ppgpc.runtime.padding import mask_gram
 from ppgpc.polyagamma import polyagamma_mean
+from ppgpc.runtime.padding import mask_gram
 from ppgpc.runtime.progress import bar as progress_bar
 
 __all__ = [

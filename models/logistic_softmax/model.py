@@ -15,10 +15,9 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from ppgpc.gp import exact
-from ppgpc.gp import linalg
-from ppgpc.gp.kernels import gram, kernel_params, sample_kernel_params
+from ppgpc.gp import exact, linalg
 from ppgpc.gp.inducing import resolve_num_inducing
+from ppgpc.gp.kernels import gram, kernel_params, sample_kernel_params
 from ppgpc.models.logistic_softmax.cavi import (CAVIResult, inducing_latent, run_cavi, sample_q_f,
                                                 sample_q_v)
 from ppgpc.models.logistic_softmax.gibbs import gibbs_kernel
@@ -262,8 +261,8 @@ def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
     """Kernel hyperparameters on the full CAVI ELBO, and facts for ``info``.
 
     Type-II MAP by default (ELBO plus the kernel's log-prior): with ARD lengthscales, type-II
-    ML on the ELBO drove most of wine's 13 lengthscales above 100 and the variance to 200
-    without converging in 300 iterations (test accuracy 0.92-0.94).
+    ML on the ELBO can run the lengthscales and the variance off to large values without
+    converging (docs/defaults.md, "The logistic-softmax GP's hyperparameters").
     """
     res = fit_cavi(data, kernel, None, include_prior=include_prior, **options)
     kind = "type-II MAP" if include_prior else "type-II ML"
@@ -275,8 +274,8 @@ def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
 
 INDUCING_FIT_BATCH = 128
 """Minibatch size (points, at most N) of the stochastic sparse CAVI that fits the point of
-the inducing-point Gibbs sampler (``fit_inducing_hypers``; the Sparse-LSM setting of
-``benchmarks/uci_sparse.py``)."""
+the inducing-point Gibbs sampler (``fit_inducing_hypers``; the ILR paper's Sparse-LSM
+setting)."""
 
 INDUCING_FIT_ITERATIONS = 1000
 """Iterations of that stochastic CAVI (as ``LogisticSoftmaxGPClassifier``'s stochastic
@@ -295,10 +294,8 @@ def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *, seed: int =
     inference_options={"batch_size": 128})`` fits them). The sampler then draws the exact
     posterior of the DTC model at that point (f = A v at the training inputs), which
     differs from the model CAVI's bound approximates only by the conditional variance
-    k_ii - |a_i|^2 of f_i given u that the bound keeps. On magic (N = 14020, M = 200)
-    the full-batch sparse CAVI, one Adam step on the point per sweep, had not converged
-    after its 300 iterations and five minutes (test NLL 0.58 against the stochastic
-    version's 0.37; docs/gibbs.md).
+    k_ii - |a_i|^2 of f_i given u that the bound keeps. Why the stochastic version and
+    not the full-batch sparse CAVI: docs/gibbs.md.
 
     Returns:
         ``(hypers, info)``: ``hypers`` has the ``kernel_*`` sites and ``inducing_inputs``

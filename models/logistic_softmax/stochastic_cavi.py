@@ -26,15 +26,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ppgpc.runtime.blocks import Placement, layout, sum_and_map_blocks, sum_blocks
 from ppgpc.gp.kernels import kernel_log_prior, kernel_params
-from ppgpc.models.logistic_softmax.cavi import (CAVIResult, CAVIState, Projection, elbo,
-                                                factor_jitter,
-                                                cavi_init, hyper_steps, inducing_factor,
-                                                init_q, kl_v, lambda_terms, lik_terms,
-                                                local_updates, moments_from_natural,
-                                                natural_targets, project, projection, q_f,
-                                                weighted_grams)
+from ppgpc.models.logistic_softmax.cavi import (CAVIResult, CAVIState, Projection, cavi_init, elbo,
+                                                factor_jitter, hyper_steps, inducing_factor, init_q,
+                                                kl_v, lambda_terms, lik_terms, local_updates,
+                                                moments_from_natural, natural_targets, project,
+                                                projection, q_f, weighted_grams)
+from ppgpc.runtime.blocks import Placement, layout, sum_and_map_blocks, sum_blocks
 from ppgpc.runtime.progress import bar as progress_bar
 
 __all__ = [

@@ -27,8 +27,7 @@ from ppgpc.datasets.registry import (DATA_DIR_ENV, DATASETS, DatasetFormatError,
                                      DatasetNotFoundError, available, load)
 from ppgpc.datasets.scaling import SCALING_METHODS, Standardizer, standardize
 from ppgpc.datasets.splits import (Split, SplitIndices, TrainValidationSplit, paper_split,
-                                   paper_split_indices, stratified_folds,
-                                   train_validation_split)
+                                   paper_split_indices, stratified_folds, train_validation_split)
 
 __all__ = ["DATASETS", "DATA_DIR_ENV", "DatasetFormatError", "DatasetInfo", "DatasetNotFoundError",
            "available", "load", "Split", "SplitIndices", "TrainValidationSplit", "paper_split",

@@ -25,7 +25,8 @@ from typing import Mapping, NamedTuple
 import numpy as np
 
 
-__all__ = ["DATASETS", "DATA_DIR_ENV", "DatasetFormatError", "DatasetInfo", "DatasetNotFoundError", "available", "load"]
+__all__ = ["DATASETS", "DATA_DIR_ENV", "DatasetFormatError", "DatasetInfo", "DatasetNotFoundError",
+           "available", "load"]
 
 DATA_DIR_ENV = "PPGPC_DATA_DIR"
 """Name of the environment variable that points to the folder of the larger CSV files."""

@@ -17,8 +17,6 @@ Example:
     True
 """
 
-from ppgpc import _config  # noqa: F401  (float64 before any array)
-
 from ppgpc.estimators.base import GPClassifierBase, saveable_estimators
 from ppgpc.estimators.gpd import DirichletGPClassifier
 from ppgpc.estimators.ilr import ILRGPClassifier

@@ -69,11 +69,10 @@ def warn_of_collapsed_noise(scale, names: np.ndarray, kind: str = "class(es)") -
     Type-II maximum likelihood does this on exact GP regression of class labels without
     label noise: the smoothed labels are constant within a class, an interpolating GP fits
     them exactly, and the marginal likelihood keeps rising as the noise goes to zero, so the
-    optimiser runs to the boundary (glass, 60 points: 1e-92 for ILR-GP, 1e-24 to 1e-26 for
-    three of GPD's six classes). The fit then rests on the Cholesky jitter alone. MAP's
-    LogNormal(0, 1) prior holds the scale off zero on small sets (glass and wine, 150
-    points: 0.007 to 0.009) but not on larger ones (letter, 3000 points: 5e-19). Titsias's
-    bound does not do this: its trace term grows as the noise shrinks.
+    optimiser runs to the boundary. The fit then rests on the Cholesky jitter alone. MAP's
+    LogNormal(0, 1) prior holds the scale off zero on small sets but not on larger ones
+    (docs/defaults.md, "Collapsing noise"). Titsias's bound does not do this: its trace
+    term grows as the noise shrinks.
     """
     if scale is None:
         return

@@ -26,33 +26,17 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from ppgpc.estimators._common import (check_class_labels, fit_standardizer, fitted_noise_scale,
+                                      is_fitted_attribute, iterations, warn_of_collapsed_noise)
 from ppgpc.evaluation import metrics
-from ppgpc.estimators._common import (
-    check_class_labels,
-    fit_standardizer,
-    fitted_noise_scale,
-    is_fitted_attribute,
-    iterations,
-    warn_of_collapsed_noise,
-)
-from ppgpc.io.legacy import upgrade
-from ppgpc.infer import convergence
-from ppgpc.infer import fit as run_inference
-from ppgpc.infer import to_inference_data
+from ppgpc.infer import convergence, fit as run_inference, to_inference_data
 from ppgpc.infer.convergence import ConvergenceReport
 from ppgpc.infer.driver import check_method_options
-from ppgpc.models import get_spec
+from ppgpc.io.legacy import upgrade
 from ppgpc.io.persistence import load_estimator, save_estimator
-from ppgpc.validation import (
-    MAX_EXACT_POINTS,
-    check_exact_size,
-    check_features,
-    check_flag,
-    check_labels,
-    check_seed,
-    check_size_limit,
-    encode_labels,
-)
+from ppgpc.models import get_spec
+from ppgpc.validation import (MAX_EXACT_POINTS, check_exact_size, check_features, check_flag,
+                              check_labels, check_seed, check_size_limit, encode_labels)
 
 __all__ = ["GPClassifierBase", "SHARED_OPTIONS", "SHARED_DOC", "EXAMPLE_DOC", "shared_doc",
            "ESTIMATOR_NAMES", "saveable_estimators"]

@@ -6,10 +6,10 @@ import numpy as np
 
 from ppgpc.estimators.base import shared_doc
 from ppgpc.estimators.conjugate import GRID_EXTENSIONS, ConjugateClassifier
+from ppgpc.gp.simplex import target_separation
 from ppgpc.infer import convergence
 from ppgpc.models.ilr_gp import DEFAULT_EPSILON, DEFAULT_TAU, EPSILON_GRID, TAU_GRID, prepare
 from ppgpc.runtime.progress import Timer, note
-from ppgpc.gp.simplex import target_separation
 from ppgpc.validation import MAX_EXACT_POINTS, check_flag, check_positive, check_probability
 
 __all__ = ["ILRGPClassifier"]

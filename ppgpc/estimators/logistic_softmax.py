@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppgpc.evaluation import metrics
 from ppgpc.estimators.base import GPClassifierBase, shared_doc
 from ppgpc.estimators.options import check_minibatch_options, hold_out
+from ppgpc.evaluation import metrics
+from ppgpc.gp.inducing import resolve_num_inducing
+from ppgpc.gp.kernels import make_kernel
 from ppgpc.infer.cavi import cavi_check
 from ppgpc.infer.convergence import ConvergenceReport
-from ppgpc.gp.kernels import make_kernel
 from ppgpc.models.logistic_softmax import fit_hypers, pad, prepare
 from ppgpc.runtime.padding import bucket
 from ppgpc.runtime.programs import training_signature, use_training_shape
-from ppgpc.gp.inducing import resolve_num_inducing
 from ppgpc.validation import MAX_EXACT_POINTS, check_count
 
 __all__ = ["LogisticSoftmaxGPClassifier"]
@@ -50,8 +50,8 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             ``{"sample_hyperparameters": True}``. ``"gibbs"``: the exact blocked Gibbs
             sampler of the Polya-Gamma augmented model, hyperparameters as for NUTS or
             sampled in every sweep with ``{"hyperparameters": "sample"}``; it mixes more
-            slowly than NUTS (``benchmarks/lsm_default.py``), so its default chains usually
-            fail the convergence check. ``"cavi"``: mean-field coordinate-ascent VI with
+            slowly than NUTS (docs/gibbs.md), so its default chains usually fail the
+            convergence check. ``"cavi"``: mean-field coordinate-ascent VI with
             hyperparameter learning; full, sparse (``num_inducing``) or stochastic
             (minibatches: ``inference_options`` with ``batch_size``, and ``max_iter``,
             ``learning_rate``, ``validation_fraction``, ``class_batch_size``).

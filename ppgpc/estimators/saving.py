@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ppgpc.io import persistence
 from ppgpc.estimators import ESTIMATORS
 from ppgpc.infer.results import FitResult
+from ppgpc.io import persistence
 
 __all__ = ["save", "load"]
 

@@ -17,7 +17,6 @@ Everything here takes predicted probabilities (n, C) and labels, or an ArviZ
   posterior, Gibbs against NUTS), with Monte Carlo standard errors and an energy test.
 """
 
-from ppgpc import _config  # noqa: F401  (float64 before any array)
 from ppgpc.evaluation import (calibration, conformal, diagnostics, metrics, plotting, posteriors,
                               recalibration)
 from ppgpc.evaluation.calibration import skce_test

@@ -67,13 +67,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ppgpc.evaluation.metrics import _validate
-from ppgpc.validation import (
-    check_count,
-    check_flag,
-    check_nonnegative,
-    check_probability,
-    check_seed,
-)
+from ppgpc.validation import (check_count, check_flag, check_nonnegative, check_probability,
+                              check_seed)
 
 __all__ = [
     "SCORES",
@@ -126,7 +121,8 @@ class PredictionSets(NamedTuple):
 
 # ------------------------------------------------------------------ checks
 def _check_probs(probs: ArrayLike) -> np.ndarray:
-    """(n, C) float64 probabilities (rows on the simplex), checked as ``ppgpc.evaluation.metrics`` does."""
+    """(n, C) float64 probabilities (rows on the simplex), checked as
+    ``ppgpc.evaluation.metrics`` does."""
     p = np.asarray(probs, dtype=np.float64)
     return _validate(p, np.zeros(p.shape[0] if p.ndim == 2 else 0, dtype=np.int64))[0]
 

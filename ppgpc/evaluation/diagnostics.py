@@ -17,14 +17,15 @@ puts several models in one table, and draws the pictures:
   (bin counts, identity line, ArviZ look) fed from an ``InferenceData``;
 * ``calibration_test`` and ``reliability_bands``: ``ppgpc.evaluation.calibration``'s SKCE test of
   calibration (a p-value) and its equal-mass reliability diagram with consistency bands;
-* ``confidence_ppc``: ``ppgpc.evaluation.calibration.confidence_ppc`` (the posterior predictive check
+* ``confidence_ppc``: ``ppgpc.evaluation.calibration.confidence_ppc`` (the posterior predictive
+check
   of the predicted labels' accuracy by confidence bin) from an export's replicated labels;
 * ``input_grid``, ``rgb_image`` and ``probability_map``: the RGB picture of predictive
   probabilities over a 2-D input grid (appendix A.4 of the logistic-softmax paper): each
   of three classes owns a colour channel, so saturated colours are confident predictions
   and mixtures are transitions. For C != 3 classes each class gets a colour of
-  ``ppgpc.evaluation.plotting.CLASS_PALETTE`` and a pixel is the probability-weighted mix of them (the
-  title says so). For D > 2 inputs the grid lies in the plane of the first two principal
+  ``ppgpc.evaluation.plotting.CLASS_PALETTE`` and a pixel is the probability-weighted mix of them
+  (the title says so). For D > 2 inputs the grid lies in the plane of the first two principal
   components of the standardised training inputs, through their mean (the title says so).
 
 Example:
@@ -41,8 +42,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ppgpc.evaluation import calibration
-from ppgpc.evaluation import metrics
+from ppgpc.evaluation import calibration, metrics
 from ppgpc.models import get_spec
 from ppgpc.validation import check_features, check_labels
 
@@ -174,7 +174,8 @@ def evaluate(source, y=None, *, n_bins: int = 10, group: str = "predictions") ->
         group: where an ``InferenceData``'s probabilities come from (``predictive_probabilities``).
 
     Returns:
-        ``ppgpc.evaluation.metrics.evaluate``'s dict: accuracy, nll, brier, ece, ece_kind, classwise_ece.
+        ``ppgpc.evaluation.metrics.evaluate``'s dict: accuracy, nll, brier, ece, ece_kind,
+        classwise_ece.
     """
     probs, labels = _probs_and_labels(source, y, group)
     return metrics.evaluate(probs, labels, n_bins=n_bins)
@@ -252,7 +253,8 @@ def _class_names(source, C: int):
 
 
 def reliability_diagram(source, y=None, *, group: str = "predictions", **kwargs):
-    """``ppgpc.evaluation.plotting.reliability_diagram`` (top-label or binary ECE named in the legend,
+    """``ppgpc.evaluation.plotting.reliability_diagram`` (top-label or binary ECE named in the
+    legend,
     bin counts, identity line) from an ``InferenceData`` or arrays; returns the Axes."""
     from ppgpc.evaluation.plotting import reliability_diagram as draw
 
@@ -271,8 +273,8 @@ def classwise_reliability(source, y=None, *, group: str = "predictions", **kwarg
 
 
 def calibration_test(source, y=None, *, group: str = "predictions", **kwargs):
-    """``ppgpc.evaluation.calibration.skce_test`` (the SKCE and its p-value under "calibrated") from an
-    ``InferenceData`` or arrays; ``kwargs`` go to it (estimator, method, n_resamples,
+    """``ppgpc.evaluation.calibration.skce_test`` (the SKCE and its p-value under "calibrated") from
+    an ``InferenceData`` or arrays; ``kwargs`` go to it (estimator, method, n_resamples,
     bandwidth, seed)."""
     probs, labels = _probs_and_labels(source, y, group)
     return calibration.skce_test(probs, labels, **kwargs)

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ppgpc.evaluation.calibration import reliability_bands
-from ppgpc.evaluation.metrics import _table_ece, ece, reliability_table
+from ppgpc.evaluation.metrics import ece, reliability_table, _table_ece
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes

@@ -22,7 +22,6 @@ How they fit: ``kernels`` gives K, ``linalg`` factors it, ``exact`` or ``sparse`
 on (transformed) targets, ``whitened`` turns a posterior into draws the driver stores.
 """
 
-from ppgpc import _config  # noqa: F401  (float64 before any array)
 from ppgpc.gp import exact, inducing, kernels, kmeans, linalg, simplex, sparse, whitened
 
 __all__ = ["kernels", "linalg", "exact", "sparse", "whitened", "inducing", "kmeans", "simplex"]

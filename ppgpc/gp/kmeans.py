@@ -9,8 +9,8 @@ data has at least ``k`` distinct rows. Randomness comes only from the explicit P
 
 Each function is jitted with the data as an argument (the sizes static), so new data of the
 same shape reuses the compiled loop instead of compiling it again around new constants; with
-``weights`` (0 for padded rows, ``ppgpc.runtime.padding``) data padded to a few sizes reuse it across
-numbers of rows: a row of weight 0 is never a centre and moves none.
+``weights`` (0 for padded rows, ``ppgpc.runtime.padding``) data padded to a few sizes reuse it
+across numbers of rows: a row of weight 0 is never a centre and moves none.
 """
 
 from __future__ import annotations

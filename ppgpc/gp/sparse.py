@@ -68,9 +68,9 @@ import jax
 import jax.numpy as jnp
 
 from ppgpc.gp import linalg
-from ppgpc.runtime.blocks import Placement, grouped_layout, layout, replicate, sum_blocks
 from ppgpc.gp.inducing import initial_inducing_inputs
 from ppgpc.gp.kernels import gram, gram_diag
+from ppgpc.runtime.blocks import Placement, grouped_layout, layout, replicate, sum_blocks
 from ppgpc.runtime.padding import mask_gram
 
 __all__ = [
@@ -489,8 +489,8 @@ def map_outputs(fn, in_axes: tuple):
     axis, None for one every output uses as it is. Outputs gain a leading axis.
 
     A loop rather than ``vmap``: the factorisations share nothing, and one at a time they
-    are unbatched LAPACK calls (``models/svgp.py``'s ``_per_latent`` gives the
-    deadlock that batched calls can cause in jaxlib 0.10's CPU thread pool).
+    are unbatched LAPACK calls, which cannot wait on each other in XLA's CPU thread pool
+    as batched calls can (docs/speed.md, "One latent at a time").
 
     Raises:
         ValueError: an axis other than 0 or None (``lax.map`` maps leading axes only).

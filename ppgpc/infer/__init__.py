@@ -1,14 +1,28 @@
-"""The shared inference layer: ``fit`` any model with any method it supports
-(``supported_methods``; new methods through ``register_method``); ``FitResult``, what every
-fit returns; ``to_inference_data``, its ArviZ export; ``arviz_dims``, the dim names of a
-model's sites for ``az.from_numpyro``; ``exact_loo`` and ``psis_loo``, leave-one-out ELPD as
-ArviZ ``ELPDData`` for ``az.compare``. ``ModelSpec`` (``ppgpc.models.spec``) is the contract a
-model module fills. ``ConvergenceReport``, kept in every result's ``info["convergence"]``,
-says whether to trust a fit; ``ConvergenceWarning`` is raised when it finds a problem."""
+"""Inference: ``fit`` any model with any method it supports, and what a fit returns.
 
-from ppgpc import _config  # noqa: F401  (float64 before any array)
-from ppgpc.infer.convergence import ConvergenceReport, ConvergenceWarning
+The driver (``driver.fit``) runs a model's ``ModelSpec`` (``ppgpc.models.spec``) with one
+of the registered methods; a method runs on every model that fills the capability groups
+it needs (``common.supported_methods``; new methods through ``register_method``):
+
+* ``exact`` and ``map`` (``exact``): point hyperparameters by type-II ML or MAP
+  (``sites``, ``optimize``), then the conjugate posterior;
+* ``nuts`` (``nuts``, ``mcmc``): NUTS on a model's collapsed or latent form;
+* ``gibbs`` (``gibbs``): a model's own Gibbs kernel looped by NumPyro's ``MCMC``;
+* ``cavi`` (``cavi``): a model's coordinate-ascent VI;
+* ``svi`` (``svi``, ``natgrad``): NumPyro SVI with optax, natural-gradient steps on
+  Gaussian variational factors.
+
+Every method returns a ``FitResult`` (``results``), one frozen form whose predictions are
+pure functions of its draws (``predictive``). ``convergence`` says whether to trust a fit
+(R-hat and ESS from ``chain_diagnostics``, divergences, optimiser convergence, Cholesky
+jitter), ``ConvergenceWarning`` when it finds a problem; ``arviz_export``
+(``to_inference_data``, with the dims of ``dims``) and ``elpd`` (``exact_loo``,
+``psis_loo``) give ArviZ objects, imported on first use; ``loo`` scores a conjugate fit's
+closed-form leave-one-out for choosing a smoothing level.
+"""
+
 from ppgpc.infer.common import register_method, supported_methods
+from ppgpc.infer.convergence import ConvergenceReport, ConvergenceWarning
 from ppgpc.infer.dims import arviz_dims
 from ppgpc.infer.driver import fit
 from ppgpc.infer.results import FitResult

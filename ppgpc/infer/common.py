@@ -21,10 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppgpc.runtime.blocks import resolve_mesh
-from ppgpc.models import available as available_models
-from ppgpc.models import get_spec
+from ppgpc.models import available as available_models, get_spec
 from ppgpc.models.spec import CAPABILITIES, ModelSpec
+from ppgpc.runtime.blocks import resolve_mesh
 
 __all__ = ["as_draws", "check_hyperparameters", "POSITIVE_HYPERS", "register_method",
            "Method", "get_method", "method_names", "supported_methods", "unsupported_reason",

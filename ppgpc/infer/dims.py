@@ -29,7 +29,8 @@ LATENT_SITE_DIMS = {
 latent ``f_white`` (L, N) and ``f`` (N, L); the observed labels ``y`` (N,) of the
 logistic-softmax and SVGP models; the Gaussian targets ``z`` (N, C-1) of ILR-GP and
 ``ytilde`` (N, C) of GPD; the augmentation ``lambda`` (N,), ``n`` and ``omega`` (N, C) of
-the logistic-softmax ``augmented_model`` (a NumPyro model of that module, run by hand). (ArviZ drops the trailing ``latent`` of ``z``
+the logistic-softmax ``augmented_model`` (a NumPyro model of that module, run by hand). (ArviZ drops
+the trailing ``latent`` of ``z``
 and ``ytilde`` in ``log_likelihood``, which has one value per observation.)"""
 
 

@@ -24,33 +24,17 @@ import numpy as np
 # importing a method's module registers it; this order is the order of METHODS
 from ppgpc.infer import exact, nuts  # noqa: F401,I001  (exact, map, nuts)
 from ppgpc.infer import cavi, gibbs, svi  # noqa: F401,I001
-from ppgpc.infer.common import (
-    DEVICES_OPTION,
-    check_devices,
-    check_method_options,
-    get_method,
-    method_names,
-    register_method,
-    resolve_spec,
-    size_limited,
-    supported_methods,
-    unsupported_reason,
-)
+from ppgpc.gp.kernels import make_kernel
+from ppgpc.infer.common import (DEVICES_OPTION, check_devices, check_method_options, get_method,
+                                method_names, register_method, resolve_spec, size_limited,
+                                supported_methods, unsupported_reason)
+from ppgpc.infer.convergence import ConvergenceReport, chain_check, relative_jitter, warn_if_needed
+from ppgpc.infer.results import FitResult
 from ppgpc.runtime.blocks import num_shards
 from ppgpc.runtime.padding import bucket, first_rows
 from ppgpc.runtime.programs import training_signature, use_training_shape
-from ppgpc.infer.convergence import (ConvergenceReport, chain_check, relative_jitter,
-                                     warn_if_needed)
-from ppgpc.infer.results import FitResult
-from ppgpc.gp.kernels import make_kernel
-from ppgpc.validation import (
-    MAX_EXACT_POINTS,
-    check_exact_size,
-    check_features,
-    check_integer_labels,
-    check_seed,
-    check_size_limit,
-)
+from ppgpc.validation import (MAX_EXACT_POINTS, check_exact_size, check_features,
+                              check_integer_labels, check_seed, check_size_limit)
 
 __all__ = ["fit", "supported_methods", "register_method", "check_method_options", "METHODS"]
 
@@ -149,7 +133,8 @@ def fit(
 
     num_points = X.shape[0]
     run_data = data
-    if mesh is None and spec.pads_fit(method, opts):  # fixed training shapes (``ppgpc.runtime.padding``)
+    # fixed training shapes (``ppgpc.runtime.padding``)
+    if mesh is None and spec.pads_fit(method, opts):
         run_data = spec.pad(data, bucket(num_points))
     # bounded compiled code over a long process (``ppgpc.runtime.programs``)
     use_training_shape(training_signature(

@@ -72,7 +72,8 @@ _EXACT_LOO_TAG = 0x200  # the default key of exact_loo's draws: fold_in(PRNGKey(
 _NOISY_UTILITY_TAG = 0x201  # psis_loo's draws of the pseudo-observation noise
 
 NOISY_UTILITY_DRAWS = 64
-"""Standard-normal draws K per posterior draw of the pseudo-observation noise in ``psis_loo``'s utility
+"""Standard-normal draws K per posterior draw of the pseudo-observation noise in ``psis_loo``'s
+utility
 for a fit that predicts from noisy pseudo-observations (GPD ``predict_from="noisy"``)."""
 
 

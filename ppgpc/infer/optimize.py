@@ -27,8 +27,8 @@ vector, ``ppgpc.infer.sites.minimize_sites``).
   instead of carrying NaN into the curvature pairs.
 * Adam (``optimizer="adam"``, as in GPyTorch's examples): up to ``max_iter`` steps of
   ``optax.adam(learning_rate)``, stopping early at the gradient tolerance (converged) or at
-  the first non-finite objective (``"non-finite objective"``; ``ppgpc.infer.sites.optimize_sites`` then
-  raises with the number of steps taken).
+  the first non-finite objective (``"non-finite objective"``; ``ppgpc.infer.sites.optimize_sites``
+  then raises with the number of steps taken).
 """
 
 from __future__ import annotations

@@ -116,8 +116,8 @@ def _unflatten(result, draws: jax.Array) -> jax.Array:
 
 def padded_training(result, latent=None):
     """(data, latent): the result's training data, and draws (..., N, L) of the latent
-    there, padded with zero rows to ``ppgpc.runtime.padding.bucket(N)`` rows as the fit was, when the
-    fit was padded (``ModelSpec.pads_fit``): predictions then compile once per bucket of N,
+    there, padded with zero rows to ``ppgpc.runtime.padding.bucket(N)`` rows as the fit was, when
+    the fit was padded (``ModelSpec.pads_fit``): predictions then compile once per bucket of N,
     and the padded rows change nothing. As given for a fit that was not padded."""
     spec = result.spec
     options = result.settings.get("method_options", {})

@@ -58,8 +58,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ppgpc.infer import predictive
-from ppgpc.infer.predictive import (EXPORT_TAG, MIN_BUCKET, MIN_PREDICTIVE_DRAWS,
-                                    PREDICT_BLOCK, stream_key)
+from ppgpc.infer.predictive import (EXPORT_TAG, MIN_BUCKET, MIN_PREDICTIVE_DRAWS, PREDICT_BLOCK,
+                                    stream_key)
 from ppgpc.models.spec import ModelSpec
 
 __all__ = ["FitResult", "stream_key", "EXPORT_TAG", "TRACE_STATS", "PREDICT_BLOCK",

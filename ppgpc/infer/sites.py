@@ -34,8 +34,8 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import seed, substitute, trace
 
 from ppgpc.infer.optimize import (ADAM_WINDOW, OPTIMIZERS, RUNNING, SCIPY_FTOL, STOP_REASONS,
-                                  Minimum, OptimizationResult, adam_init, adam_run,
-                                  finite_or_inf, minimize, to_minimum)
+                                  Minimum, OptimizationResult, adam_init, adam_run, finite_or_inf,
+                                  minimize, to_minimum)
 from ppgpc.runtime.progress import Timer, note
 from ppgpc.validation import check_count, check_positive
 

@@ -20,7 +20,8 @@ et al. 2018's combination of natural gradients for q(u) and Adam for hyperparame
 Steps run in jitted windows of ``window`` steps (one ``lax.scan`` each); after each window
 the mean ELBO estimate of the window is compared with the previous one, and the run stops
 when the relative change stays below ``tol`` for ``patience`` windows in a row, or after
-``max_iter`` steps (rounded up to a whole number of windows). A tqdm progress bar shows the running ELBO.
+``max_iter`` steps (rounded up to a whole number of windows). A tqdm progress bar shows the running
+ELBO.
 
 Validation monitor (option ``validation_data=(X_val, y_val)``, held-out inputs scaled as the
 training inputs and integer labels): after each window the held-out NLL of the current
@@ -54,8 +55,8 @@ from jax import lax
 from numpyro.infer import SVI, TraceMeanField_ELBO
 from numpyro.optim import optax_to_numpyro
 
-from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
 from ppgpc.infer.common import as_draws, register_method
+from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
 from ppgpc.runtime.padding import num_real_rows
 

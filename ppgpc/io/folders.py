@@ -41,7 +41,7 @@ import xarray as xr
 
 from ppgpc.io.format import KINDS, READABLE_VERSIONS, decode
 
-__all__ = ["SETTINGS", "ARRAYS", "write_save", "opened", "dataset", "write_arrays"]
+__all__ = ["SETTINGS", "ARRAYS", "write_save", "opened", "dataset", "write_arrays", "read_group"]
 
 SETTINGS = "settings.json"
 ARRAYS = "arrays.nc"
@@ -260,9 +260,6 @@ def _open_in(path: Path, folder: Path):
         os.close(dir_fd)
 
 
-# ------------------------------------------------------------------ netCDF groups
-
-
 # ------------------------------------------------------------------ the arrays file
 def dataset(arrays: dict) -> xr.Dataset:
     """One variable per array, each with its own dim names (no shared-size constraints)."""
@@ -277,3 +274,19 @@ def write_arrays(path: Path, groups: dict) -> None:
     for group, arrays in groups.items():
         dataset(arrays).to_netcdf(path, group=group, mode=mode, engine="h5netcdf")
         mode = "a"
+
+
+def read_group(path: Path, arrays, group: str) -> dict:
+    """The arrays of ``group`` of the open arrays.nc ``arrays`` (None if missing), which
+    is at ``path``."""
+    if arrays is None:
+        raise FileNotFoundError(f"{path.parent} is not a complete ppgpc save: {path.name} is "
+                                "missing")
+    arrays.seek(0)
+    try:
+        with xr.open_dataset(arrays, group=group, engine="h5netcdf", decode_times=False,
+                             mask_and_scale=False) as ds:
+            return {name: np.asarray(ds[name].values) for name in ds.data_vars}
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(f"cannot read group {group!r} of {path}: the save is damaged or "
+                         f"not a ppgpc save ({type(err).__name__}: {err})") from None

@@ -25,9 +25,9 @@ import numpy as np
 from ppgpc.datasets import Standardizer
 from ppgpc.gp.kernels import RBF, Matern52
 
-__all__ = ["FORMAT_VERSION", "READABLE_VERSIONS", "KINDS", "encode", "decode", "KERNELS", "kernel_description", "kernel_from",
-           "FITTED_ATTRIBUTES", "fitted_from", "check_entries", "damaged", "is_instance",
-           "short"]
+__all__ = ["FORMAT_VERSION", "READABLE_VERSIONS", "KINDS", "encode", "decode", "KERNELS",
+           "kernel_description", "kernel_from", "FITTED_ATTRIBUTES", "fitted_from", "check_entries",
+           "damaged", "is_instance", "short"]
 
 FORMAT_VERSION = 2
 """Version of the folder layout; bumped when it changes incompatibly. Version 2: estimator

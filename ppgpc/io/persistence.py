@@ -47,25 +47,13 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-import xarray as xr
 from sklearn.utils.validation import check_is_fitted
 
-from ppgpc.io.folders import ARRAYS, SETTINGS, opened, write_save
-from ppgpc.io.format import (
-    FORMAT_VERSION,
-    KINDS,
-    FITTED_ATTRIBUTES,
-    check_entries,
-    damaged,
-    decode,
-    encode,
-    fitted_from,
-    is_instance,
-    kernel_description,
-    kernel_from,
-    short,
-)
 from ppgpc.infer.results import FitResult
+from ppgpc.io.folders import ARRAYS, SETTINGS, opened, read_group, write_save
+from ppgpc.io.format import (FITTED_ATTRIBUTES, FORMAT_VERSION, KINDS, check_entries, damaged,
+                             decode, encode, fitted_from, is_instance, kernel_description,
+                             kernel_from, short)
 from ppgpc.models import get_spec
 
 __all__ = ["save_result", "load_result", "save_estimator", "load_estimator", "load",
@@ -76,22 +64,6 @@ __all__ = ["save_result", "load_result", "save_estimator", "load_estimator", "lo
 # ``ppgpc.save`` and ``ppgpc.load`` (``ppgpc.estimators.saving``) do so.
 
 _SPECIAL_FIELDS = ("spec", "kernel", "data")
-
-
-def _read_group(path: Path, arrays, group: str) -> dict:
-    """The arrays of ``group`` of the open arrays.nc ``arrays`` (None if missing), which
-    is at ``path``."""
-    if arrays is None:
-        raise FileNotFoundError(f"{path.parent} is not a complete ppgpc save: {path.name} is "
-                                "missing")
-    arrays.seek(0)
-    try:
-        with xr.open_dataset(arrays, group=group, engine="h5netcdf", decode_times=False,
-                             mask_and_scale=False) as ds:
-            return {name: np.asarray(ds[name].values) for name in ds.data_vars}
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"cannot read group {group!r} of {path}: the save is damaged or "
-                         f"not a ppgpc save ({type(err).__name__}: {err})") from None
 
 
 def _array_leaves(data) -> list:
@@ -211,10 +183,10 @@ def _result_from(path: Path, payload, arrays, entry: str = "result"):
         raise damaged(where, f"{entry}.kernel", str(err)) from None
     if payload["num_classes"] < 2:
         raise damaged(where, f"{entry}.num_classes", f"is {payload['num_classes']}, not >= 2")
-    fields = _read_group(nc, arrays, "fields")
+    fields = read_group(nc, arrays, "fields")
     _result_fields(where, entry, payload, nc, sorted(fields))
     scalars = payload["scalars"]
-    saved = _read_group(nc, arrays, "data")
+    saved = read_group(nc, arrays, "data")
     if not {"X", "y"} <= set(saved):
         raise damaged(nc, "data", f"has {sorted(saved)}; a save writes X, y and the "
                       "prepared data's leaves")
@@ -240,7 +212,7 @@ def _result_from(path: Path, payload, arrays, entry: str = "result"):
     kwargs = dict(scalars)
     for name in payload["dict_fields"]:
         kwargs[name] = {k: jnp.asarray(v) if name == "hypers" else v
-                        for k, v in _read_group(nc, arrays, name).items()}
+                        for k, v in read_group(nc, arrays, name).items()}
     kwargs.update({k: jnp.asarray(v) for k, v in fields.items()})
     try:
         return FitResult(spec=spec, kernel=kernel, data=data, **kwargs)

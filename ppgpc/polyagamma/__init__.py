@@ -39,7 +39,6 @@ How fast each sampler is, and the approximations that were measured and not kept
 docs/polyagamma.md.
 """
 
-from ppgpc import _config  # noqa: F401  (float64 before any array)
 from ppgpc.polyagamma.distribution import DEFAULT_EXACT_THRESHOLD, PolyaGamma, sample_polyagamma
 from ppgpc.polyagamma.moments import (DEFAULT_NUM_TERMS, polyagamma_log_prob, polyagamma_mean,
                                       polyagamma_variance)

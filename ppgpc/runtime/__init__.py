@@ -14,7 +14,6 @@ mechanics behind that, shared by the models and the driver:
 * ``progress``: progress lines and bars on stderr for long loops, silent when disabled.
 """
 
-from ppgpc import _config  # noqa: F401  (float64 before any array)
 from ppgpc.runtime import blocks, padding, programs, progress
 
 __all__ = ["padding", "programs", "blocks", "progress"]

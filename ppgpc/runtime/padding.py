@@ -38,10 +38,8 @@ Bucket sizes: 64 for N <= 64; above, N rounded up to a multiple of 2^(ceil(log2 
 (four sizes per doubling, at most 25% padding) up to 1024 rows, and to a multiple of
 2^(ceil(log2 N) - 4) above (eight per doubling, at most 12.5%). From 512 on, a power of
 two 2^k is preceded by 2^k - 2^(k-6) (504, 1008, 2016, ...): the CPU's Cholesky and
-triangular solves are slower at a power of two than its size explains (cache conflicts: one
-value and gradient of ILR-GP's marginal likelihood, D = 8, C = 5, took 0.767 s at N = 2048,
-0.630 s at 2000 and 0.658 s at 2016; 0.159 s at 1024, 0.138 s at 1000 and 1008; a one-off
-measurement on the 2-core CPU). So 1000 -> 1008 and 2000 -> 2016; between 20 and 2000
+triangular solves are slower at a power of two than its size explains (cache conflicts;
+docs/speed.md gives the timings). So 1000 -> 1008 and 2000 -> 2016; between 20 and 2000
 points there are 27 sizes.
 """
 

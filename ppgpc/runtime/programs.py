@@ -43,8 +43,8 @@ from typing import Any, Hashable
 
 import jax
 
-__all__ = ["MAX_MEMORY_MAPS", "CEILING_MEMORY_MAPS", "MAX_TRAINING_SHAPES",
-           "training_signature", "use_training_shape", "memory_maps", "live_training_shapes", "releases"]
+__all__ = ["MAX_MEMORY_MAPS", "CEILING_MEMORY_MAPS", "MAX_TRAINING_SHAPES", "training_signature",
+           "use_training_shape", "memory_maps", "live_training_shapes", "releases"]
 
 MAX_MEMORY_MAPS = 12_000
 """Memory mappings above which a fit at a new training shape first releases every compiled

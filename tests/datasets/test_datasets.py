@@ -10,17 +10,8 @@ import numpy as np
 import pytest
 
 from ppgpc import datasets
-from ppgpc.datasets import (
-    DATASETS,
-    DatasetFormatError,
-    DatasetNotFoundError,
-    Standardizer,
-    load,
-    paper_split,
-    paper_split_indices,
-    standardize,
-    train_validation_split,
-)
+from ppgpc.datasets import (DATASETS, DatasetFormatError, DatasetNotFoundError, Standardizer, load,
+                            paper_split, paper_split_indices, standardize, train_validation_split)
 
 SHIPPED = {
     "wine": ((178, 13), {1: 59, 2: 71, 3: 48}),

@@ -7,15 +7,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from ppgpc.datasets.synthetic import (LSM_TOY_SIGMA, bayes_probabilities, circle_means,
+                                      gaussian_mixture, logistic_softmax_toy, mixture_problem)
 from ppgpc.evaluation import metrics
-from ppgpc.datasets.synthetic import (
-    LSM_TOY_SIGMA,
-    bayes_probabilities,
-    circle_means,
-    gaussian_mixture,
-    logistic_softmax_toy,
-    mixture_problem,
-)
 from ppgpc.experiments import BAYES, epsilon_overlap_sweep, scaling_with_classes
 
 

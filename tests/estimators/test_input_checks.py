@@ -15,18 +15,9 @@ from ppgpc import (
 )
 from ppgpc.estimators.conjugate import ConjugateClassifier  # the smoothing search
 from ppgpc.infer import fit, to_inference_data
-from ppgpc.validation import (
-    MAX_ABS_INPUT,
-    check_count,
-    check_exact_size,
-    check_features,
-    check_flag,
-    check_integer_labels,
-    check_labels,
-    check_options,
-    check_seed,
-    encode_labels,
-)
+from ppgpc.validation import (MAX_ABS_INPUT, check_count, check_exact_size, check_features,
+                              check_flag, check_integer_labels, check_labels, check_options,
+                              check_seed, encode_labels)
 
 QUICK = {"max_iter": 20, "num_draws": 20}
 

@@ -124,9 +124,11 @@ def test_check_array_api_input_with_scipy_array_api():
     ``SCIPY_ARRAY_API=1`` before SciPy is imported, so it runs in a fresh process. For
     estimators without array-API support (the default tag) it checks that enabling
     scikit-learn's array-API dispatch leaves fits on NumPy inputs unchanged."""
-    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
-    run = subprocess.run([sys.executable, "-c", ARRAY_API_CHECK], cwd=Path(__file__).parent,
-                         env=env, capture_output=True, text=True, timeout=900)
+    here = Path(__file__).parent  # test_sklearn.py here, conftest.py one folder up
+    env = {**os.environ, "SCIPY_ARRAY_API": "1",
+           "PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}
+    run = subprocess.run([sys.executable, "-c", ARRAY_API_CHECK], env=env, capture_output=True,
+                         text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split("\n")[:-1] == [f"passed {cls.__name__}" for cls in ESTIMATORS]
 

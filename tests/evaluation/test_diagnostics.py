@@ -1,12 +1,13 @@
-"""ppgpc.evaluation.diagnostics against hand-computed values, from arrays and from an InferenceData."""
+"""ppgpc.evaluation.diagnostics against hand-computed values, from arrays and from an
+InferenceData."""
 
 import numpy as np
 import pytest
 
 from fitted_cases import NUM_PRED, fitted, toy
 from ppgpc.evaluation import diagnostics
-from ppgpc.infer import to_inference_data
 from ppgpc.evaluation.plotting import COUNTS_LABEL, IDENTITY_GID, save_figure
+from ppgpc.infer import to_inference_data
 
 # Four points, three classes. By hand:
 #   argmax = 0, 1, 2, 0 -> correct, correct, wrong (y = 1), wrong (y = 2): accuracy 0.5
@@ -15,7 +16,8 @@ from ppgpc.evaluation.plotting import COUNTS_LABEL, IDENTITY_GID, save_figure
 #   top-label ECE, 2 bins: confidences .7 .6 .5 .4 -> bin (.5, 1]: {.7, .6} acc 1, conf .65;
 #     bin [0, .5]: {.5, .4} acc 0, conf .45  ->  ECE = .5 * .35 + .5 * .45 = 0.40
 #   class-wise ECE, 2 bins: class 0 scores .7 .2 .2 .4 vs hits 1 0 0 0:
-#     bin [0,.5] {.2,.2,.4}: conf .2667 acc 0; bin (.5,1] {.7}: conf .7 acc 1 -> .75*.2667 + .25*.3 = .275
+#     bin [0,.5] {.2,.2,.4}: conf .2667 acc 0; bin (.5,1] {.7}: conf .7 acc 1 -> .75*.2667 + .25*.3
+# = .275
 #   class 1 scores .1 .6 .3 .4 vs hits 0 1 1 0: [0,.5] {.1,.3,.4} conf .2667 acc 1/3 -> .0667*.75;
 #     (.5,1] {.6} acc 1 -> .4*.25 ... = .05 + .1 = .15
 #   class 2 scores .2 .2 .5 .2 vs hits 0 0 0 1: [0,.5] all four: conf .275 acc .25 -> .025
@@ -177,7 +179,8 @@ def test_probability_map_draws_one_panel_per_model(tmp_path):
 
 def test_confidence_ppc_from_an_inference_data(idata):
     """Training points (posterior_predictive) and prediction points (predictions["y"]) give
-    ``ppgpc.evaluation.calibration.confidence_ppc`` of the arrays the export holds; the diagram draws
+    ``ppgpc.evaluation.calibration.confidence_ppc`` of the arrays the export holds; the diagram
+    draws
     one band bar per bin between the replicated quantiles."""
     from ppgpc.evaluation.calibration import confidence_ppc
     from ppgpc.evaluation.plotting import BAND_GID, confidence_ppc_diagram

@@ -6,15 +6,9 @@ import numpy as np
 import pytest
 
 from ppgpc.evaluation.calibration import reliability_bands
-from ppgpc.evaluation.plotting import (
-    BAND_GID,
-    COUNTS_LABEL,
-    IDENTITY_GID,
-    reliability_bands_diagram,
-    reliability_diagram,
-    reliability_grid,
-    save_figure,
-)
+from ppgpc.evaluation.plotting import (BAND_GID, COUNTS_LABEL, IDENTITY_GID,
+                                       reliability_bands_diagram, reliability_diagram,
+                                       reliability_grid, save_figure)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

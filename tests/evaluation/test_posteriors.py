@@ -6,9 +6,9 @@ import pytest
 
 from fitted_cases import fitted
 from ppgpc import compare_posteriors
+from ppgpc.evaluation.plotting import save_figure
 from ppgpc.evaluation.posteriors import energy_test
 from ppgpc.infer import to_inference_data
-from ppgpc.evaluation.plotting import save_figure
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""Tests of ppgpc.evaluation.recalibration: temperature scaling recovers a known temperature and never
-raises the calibration NLL; Dirichlet calibration reaches the minimum a reference optimiser
+"""Tests of ppgpc.evaluation.recalibration: temperature scaling recovers a known temperature and
+never raises the calibration NLL; Dirichlet calibration reaches the minimum a reference optimiser
 finds, is never worse than temperature scaling on the calibration set, and recovers a known
 map; both return rows on the simplex."""
 
@@ -9,12 +9,8 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax
 
 from ppgpc.evaluation.metrics import nll
-from ppgpc.evaluation.recalibration import (
-    DirichletCalibration,
-    TemperatureScaling,
-    fit_dirichlet,
-    fit_temperature,
-)
+from ppgpc.evaluation.recalibration import (DirichletCalibration, TemperatureScaling, fit_dirichlet,
+                                            fit_temperature)
 
 Z = 4.0  # standard errors allowed for a Monte Carlo mean
 

@@ -7,8 +7,7 @@ import numpyro
 import pytest
 from scipy.stats import lognorm, multivariate_normal
 
-from ppgpc.gp import exact
-from ppgpc.gp import linalg
+from ppgpc.gp import exact, linalg
 from ppgpc.gp.kernels import RBF, Matern52, gram, kernel_log_prior, kernel_params, make_kernel
 
 

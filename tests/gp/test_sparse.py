@@ -6,13 +6,11 @@ import numpy as np
 import pytest
 
 from conftest import toy_problem
-from ppgpc.gp import exact
-from ppgpc.gp import inducing, sparse
-from ppgpc.infer import fit, to_inference_data
+from ppgpc.gp import exact, inducing, sparse
 from ppgpc.gp.kernels import RBF, gram
 from ppgpc.gp.kmeans import kmeans, kmeans_plus_plus_indices
-from ppgpc.models import dirichlet_gp, ilr_gp, logistic_softmax
-from ppgpc.models import svgp as softmax_svgp
+from ppgpc.infer import fit, to_inference_data
+from ppgpc.models import dirichlet_gp, ilr_gp, logistic_softmax, svgp as softmax_svgp
 
 KERNEL = RBF(ard=True)
 PARAMS = {"variance": jnp.asarray(2.0), "lengthscale": jnp.asarray([0.8, 1.3])}

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import toy_problem
-from ppgpc.gp import sparse
-from ppgpc.gp import whitened
+from ppgpc.gp import sparse, whitened
 from ppgpc.infer import fit
 from test_sparse import KERNEL, PARAMS, problem  # noqa: F401  (the fixture)
 

@@ -18,10 +18,10 @@ import sklearn.exceptions
 
 import ppgpc
 from ppgpc.infer import fit
-from ppgpc.infer.convergence import (ChainCheck, ConvergenceReport, ConvergenceWarning,
-                                     OptimizerCheck, chain_check, collect, falling_edge,
-                                     grid_edge, warn_if_needed)
 from ppgpc.infer.chain_diagnostics import chain_diagnostics
+from ppgpc.infer.convergence import (ChainCheck, ConvergenceReport, ConvergenceWarning,
+                                     OptimizerCheck, chain_check, collect, falling_edge, grid_edge,
+                                     warn_if_needed)
 
 
 def _ar1_chains(rng, chains=4, draws=301, entries=40, shift=0.0):

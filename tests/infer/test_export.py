@@ -9,8 +9,8 @@ import pytest
 from fitted_cases import (CORE_MODELS, SAME_PATH, SPARSE_VARIANTS, C, N, NUM_PRED, cases,
                           fitted, toy)
 from ppgpc.infer import fit, supported_methods, to_inference_data
-from ppgpc.infer.driver import METHODS
 from ppgpc.infer.arviz_export import LABEL_GROUPS, hyperparameter_dims
+from ppgpc.infer.driver import METHODS
 
 CASES = cases()
 EXPORTED = [(m, k, None) for m, k in CASES] + list(SPARSE_VARIANTS)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from ppgpc.gp import exact
+from ppgpc.gp.kernels import make_kernel
 from ppgpc.infer import fit
 from ppgpc.infer.loo import loo_latent, loo_nll
-from ppgpc.gp.kernels import make_kernel
 from ppgpc.models import get_spec
 
 KERNEL = make_kernel("rbf-ard")
@@ -138,7 +138,8 @@ def test_loo_nll_matches_its_monte_carlo_definition(problem):
 
 def test_ilr_defaults_search_epsilon_and_tau_by_leave_one_out(problem):
     """The default ILRGPClassifier scores every (epsilon, tau) of the grids (extended past an
-    edge where the NLL still falls) from one fit per tau; under type-II ML the score it records for its choice is the leave-one-out NLL of a
+    edge where the NLL still falls) from one fit per tau; under type-II ML the score it records for
+    its choice is the leave-one-out NLL of a
     direct fit at that (epsilon, tau) (the temperature identity), and it is the least."""
     from ppgpc import ILRGPClassifier
     from ppgpc.models.ilr_gp import EPSILON_GRID, TAU_GRID

@@ -20,10 +20,10 @@ import pytest
 from numpyro.infer import SVI, TraceMeanField_ELBO
 
 from ppgpc import SoftmaxSVGPClassifier, load
+from ppgpc.gp.kernels import RBF, gram
 from ppgpc.infer import fit
 from ppgpc.infer.natgrad import _TRIL, natural_gradient_optimizer, natural_step
 from ppgpc.infer.svi import SVI_OPTIONS, make_optimizer, natural_gradient_schedule, run_svi
-from ppgpc.gp.kernels import RBF, gram
 from ppgpc.models import svgp
 
 from conftest import toy_problem

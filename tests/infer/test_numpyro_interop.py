@@ -20,9 +20,9 @@ from scipy.special import expit, log_softmax
 from scipy.stats import norm
 
 from conftest import toy_problem
+from ppgpc.gp.kernels import make_kernel
 from ppgpc.infer import arviz_dims
 from ppgpc.infer.dims import LATENT_SITE_DIMS
-from ppgpc.gp.kernels import make_kernel
 from ppgpc.models import dirichlet_gp, get_spec
 
 N, C = 12, 3

@@ -13,7 +13,7 @@ from compile_count import count_compilations
 from conftest import toy_problem
 from ppgpc.infer import fit
 from ppgpc.infer.optimize import STOP_REASONS, minimize
-from ppgpc.infer.sites import _site_objective, minimize_sites, optimize_sites
+from ppgpc.infer.sites import minimize_sites, optimize_sites, _site_objective
 
 X_SCALE = np.random.default_rng(4).normal(scale=2.5, size=200)
 

@@ -28,10 +28,10 @@ import pytest
 from compile_count import count_compilations
 from conftest import compare_samplers, toy_problem
 from ppgpc import ConvergenceWarning
-from ppgpc.runtime import padding
 from ppgpc.infer import fit
 from ppgpc.infer.loo import loo_latent
 from ppgpc.models import get_spec
+from ppgpc.runtime import padding
 
 PADDED_MODELS = ("ilr_gp", "dirichlet_gp")
 

@@ -2,8 +2,8 @@
 its padded block size has been compiled) and batch-independent (a row's probabilities are
 the same alone, in a batch and in any order, because every row uses the same standard
 normals), for each predictive kind: point conjugate (ILR-GP, GPD), latent (NUTS with
-sampled hyperparameters; Gibbs with a point estimate) and inducing (SVGP). The shared draws are checked against a high-draw reference within a Monte
-Carlo error bound.
+sampled hyperparameters; Gibbs with a point estimate) and inducing (SVGP). The shared draws are
+checked against a high-draw reference within a Monte Carlo error bound.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import fitted_cases
 from compile_count import count_compilations
 from conftest import toy_problem
 from ppgpc.infer import fit
-from ppgpc.infer.predictive import (MIN_PREDICTIVE_DRAWS, PREDICT_BLOCK, _per_draw_latent_draws,
-                                    _point_latent_draws, flat_hypers)
+from ppgpc.infer.predictive import (MIN_PREDICTIVE_DRAWS, PREDICT_BLOCK, flat_hypers,
+                                    _per_draw_latent_draws, _point_latent_draws)
 
 FITS = ("ilr_exact", "gpd_exact", "ilr_latent", "lsm_gibbs", "svgp_inducing")
 

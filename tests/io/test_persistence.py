@@ -14,9 +14,9 @@ from sklearn.exceptions import NotFittedError
 import ppgpc
 from fitted_cases import NUM_PRED, SPARSE_VARIANTS, fitted, initial_hyperparameters, toy
 from ppgpc import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier, Selection
-from ppgpc.io.format import encode
-from ppgpc.infer import FitResult
 from ppgpc.gp.kernels import RBF, Matern52
+from ppgpc.infer import FitResult
+from ppgpc.io.format import encode
 from ppgpc.io.persistence import constructor_params, load_result
 
 
@@ -245,7 +245,7 @@ def test_a_damaged_fit_result_save_names_the_entry(tmp_path):
 
 
 # ------------------------------------------------- saves of format version 1 (before issue 36)
-V1_SAVES = Path(__file__).parent / "data" / "saves_v1"
+V1_SAVES = Path(__file__).parent.parent / "data" / "saves_v1"
 """Estimator saves written by format version 1 (``make_saves.py`` there, commit 091ae7d),
 with the training data, test inputs and each model's predictions in predictions.npz."""
 

@@ -17,8 +17,8 @@ from conftest import (
     toy_problem,
 )
 from ppgpc import DirichletGPClassifier, Selection
-from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.gp.kernels import RBF, gram
+from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.models import dirichlet_gp
 
 HYPERS = {"kernel_variance": 10.0, "kernel_lengthscale": np.array([1.2, 0.9]),

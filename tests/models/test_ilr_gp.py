@@ -17,8 +17,8 @@ from conftest import (
     toy_problem,
 )
 from ppgpc.gp import simplex
-from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.gp.kernels import RBF, gram
+from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.models import ilr_gp
 
 

@@ -14,12 +14,11 @@ from conftest import (SMALL, assert_level_draws_match, compare_samplers, grid_mo
                       polyagamma_cdf, toy_problem)
 from ppgpc import LogisticSoftmaxGPClassifier
 from ppgpc.gp import linalg
-from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.gp.kernels import RBF, gram
-from ppgpc.models.logistic_softmax import gibbs as lsm_gibbs
+from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.models import logistic_softmax as lsm
-from ppgpc.models.logistic_softmax import cavi as lsm_cavi
-from ppgpc.models.logistic_softmax import stochastic_cavi as lsm_svi
+from ppgpc.models.logistic_softmax import (cavi as lsm_cavi, gibbs as lsm_gibbs, stochastic_cavi as
+                                           lsm_svi)
 
 HYPERS = {"kernel_variance": 4.0, "kernel_lengthscale": np.array([1.3, 1.0])}
 
@@ -457,7 +456,8 @@ def test_stochastic_cavi_elbo_rises_to_near_the_full_optimum(cavi_problem):
 
 
 def test_svi_estimator_predicts_like_full_cavi(gibbs_fit):
-    """``inference="cavi"`` with a ``batch_size`` is the stochastic CAVI; with the same hyperparameters its
+    """``inference="cavi"`` with a ``batch_size`` is the stochastic CAVI; with the same
+    hyperparameters its
     predictive probabilities are within 0.05 of full CAVI's (measured about 0.01)."""
     _, X, y = gibbs_fit
     opts = {"hyperparameters": HYPERS, "batch_size": 7, "class_batch_size": 2}

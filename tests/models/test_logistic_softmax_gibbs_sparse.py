@@ -17,10 +17,10 @@ from numpyro.infer import MCMC, NUTS
 import ppgpc
 from conftest import SMALL, assert_level_draws_match, compare_samplers, grid_moments, toy_problem
 from ppgpc import LogisticSoftmaxGPClassifier
-from ppgpc.infer import fit, to_inference_data
 from ppgpc.gp.kernels import RBF
-from ppgpc.models.logistic_softmax import gibbs_inducing as lsm_gibbs_inducing
+from ppgpc.infer import fit, to_inference_data
 from ppgpc.models import logistic_softmax as lsm
+from ppgpc.models.logistic_softmax import gibbs_inducing as lsm_gibbs_inducing
 
 HYPERS = {"kernel_variance": 4.0, "kernel_lengthscale": np.array([1.3, 1.0])}
 

@@ -19,10 +19,9 @@ from numpyro.infer import TraceMeanField_ELBO
 
 import ppgpc
 from ppgpc import SoftmaxSVGPClassifier
-from ppgpc.gp import simplex
-from ppgpc.gp import sparse
-from ppgpc.infer import FitResult, fit
+from ppgpc.gp import simplex, sparse
 from ppgpc.gp.kernels import RBF, gram
+from ppgpc.infer import FitResult, fit
 from ppgpc.models import svgp
 
 from conftest import SMALL, toy_problem
@@ -682,7 +681,7 @@ def test_log_likelihood_curvature_is_the_hessian_diagonal(link, C):
     W = jnp.asarray(np.eye(L) + 0.4 * gen.normal(size=(L, L)))
     f = jnp.asarray(1.5 * gen.normal(size=(3, 5, L)))
     got = svgp.log_likelihood_curvature(data, f, W)
-    log_link = svgp._LOG_LINKS[link]
+    log_link = svgp.LOG_LINKS[link]
     for s in range(3):
         for b in range(5):
             for y in range(C):
@@ -778,7 +777,7 @@ def test_validation_log_predictive_matches_the_fitted_predictive(case, request):
                                      "inducing_inputs", "mixing")}
     eps = jax.random.normal(k_f, (S, 12, data.num_latent))
     mixed = svgp.inducing_latent(data, KERNEL, hypers, jnp.swapaxes(v, -1, -2), Xv, eps)
-    log_link = svgp._LOG_LINKS[data.link]
+    log_link = svgp.LOG_LINKS[data.link]
     p_draws = np.exp(np.asarray(log_link(mixed)))[:, np.arange(12), np.asarray(yv)]  # (S, n)
     reference = p_draws.mean(0)
     se = p_draws.std(0, ddof=1) * np.sqrt(2.0 / S)

@@ -8,11 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppgpc.runtime import blocks
-from ppgpc.gp import linalg
-from ppgpc.gp import sparse
-from ppgpc.runtime.blocks import Placement
+from ppgpc.gp import linalg, sparse
 from ppgpc.gp.kernels import RBF, gram, gram_diag
+from ppgpc.runtime import blocks
+from ppgpc.runtime.blocks import Placement
 
 KERNEL = RBF(ard=True)
 N, D, M, L = 53, 2, 9, 3

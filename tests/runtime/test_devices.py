@@ -21,7 +21,7 @@ from device_checks import DISTRIBUTED_FIT, toy
 from ppgpc import DirichletGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.infer import fit
 
-SCRIPT = Path(__file__).with_name("device_checks.py")
+SCRIPT = Path(__file__).parent.parent / "device_checks.py"
 TIMEOUT = 900
 
 

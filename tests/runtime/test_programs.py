@@ -214,9 +214,9 @@ def test_every_estimator_at_sizes_of_held_buckets_compiles_and_grows_nothing():
     by its full CAVI, and 200 SVI steps) at 65 training sizes 20-84 in three buckets (64,
     80, 96) and at two more feature and class counts, releases off. (The logistic-softmax
     default, NUTS, pads too, but NumPyro's ``MCMC`` compiles its sampling loop for every run,
-    about 1,900 mappings a fit: ``CEILING_MEMORY_MAPS`` bounds those.) Once each bucket and count has been fitted
-    (the first five fits), the other 71 fits and their predictions compile nothing, and
-    the process's mappings and resident memory stay within what one fit's arrays come and go
+    about 1,900 mappings a fit: ``CEILING_MEMORY_MAPS`` bounds those.) Once each bucket and count
+    has been fitted (the first five fits), the other 71 fits and their predictions compile nothing,
+    and the process's mappings and resident memory stay within what one fit's arrays come and go
     by (200 mappings, 80 MiB) of where they stood."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(SOAK_ALL.format(

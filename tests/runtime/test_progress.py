@@ -7,13 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import toy_problem
-from ppgpc import (
-    DirichletGPClassifier,
-    ILRGPClassifier,
-    LogisticSoftmaxGPClassifier,
-    Selection,
-    SoftmaxSVGPClassifier,
-)
+from ppgpc import (DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier, Selection,
+                   SoftmaxSVGPClassifier)
 from ppgpc.runtime.progress import bar, note
 
 # the short fits stop the optimisers early on purpose

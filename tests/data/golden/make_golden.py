@@ -17,16 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))  # tests/: fitted_cases, conftest
 
 import ppgpc  # noqa: E402
-from fitted_cases import NUM_PRED, SPARSE_VARIANTS, cases, fitted, toy  # noqa: E402
-
-
-def estimator_problem():
-    """(X (30, 2), y (30,), X_test (10, 2)): three overlapping Gaussian classes."""
-    rng = np.random.default_rng(0)
-    centres = np.array([[0.0, 0.0], [2.5, 0.0], [0.0, 2.5]])
-    y = np.repeat(np.arange(3), 10)
-    X = centres[y] + rng.normal(size=(30, 2))
-    return X, y, X[::3] + 0.1
+from fitted_cases import NUM_PRED, SPARSE_VARIANTS, cases, estimator_problem, fitted, toy  # noqa: E402
 
 
 ESTIMATORS = ("ILRGPClassifier", "DirichletGPClassifier", "LogisticSoftmaxGPClassifier",
