@@ -6,7 +6,7 @@
 
 The notebooks hold no logic of their own: every computation is a call into ``ppgpc``. Their
 size is chosen by ``PPGPC_NOTEBOOK_SIZE`` (``full`` or ``small``); when it is unset,
-``PPGPC_TEST_SIZE=small`` (what CI sets) selects ``small``. The committed copies are
+``PPGPC_TEST_SIZE=small`` selects ``small``. The committed copies are
 executed at ``full`` size; ``tests/test_notebooks.py`` runs them at ``small`` size.
 """
 
@@ -34,7 +34,7 @@ import pandas as pd
 
 import ppgpc
 
-# Size switch: PPGPC_NOTEBOOK_SIZE=small|full; CI's PPGPC_TEST_SIZE=small also selects small.
+# Size switch: PPGPC_NOTEBOOK_SIZE=small|full; PPGPC_TEST_SIZE=small also selects small.
 SIZE = os.environ.get("PPGPC_NOTEBOOK_SIZE") or (
     "small" if os.environ.get("PPGPC_TEST_SIZE", "").lower() == "small" else "full")
 if SIZE not in ("small", "full"):

@@ -13,17 +13,19 @@ Everything here takes predicted probabilities (n, C) and labels, or an ArviZ
   probabilities, calibration tables, probability maps over two inputs);
 * ``plotting``: reliability diagrams and probability maps (matplotlib, imported when a
   plot is drawn);
+* ``chain_diagnostics``: rank-normalised split R-hat and bulk and tail ESS of MCMC draws,
+  as ArviZ defines them, vectorised over every entry;
 * ``posteriors``: two posteriors compared variable by variable (MCMC against a conjugate
   posterior, Gibbs against NUTS), with Monte Carlo standard errors and an energy test.
 """
 
-from ppgpc.evaluation import (calibration, conformal, diagnostics, metrics, plotting, posteriors,
-                              recalibration)
+from ppgpc.evaluation import (calibration, chain_diagnostics, conformal, diagnostics, metrics,
+                              plotting, posteriors, recalibration)
 from ppgpc.evaluation.calibration import skce_test
 from ppgpc.evaluation.conformal import ConformalClassifier
 from ppgpc.evaluation.posteriors import compare_posteriors
 from ppgpc.evaluation.recalibration import fit_dirichlet, fit_temperature
 
-__all__ = ["metrics", "calibration", "recalibration", "conformal", "diagnostics", "plotting",
-           "posteriors", "compare_posteriors", "ConformalClassifier", "skce_test",
-           "fit_temperature", "fit_dirichlet"]
+__all__ = ["metrics", "calibration", "chain_diagnostics", "recalibration", "conformal",
+           "diagnostics", "plotting", "posteriors", "compare_posteriors", "ConformalClassifier",
+           "skce_test", "fit_temperature", "fit_dirichlet"]

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ppgpc.evaluation.chain_diagnostics import ess_bulk
 from ppgpc.validation import check_count, check_probability, check_seed
 
 __all__ = ["PosteriorComparison", "compare_posteriors", "energy_test"]
@@ -145,35 +146,17 @@ def _posterior(source) -> dict:
 
 
 def _ess(draws: np.ndarray) -> np.ndarray:
-    """Bulk ESS of every element of (chain, draw, k) draws, vectorised over elements.
-
-    The rank-normalised split-chain ESS of Vehtari et al. (2021), as ArviZ's
-    ``ess(method="bulk")``: chains are split in halves, the pooled draws of each element
-    replaced by normal scores of their ranks, and NumPyro's (vectorised) autocorrelation
-    ESS applied. Constant elements (whose mean is exact) and undefined values get the
-    number of draws; the result is capped at the number of draws (the conservative choice
-    for anti-correlated draws).
+    """Bulk ESS of every element of (chain, draw, k) draws (``chain_diagnostics.ess_bulk``:
+    ArviZ's ``ess(method="bulk")``, vectorised over elements). Constant elements (whose mean
+    is exact) and undefined values get the number of draws; the result is capped at the
+    number of draws (the conservative choice for anti-correlated draws).
     """
-    from numpyro.diagnostics import effective_sample_size
-    from scipy.special import ndtri
-    from scipy.stats import rankdata
-
     chains, n, k = draws.shape
     total = float(chains * n)
     out = np.full(k, total)
-    if n < 8:
-        return out
-    half = n // 2
-    split = np.concatenate([draws[:, :half], draws[:, n - half:]], axis=0)  # (2 chains, half, k)
-    flat = split.reshape(-1, k)
-    ranks = rankdata(flat, axis=0, method="average")
-    scores = ndtri((ranks - 0.375) / (flat.shape[0] + 0.25)).reshape(split.shape)
-    varying = np.ptp(flat, axis=0) > 0
-    if varying.any():
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ess = np.asarray(effective_sample_size(scores[:, :, varying]), dtype=np.float64)
-        # anti-correlated draws can give ESS > draws (or a degenerate, non-positive value):
-        # both are capped at the number of draws
+    varying = np.ptp(draws.reshape(-1, k), axis=0) > 0
+    if n >= 8 and varying.any():
+        ess = np.asarray(ess_bulk(draws[:, :, varying]), dtype=np.float64)
         out[varying] = np.where(np.isfinite(ess) & (ess > 0), np.minimum(ess, total), total)
     return out
 

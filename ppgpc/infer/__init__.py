@@ -14,8 +14,8 @@ it needs (``common.supported_methods``; new methods through ``register_method``)
 
 Every method returns a ``FitResult`` (``results``), one frozen form whose predictions are
 pure functions of its draws (``predictive``). ``convergence`` says whether to trust a fit
-(R-hat and ESS from ``chain_diagnostics``, divergences, optimiser convergence, Cholesky
-jitter), ``ConvergenceWarning`` when it finds a problem; ``arviz_export``
+(R-hat and ESS from ``ppgpc.evaluation.chain_diagnostics``, divergences, optimiser convergence,
+Cholesky jitter), ``ConvergenceWarning`` when it finds a problem; ``arviz_export``
 (``to_inference_data``, with the dims of ``dims``) and ``elpd`` (``exact_loo``,
 ``psis_loo``) give ArviZ objects, imported on first use; ``loo`` scores a conjugate fit's
 closed-form leave-one-out for choosing a smoothing level.

@@ -14,10 +14,10 @@ The checks and their thresholds:
   sample sizes above ``ESS_PER_CHAIN_MIN`` = 100 per chain (Vehtari, Gelman, Simpson,
   Carpenter & Buerkner 2021, "Rank-normalization, folding, and localization: an improved
   R-hat for assessing convergence of MCMC", Bayesian Analysis 16(2), section 4: R-hat
-  < 1.01 and ESS > 400 for four chains), as ArviZ defines them (``ppgpc.infer.chain_diagnostics``
-  computes them for every entry at once); and no divergent transition (NUTS, and the HMC steps
-  of sampled hyperparameters; Betancourt 2017, "A conceptual introduction to Hamiltonian
-  Monte Carlo", section 6.2).
+  < 1.01 and ESS > 400 for four chains), as ArviZ defines them
+  (``ppgpc.evaluation.chain_diagnostics`` computes them for every entry at once); and no divergent
+  transition (NUTS, and the HMC steps of sampled hyperparameters; Betancourt 2017, "A conceptual
+  introduction to Hamiltonian Monte Carlo", section 6.2).
 * **Optimisers** (L-BFGS and Adam of type-II ML / MAP, CAVI, the stochastic CAVI, SVI):
   each stage converged by its own test (``ppgpc.infer.optimize``: gradient tolerance or
   relative objective change; CAVI and SVI: the relative ELBO change), with its iterations
@@ -49,7 +49,7 @@ from typing import Iterator
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
 
-from ppgpc.infer.chain_diagnostics import MIN_DRAWS, chain_diagnostics
+from ppgpc.evaluation.chain_diagnostics import MIN_DRAWS, chain_diagnostics
 
 __all__ = ["ConvergenceWarning", "ConvergenceReport", "ChainCheck", "OptimizerCheck",
            "RHAT_MAX", "ESS_PER_CHAIN_MIN", "JITTER_RELATIVE_MAX", "chain_check",
@@ -245,7 +245,7 @@ def _entry_name(name: str, shape: tuple, flat: int) -> str:
 
 
 def chain_check(draws: dict, divergences: int = 0) -> ChainCheck:
-    """R-hat and ESS over every entry of ``draws`` (``ppgpc.infer.chain_diagnostics``).
+    """R-hat and ESS over every entry of ``draws`` (``ppgpc.evaluation.chain_diagnostics``).
 
     Args:
         draws: arrays (chain, draw, ...) by name (the latent f or v, sampled hypers).

@@ -1,5 +1,5 @@
 """Every fit says whether to trust it: ``ppgpc.infer.convergence`` and
-``ppgpc.infer.chain_diagnostics``.
+``ppgpc.evaluation.chain_diagnostics``.
 
 The chain diagnostics are checked against ArviZ; the report against fits that must warn
 (chains far too short, an optimiser stopped after two iterations, a search grid that ends
@@ -18,7 +18,7 @@ import sklearn.exceptions
 
 import ppgpc
 from ppgpc.infer import fit
-from ppgpc.infer.chain_diagnostics import chain_diagnostics
+from ppgpc.evaluation.chain_diagnostics import chain_diagnostics
 from ppgpc.infer.convergence import (ChainCheck, ConvergenceReport, ConvergenceWarning,
                                      OptimizerCheck, chain_check, collect, falling_edge, grid_edge,
                                      warn_if_needed)

@@ -29,7 +29,7 @@ import ppgpc.polyagamma.moments as pg_moments
 import ppgpc.polyagamma.samplers as pg_samplers
 from conftest import polyagamma_cdf
 
-SMALL = os.environ.get("PPGPC_TEST_SIZE", "").lower() == "small"
+SMALL = os.environ.get("PPGPC_TEST_SIZE", "small").lower() == "small"
 Z_TOL = 5.0
 P_MIN = 1e-3
 
