@@ -1,16 +1,20 @@
 """The ``ppgpc`` command line.
 
+    ppgpc fit --csv iris.csv --target species --save iris-model    # your table, one model
+    ppgpc predict --model-dir iris-model --csv new.csv --output probs.csv
+    ppgpc compare --csv iris.csv --target species                  # every model, scored
     ppgpc compare --dataset wine            # every classifier on the paper's split, a table,
                                             # a reliability-diagram PNG and an RGB map PNG
-    ppgpc fit --model ilr --dataset glass   # one classifier; optionally save its posterior
+    ppgpc fit --model ilr --dataset glass   # one classifier on a bundled dataset's split
     ppgpc datasets                          # what can be loaded, and from where
 
 Parsing the arguments imports only the standard library (the package's face imports
 nothing eagerly), so ``ppgpc --help`` or a mistyped flag answers at once. ``main`` parses
-the arguments, checks that the output paths can be written (so a bad ``--output-dir`` or
-``--save-idata`` is refused before minutes of fitting, not after), and only then runs the
-command, which imports JAX and the models. A bad setting or any OS error ends in one line
-on stderr, ``ppgpc: error: ...``, and exit code 2.
+the arguments, checks that the output paths can be written (so a bad ``--output-dir``,
+``--save``, ``--output`` or ``--save-idata`` is refused before minutes of fitting, not
+after), and only then runs the command, which imports JAX and the models. A bad setting,
+a bad table or any OS error ends in one line on stderr, ``ppgpc: error: ...``, and exit
+code 2. ``--quiet`` prints nothing but errors.
 """
 
 from __future__ import annotations
@@ -50,41 +54,90 @@ def _epsilon(text: str):
     return value
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", required=True, help="wine, glass, thyroid, letter, magic, "
-                        "htru2 or eeg (the last four need PPGPC_DATA_DIR or --data-dir)")
+MODELS = {
+    "ilr": ("ILRGPClassifier", ("map", "exact", "nuts", "collapsed"),
+            "ILR-GP: GP regression on isometric-log-ratio targets, C-1 latent GPs"),
+    "gpd": ("DirichletGPClassifier", ("map", "exact", "nuts", "collapsed"),
+            "GPD: Dirichlet-based GP regression on log-Gamma targets, C latent GPs"),
+    "lsm": ("LogisticSoftmaxGPClassifier", ("nuts", "gibbs", "cavi"),
+            "logistic-softmax GP with Polya-Gamma augmentation"),
+    "svgpc": ("SoftmaxSVGPClassifier", ("svi", "nuts"),
+              "sparse variational GP classifier with a softmax link"),
+}
+"""``--model`` name -> (estimator class, its ``inference`` settings, the default first,
+and one line on it); ``tests/test_cli.py`` holds it against the estimators."""
+
+
+def _models_help() -> str:
+    return "; ".join(f"{name} ({line}; --inference {' | '.join(methods)}, default "
+                     f"{methods[0]})" for name, (_, methods, line) in MODELS.items())
+
+
+def _data_source(parser: argparse.ArgumentParser) -> None:
+    """--csv FILE --target COLUMN, or --dataset NAME (one of the two), and their options."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--csv", default=None, metavar="FILE",
+                       help="your table: a CSV file with a header row, numeric feature "
+                            "columns and a column of class labels (--target)")
+    group.add_argument("--dataset", default=None,
+                       help="a bundled dataset: wine, glass, thyroid, letter, magic, htru2 or "
+                            "eeg (the last four need PPGPC_DATA_DIR or --data-dir)")
+    parser.add_argument("--target", default=None, metavar="COLUMN",
+                        help="with --csv: the column of class labels (the other columns are "
+                             "the features)")
     parser.add_argument("--seed", type=_integer(0), default=0,
                         help="split and model seed (default 0)")
     parser.add_argument("--data-dir", default=None, help="folder with the larger UCI CSVs")
     parser.add_argument("--max-train", type=_integer(2), default=None,
                         help="subsample the training points (quick runs on large sets)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print nothing but errors (no progress, no tables)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of the ``ppgpc`` command; ``args.command`` names the subcommand."""
     parser = argparse.ArgumentParser(prog="ppgpc", description="Calibrated multi-class GP "
-                                     "classifiers: fit, compare and diagnose.")
+                                     "classifiers: fit, predict, compare and diagnose.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("compare", help="fit every classifier on one split; print a metrics "
-                       "table and write a reliability diagram and an RGB probability map")
-    _common(p)
+    p = sub.add_parser("compare", help="fit every classifier on one split of a table or "
+                       "dataset; print a metrics table and write a reliability diagram and "
+                       "an RGB probability map")
+    _data_source(p)
     p.add_argument("--output-dir", default="ppgpc-output", help="where PNGs go")
     p.add_argument("--models", nargs="+", default=None,
                    help="a subset of the classifiers (default: all; e.g. --models ilr gpd)")
     p.add_argument("--grid-size", type=_integer(2), default=50,
                    help="points per side of the RGB probability map (default 50)")
 
-    p = sub.add_parser("fit", help="fit one classifier on one split")
-    _common(p)
-    p.add_argument("--model", default="ilr", help="ilr (Exact-ILR)")
+    p = sub.add_parser("fit", help="fit one classifier: on all rows of your table (--csv), "
+                       "or on a bundled dataset's paper split (--dataset)",
+                       description="Models: " + _models_help() + ".")
+    _data_source(p)
+    p.add_argument("--model", default="ilr", choices=[*MODELS, "exact-ilr"],
+                   help="the classifier (default ilr): " + ", ".join(MODELS))
     p.add_argument("--inference", default=None,
-                   help="exact (type-II ML), map or nuts (default: the protocol's, map)")
+                   help="the model's inference (default: the model's; see the list above)")
     p.add_argument("--epsilon", type=_epsilon, default=None,
-                   help="label smoothing in (0, 1), or 'auto'")
+                   help="ilr only: label smoothing in (0, 1), or 'auto'")
+    p.add_argument("--save", default=None, metavar="DIR",
+                   help="save the fitted model to this folder (for ppgpc predict)")
     p.add_argument("--save-idata", default=None, help="write the posterior to this netCDF file")
 
-    sub.add_parser("datasets", help="list the datasets")
+    p = sub.add_parser("predict", help="class probabilities of a saved model for the rows of "
+                       "a table, one column per class")
+    p.add_argument("--model-dir", required=True, metavar="DIR",
+                   help="a folder written by ppgpc fit --save (or estimator.save)")
+    p.add_argument("--csv", required=True, metavar="FILE",
+                   help="the table to predict: it needs the feature columns the model was "
+                        "fitted on (other columns are ignored)")
+    p.add_argument("--output", required=True, metavar="FILE",
+                   help="the CSV file to write: one probability column per class, named "
+                        "after the class labels")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+    p = sub.add_parser("datasets", help="list the datasets")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return parser
 
 
@@ -119,7 +172,7 @@ def check_output_folder(path, flag: str) -> Path:
     return path
 
 
-def check_output_file(path, flag: str) -> Path:
+def check_output_file(path, flag: str, example: str = "posterior.nc") -> Path:
     """``path`` as a Path, if a file can be written there: not a folder, writable if it
     exists, in a folder that exists and is writable or can be created; nothing is created.
 
@@ -129,7 +182,7 @@ def check_output_file(path, flag: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{flag} {path}: it is a folder; give a file name, e.g. "
-                         f"{path / 'posterior.nc'}")
+                         f"{path / example}")
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"{flag} {path}: the file exists and is not writable")
     _check_folder(path.parent, flag, path)
@@ -142,6 +195,28 @@ def _check_outputs(args) -> None:
         check_output_folder(args.output_dir, "--output-dir")
     if getattr(args, "save_idata", None) is not None:
         check_output_file(args.save_idata, "--save-idata")
+    if getattr(args, "save", None) is not None:
+        check_output_folder(args.save, "--save")
+    if getattr(args, "output", None) is not None:
+        check_output_file(args.output, "--output", "probabilities.csv")
+
+
+def _check_arguments(args) -> None:
+    """What argparse cannot check alone: --target goes with --csv, and a --model's
+    --inference is one of its own."""
+    if getattr(args, "csv", None) is not None and hasattr(args, "target") and not args.target:
+        raise ValueError("--csv needs --target COLUMN, the column of class labels")
+    if getattr(args, "dataset", None) is not None and getattr(args, "target", None):
+        raise ValueError("--target goes with --csv; a bundled --dataset has its own labels")
+    if args.command == "fit" and args.inference is not None:
+        methods = MODELS[_model_key(args.model)][1]
+        if args.inference not in methods:
+            raise ValueError(f"--inference {args.inference!r} is not an inference of model "
+                             f"{args.model!r}; its inferences: {list(methods)}")
+
+
+def _model_key(name: str) -> str:
+    return "ilr" if name == "exact-ilr" else name
 
 
 _MODEL_ALIASES = {"ilr": "Exact-ILR", "exact-ilr": "Exact-ILR", "ilr_gp": "Exact-ILR",
@@ -168,84 +243,169 @@ def _print_table(rows) -> None:
               f"{r.fit_seconds:8.1f}")
 
 
-def compare(args) -> int:
-    """``ppgpc compare``: every classifier (or ``--models``) on one split; a metrics table,
-    a reliability diagram and an RGB probability map in ``--output-dir``."""
-    from ppgpc.evaluation.plotting import reliability_grid, save_figure
-    from ppgpc.experiments import EXACT_CLASSIFIERS, run_split
+def _say(args, *text) -> None:
+    if not args.quiet:
+        print(*text, flush=True)
 
-    rows = []
+
+def _split(args):
+    """(name, split) that ``compare`` and ``fit --dataset`` score on: the paper's split of a
+    bundled dataset, or ``table_split`` of the user's table."""
+    from ppgpc.experiments import benchmark_split, table_split
+
+    if args.dataset is not None:
+        return args.dataset, benchmark_split(args.dataset, args.seed, data_dir=args.data_dir)
+    from ppgpc.datasets import read_table
+
+    table = read_table(args.csv, args.target)
+    return Path(args.csv).stem, table_split(table.X.to_numpy(), table.y, args.seed)
+
+
+def compare(args) -> int:
+    """``ppgpc compare``: every classifier (or ``--models``) on one split of a bundled
+    dataset or of the user's table; a metrics table, a reliability diagram (equal-mass bins
+    with consistency bands and counts) and an RGB probability map in ``--output-dir``."""
+    from ppgpc.evaluation.plotting import close, reliability_bands_grid, save_figure
+    from ppgpc.experiments import EXACT_CLASSIFIERS, fit_and_score
+
     models = list(EXACT_CLASSIFIERS) if args.models is None else _resolve_models(
         args.models, EXACT_CLASSIFIERS)
+    name, split = _split(args)
+    rows = []
     for model in models:
-        print(f"fitting {model} on {args.dataset} (seed {args.seed}) ...", flush=True)
-        rows.append(run_split(args.dataset, model, args.seed, data_dir=args.data_dir,
-                              max_train=args.max_train))
-        print(f"  {model}: fitted in {rows[-1].fit_seconds:.1f} s", flush=True)
-    print()
-    print(f"{args.dataset}: {rows[0].y_test.shape[0]} test points; ECE is top-label for C > 2 "
-          "and binary p(y=1) for C = 2, 10 equal-width bins")
-    _print_table(rows)
-    fig = reliability_grid({r.model: (r.probs, r.y_test) for r in rows})
-    name = f"reliability_{args.dataset}_seed{args.seed}.png"
-    path = save_figure(fig, Path(args.output_dir) / name)
-    print(f"\nreliability diagram: {path}")
-    path = _rgb_map(args, rows)
-    print(f"RGB map of predictive probabilities: {path}")
+        _say(args, f"fitting {model} on {name} (seed {args.seed}) ...")
+        rows.append(fit_and_score(model, args.seed, split, dataset=name,
+                                  max_train=args.max_train, quiet=args.quiet))
+        _say(args, f"  {model}: fitted in {rows[-1].fit_seconds:.1f} s")
+    fig = reliability_bands_grid({r.model: (r.probs, r.y_test) for r in rows})
+    reliability = Path(args.output_dir) / f"reliability_{name}_seed{args.seed}.png"
+    save_figure(fig, reliability)
+    close(fig)
+    rgb = _rgb_map(args, name, split, rows)
+    if not args.quiet:
+        print(f"\n{name}: {rows[0].y_test.shape[0]} test points; ECE is top-label for C > 2 "
+              "and binary p(y=1) for C = 2, 10 equal-width bins; the diagram has equal-mass "
+              "bins with consistency bands")
+        _print_table(rows)
+        print(f"\nreliability diagram: {reliability}")
+        print(f"RGB map of predictive probabilities: {rgb}")
     return 0
 
 
-def _training_inputs(args):
-    """The training inputs and label indices ``run_split`` fitted on (same split, seed and
-    subsample), for the grid of the RGB map."""
+def _rgb_map(args, name, split, rows) -> Path:
+    """One RGB probability map per model over the fitting inputs (for D > 2, the plane of
+    their first two principal components, as the figure title says)."""
     import numpy as np
 
-    from ppgpc.datasets import DATASETS, load, paper_split
+    from ppgpc.evaluation.diagnostics import probability_map
+    from ppgpc.evaluation.plotting import close, save_figure
 
-    X, y = load(args.dataset, args.data_dir)
-    split = paper_split(X, y, seed=args.seed, n_test=DATASETS[args.dataset].paper_n_test)
     X_fit = np.concatenate([split.X_train, split.X_val])
     y_fit = np.concatenate([split.y_train, split.y_val])
     if args.max_train is not None and X_fit.shape[0] > args.max_train:
         keep = np.random.default_rng(args.seed).choice(X_fit.shape[0], args.max_train,
                                                        replace=False)
         X_fit, y_fit = X_fit[keep], y_fit[keep]
-    return X_fit, y_fit
-
-
-def _rgb_map(args, rows) -> Path:
-    """One RGB probability map per model over the training inputs (for D > 2, the plane of
-    their first two principal components, as the figure title says)."""
-    from ppgpc.evaluation.diagnostics import probability_map
-    from ppgpc.evaluation.plotting import save_figure
-
-    X_fit, y_fit = _training_inputs(args)
     codes = rows[0].estimator._encode_known(y_fit, X_fit.shape[0])
     fig = probability_map({r.model: r.estimator.predict_proba for r in rows}, X_fit, codes,
                           grid_size=args.grid_size)
-    return save_figure(fig, Path(args.output_dir) / f"rgb_map_{args.dataset}_seed{args.seed}.png")
+    path = save_figure(fig, Path(args.output_dir) / f"rgb_map_{name}_seed{args.seed}.png")
+    close(fig)
+    return path
 
 
 def fit(args) -> int:
-    """``ppgpc fit``: one classifier on one split; its posterior to ``--save-idata``."""
-    from ppgpc.experiments import EXACT_CLASSIFIERS, run_split
+    """``ppgpc fit``: one classifier. With ``--csv``, at its defaults on every row of the
+    user's table; with ``--dataset``, with the paper protocol's settings on its split, and
+    scored on the test points. ``--save`` keeps the model, ``--save-idata`` its posterior."""
+    if args.csv is not None:
+        est = _fit_table(args)
+    else:
+        from ppgpc.experiments import EXACT_CLASSIFIERS, fit_and_score
 
-    model = _resolve_models([args.model], EXACT_CLASSIFIERS)[0]
-    options = {} if args.inference is None else {"inference": args.inference}
-    if args.epsilon is not None:
-        options["epsilon"] = args.epsilon
-    run = run_split(args.dataset, model, args.seed, data_dir=args.data_dir,
-                    max_train=args.max_train, **options)
-    _print_table([run])
-    est = run.estimator
+        model = _resolve_models([args.model], EXACT_CLASSIFIERS)[0]
+        options = {} if args.inference is None else {"inference": args.inference}
+        if args.epsilon is not None:
+            options["epsilon"] = args.epsilon
+        name, split = _split(args)
+        run = fit_and_score(model, args.seed, split, dataset=name, max_train=args.max_train,
+                            quiet=args.quiet, **options)
+        if not args.quiet:
+            _print_table([run])
+        est = run.estimator
     if getattr(est, "epsilon_", None) is not None:
-        print(f"epsilon = {est.epsilon_}, sigma = {est.noise_std_:.4g}")
+        _say(args, f"epsilon = {est.epsilon_}, sigma = {est.noise_std_:.4g}")
+    if args.save:
+        _say(args, f"model saved to {est.save(args.save)} (ppgpc predict --model-dir "
+                   f"{args.save} ...)")
     if args.save_idata:
         idata = est.to_inference_data()
         path = Path(args.save_idata)
         path.parent.mkdir(parents=True, exist_ok=True)
         idata.to_netcdf(str(path))
-        print(f"posterior written to {path}")
+        _say(args, f"posterior written to {path}")
+    return 0
+
+
+def _fit_table(args):
+    """The ``--model`` estimator at its defaults (``--inference``, ``--epsilon`` and
+    ``--seed`` if given) fitted on every row of the user's table."""
+    import time
+
+    from ppgpc import estimators
+    from ppgpc.datasets import read_table
+
+    table = read_table(args.csv, args.target)
+    if args.max_train is not None and len(table.y) > args.max_train:
+        raise ValueError("--max-train subsamples a bundled dataset's split; fit a table "
+                         "with fewer rows instead")
+    cls_name, methods, _ = MODELS[_model_key(args.model)]
+    options = {"seed": args.seed, "progress": not args.quiet}
+    if args.inference is not None:
+        options["inference"] = args.inference
+    if args.epsilon is not None:
+        if cls_name != "ILRGPClassifier":
+            raise ValueError(f"--epsilon is the ILR-GP's label smoothing; model {args.model!r} "
+                             "has none")
+        options["epsilon"] = args.epsilon
+    est = getattr(estimators, cls_name)(**options)
+    _say(args, f"fitting {cls_name} ({options.get('inference', methods[0])}) on "
+               f"{len(table.y)} rows and {table.X.shape[1]} features of {args.csv} ...")
+    start = time.perf_counter()
+    est.fit(table.X, table.y)
+    report = est.convergence_
+    trust = ("converged" if report is None or report.converged
+             else "not converged: see the warning above")
+    _say(args, f"fitted in {time.perf_counter() - start:.1f} s; classes: "
+               f"{[str(c) for c in est.classes_]}; {trust}")
+    return est
+
+
+def predict(args) -> int:
+    """``ppgpc predict``: a saved estimator's class probabilities for every row of a table,
+    written as CSV with one column per class, named after the class labels."""
+    import pandas as pd
+
+    from ppgpc.datasets import read_features
+    from ppgpc.estimators import GPClassifierBase
+    from ppgpc.estimators.saving import load
+
+    model = load(args.model_dir)
+    if not isinstance(model, GPClassifierBase):
+        raise ValueError(f"--model-dir {args.model_dir} holds a driver fit (a FitResult), not "
+                         "a fitted classifier; save one with ppgpc fit --save")
+    columns = getattr(model, "feature_names_in_", None)
+    if columns is None:
+        raise ValueError(f"--model-dir {args.model_dir}: the model was fitted without column "
+                         "names, so the table's columns cannot be matched to its features; "
+                         "fit it with ppgpc fit --csv or on a pandas DataFrame")
+    X = read_features(args.csv, columns)
+    probs = model.predict_proba(X)
+    out = pd.DataFrame(probs, columns=[str(c) for c in model.classes_])
+    path = Path(args.output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out.to_csv(path, index=False)
+    _say(args, f"{len(out)} rows of {out.shape[1]} class probabilities written to {path}")
     return 0
 
 
@@ -253,6 +413,8 @@ def datasets(args) -> int:
     """``ppgpc datasets``: what can be loaded, and from where."""
     from ppgpc.datasets import DATA_DIR_ENV, DATASETS
 
+    if args.quiet:
+        return 0
     where = os.environ.get(DATA_DIR_ENV)
     print(f"{'name':9s} {'rows':>6s} {'features':>8s} {'classes':>7s}  source")
     for name, info in DATASETS.items():
@@ -262,7 +424,7 @@ def datasets(args) -> int:
     return 0
 
 
-COMMANDS = {"compare": compare, "fit": fit, "datasets": datasets}
+COMMANDS = {"compare": compare, "fit": fit, "predict": predict, "datasets": datasets}
 """The command of each ``ppgpc`` subcommand."""
 
 
@@ -271,10 +433,11 @@ def main(argv=None) -> int:
 
     Returns:
         0 on success; 2 after a one-line error (a bad setting, an unknown dataset or
-        model, an output path that cannot be written, or any OS error).
+        model, a bad table, an output path that cannot be written, or any OS error).
     """
     args = build_parser().parse_args(argv)
     try:
+        _check_arguments(args)
         _check_outputs(args)
         return COMMANDS[args.command](args)
     except (ValueError, OSError) as err:

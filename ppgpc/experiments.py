@@ -27,6 +27,8 @@ from ppgpc.datasets import DATASETS, load, paper_split
 from ppgpc.evaluation import metrics
 
 __all__ = [
+    "table_split",
+    "fit_and_score",
     "EXACT_CLASSIFIERS",
     "PAPER_EXACT",
     "SPARSE_CLASSIFIERS",
@@ -211,30 +213,43 @@ def benchmark_split(dataset: str, seed: int, *, data_dir=None, n_test: int | Non
     return paper_split(X, y, seed=seed, n_test=n_test)
 
 
-def run_split(dataset: str, model: str, seed: int, *, data_dir=None, n_test: int | None = None,
-              max_train: int | None = None, factory: Callable | None = None,
-              **options) -> RunResult:
-    """Fit ``model`` on one seeded split of ``dataset`` and score it on the test points.
+def table_split(X, y, seed: int):
+    """The seeded, stratified split of a user's table that ``ppgpc compare --csv`` scores on:
+    a fifth of the rows (at least one per class) held out for testing, the rest for
+    fitting (``paper_split`` with its default validation share, which the estimators'
+    own selection does not use: it is fitted on with the training rows)."""
+    num_classes = len(np.unique(np.asarray(y).astype(str)))
+    n_test = max(num_classes, int(round(0.2 * len(y))))
+    return paper_split(X, y, seed=seed, n_test=n_test)
+
+
+def fit_and_score(model: str, seed: int, split, *, dataset: str = "",
+                  max_train: int | None = None, factory: Callable | None = None,
+                  quiet: bool = False, **options) -> RunResult:
+    """Fit ``model`` on the training and validation points of ``split`` and score it on its
+    test points.
 
     Args:
-        dataset: a name known to ``ppgpc.datasets``.
-        model: a key of ``EXACT_CLASSIFIERS``.
-        seed: split and model seed.
-        n_test: test size (default: the paper's, 50 for the small sets).
-        max_train: subsample the training points (for quick runs).
+        model: a key of ``EXACT_CLASSIFIERS`` or ``SPARSE_CLASSIFIERS``.
+        seed: subsample and model seed.
+        split: a ``ppgpc.datasets.Split``.
+        dataset: the name the result carries.
+        max_train: subsample the fitting points (for quick runs).
         factory: ``factory(seed, **options)`` building the estimator instead of the
             registry's (a benchmark that measures options outside the estimators' API).
+        quiet: no progress output from the fit.
         **options: passed to the classifier factory.
     """
     registry = {**EXACT_CLASSIFIERS, **SPARSE_CLASSIFIERS}
     if model not in registry:
         raise ValueError(f"unknown model {model!r}; known: {list(registry)}")
-    split = benchmark_split(dataset, seed, data_dir=data_dir, n_test=n_test)
     X_fit = np.concatenate([split.X_train, split.X_val])
     y_fit = np.concatenate([split.y_train, split.y_val])
     if max_train is not None and X_fit.shape[0] > max_train:
         keep = np.random.default_rng(seed).choice(X_fit.shape[0], max_train, replace=False)
         X_fit, y_fit = X_fit[keep], y_fit[keep]
+    if quiet:
+        options = {"progress": False, **options}
     estimator = (factory or registry[model])(seed, **options)
     start = time.perf_counter()
     estimator.fit(X_fit, y_fit)
@@ -244,6 +259,27 @@ def run_split(dataset: str, model: str, seed: int, *, data_dir=None, n_test: int
     scores = metrics.evaluate(probs, codes)
     return RunResult(dataset, model, seed, scores["accuracy"], scores["nll"], scores["ece"],
                      scores["brier"], seconds, probs, codes, estimator)
+
+
+def run_split(dataset: str, model: str, seed: int, *, data_dir=None, n_test: int | None = None,
+              max_train: int | None = None, factory: Callable | None = None,
+              **options) -> RunResult:
+    """Fit ``model`` on one seeded split of ``dataset`` (``benchmark_split``) and score it on
+    the test points (``fit_and_score``).
+
+    Args:
+        dataset: a name known to ``ppgpc.datasets``.
+        model: a key of ``EXACT_CLASSIFIERS``.
+        seed: split and model seed.
+        n_test: test size (default: the paper's, 50 for the small sets).
+        max_train, factory, **options: as ``fit_and_score``'s.
+    """
+    registry = {**EXACT_CLASSIFIERS, **SPARSE_CLASSIFIERS}
+    if model not in registry:
+        raise ValueError(f"unknown model {model!r}; known: {list(registry)}")
+    split = benchmark_split(dataset, seed, data_dir=data_dir, n_test=n_test)
+    return fit_and_score(model, seed, split, dataset=dataset, max_train=max_train,
+                         factory=factory, **options)
 
 
 def format_cell(ours, paper, lower_is_better: bool) -> str:

@@ -41,6 +41,44 @@ TEST_SIZE = os.environ.get("PPGPC_TEST_SIZE", "small").lower()
 SMALL = TEST_SIZE == "small"
 
 
+LONGEST_FIRST = (
+    "runtime/test_programs.py::test_every_estimator_at_sizes_of_held_buckets",
+    "test_notebooks.py::test_notebook_runs_at_small_size",
+    "infer/test_padding.py::test_nuts_samples_the_unpadded_posterior",
+    "models/test_logistic_softmax.py::test_sparse_svi_fits_magic_above_the_exact_limit",
+    "runtime/test_devices.py",
+    "infer/test_padding.py::test_svi_fits_equal_the_unpadded_fit",
+    "runtime/test_programs.py::test_a_process_fitting_many_sizes_stops_growing",
+    "test_golden.py::test_estimator_defaults_fit_as_recorded",
+    "infer/test_far_from_data.py",
+)
+"""Tests that run a minute or more (``--durations`` of a CI run), longest first: they are
+started first, so that with several workers (``-n auto``) none of them is left running
+alone at the end while the other workers idle."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run ``LONGEST_FIRST`` first, in its order; every other test keeps its place."""
+    def rank(item) -> int:
+        path = item.nodeid.removeprefix("tests/")
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
+                    len(LONGEST_FIRST))
+
+    items.sort(key=rank)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Close every pyplot figure a test made: ppgpc's plots draw on pyplot's current axes,
+    and the next test must start from none."""
+    yield
+    import sys
+
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _release_compiled_programs():
     """Drop JAX's compiled programs after each test module.

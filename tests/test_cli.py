@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-from ppgpc.cli import main
+import numpy as np
+
+from ppgpc.cli import MODELS, main
 
 
 def test_compare_prints_a_table_and_writes_a_png(tmp_path, capsys):
@@ -42,8 +44,9 @@ def test_errors_are_reported_without_a_traceback(tmp_path, capsys, monkeypatch):
     assert main(["compare", "--dataset", "letter", "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "ppgpc: error:" in err and "letter" in err
-    assert main(["fit", "--dataset", "wine", "--model", "nope"]) == 2
-    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:  # argparse's own check of --model's choices
+        main(["fit", "--dataset", "wine", "--model", "nope"])
+    assert stop.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
     assert main(["compare", "--dataset", "wine", "--models", "ilr", "nope"]) == 2
     err = capsys.readouterr().err
     assert "unknown model(s) ['nope']" in err and "Exact-ILR" in err
@@ -132,3 +135,89 @@ def test_help_does_not_import_jax():
                          check=True).stdout
     assert "--save-idata" in out
     assert out.strip().splitlines()[-1] == "['ppgpc', 'ppgpc.cli']"
+
+
+# ------------------------------------------------------------- the user's own table
+@pytest.fixture(scope="module")
+def iris_csv(tmp_path_factory):
+    """The iris data as a user has it: a CSV with named feature columns and a ``species``
+    column of strings."""
+    from sklearn.datasets import load_iris
+
+    frame = load_iris(as_frame=True).frame
+    frame["species"] = load_iris().target_names[frame.pop("target")]
+    path = tmp_path_factory.mktemp("iris") / "iris.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_fit_a_table_quietly_then_predict_it(tmp_path, iris_csv, capfd):
+    import pandas as pd
+
+    model = tmp_path / "model"
+    assert main(["fit", "--csv", str(iris_csv), "--target", "species", "--save", str(model),
+                 "--quiet"]) == 0
+    assert capfd.readouterr().out == ""
+    output = tmp_path / "out" / "p.csv"
+    assert main(["predict", "--model-dir", str(model), "--csv", str(iris_csv),
+                 "--output", str(output), "--quiet"]) == 0
+    assert capfd.readouterr().out == ""
+    probs = pd.read_csv(output)
+    assert probs.shape == (150, 3)
+    assert list(probs.columns) == ["setosa", "versicolor", "virginica"]
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-9)
+    truth = pd.read_csv(iris_csv)["species"]
+    assert (probs.idxmax(axis=1) == truth).mean() > 0.9
+
+
+def test_compare_on_a_table(tmp_path, iris_csv, capsys):
+    assert main(["compare", "--csv", str(iris_csv), "--target", "species", "--models", "gpd",
+                 "--output-dir", str(tmp_path), "--grid-size", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "GPD" in out and "iris: 30 test points" in out
+    assert (tmp_path / "reliability_iris_seed0.png").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fit", "--csv", "{csv}", "--target", "kind"], "has no column 'kind' for the labels"),
+    (["fit", "--csv", "{csv}"], "--csv needs --target COLUMN"),
+    (["fit", "--csv", "{bad}", "--target", "species"],
+     "feature column 'petal width (cm)' must be numeric: row 3 is 'wide'"),
+    (["fit", "--csv", "{few}", "--target", "species"], "'virginica' has 1"),
+    (["fit", "--csv", "{csv}", "--target", "species", "--model", "lsm", "--inference", "map"],
+     "--inference 'map' is not an inference of model 'lsm'"),
+    (["predict", "--model-dir", "{tmp}", "--csv", "{csv}", "--output", "{tmp}/p.csv"],
+     "is not a saved ppgpc model"),
+])
+def test_table_errors_are_one_line(argv, message, tmp_path, iris_csv, capsys):
+    import pandas as pd
+
+    frame = pd.read_csv(iris_csv)
+    bad = frame.astype({"petal width (cm)": object})
+    bad.loc[1, "petal width (cm)"] = "wide"
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    few = pd.concat([frame[frame.species != "virginica"], frame[frame.species == "virginica"][:1]])
+    few.to_csv(tmp_path / "few.csv", index=False)
+    names = {"csv": iris_csv, "bad": tmp_path / "bad.csv", "few": tmp_path / "few.csv",
+             "tmp": tmp_path}
+    assert main([a.format(**names) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ppgpc: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert message in err
+
+
+def test_help_lists_every_model_and_its_inference(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for name, (_, methods, _) in MODELS.items():
+        assert f"{name} (" in out and " | ".join(methods) in out
+
+
+def test_the_model_table_is_the_estimators():
+    import ppgpc
+
+    for name, (cls_name, methods, _) in MODELS.items():
+        cls = getattr(ppgpc, cls_name)
+        assert set(methods) == set(cls.inference_methods), name
+        assert methods[0] == cls().inference, name

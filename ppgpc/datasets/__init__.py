@@ -10,7 +10,8 @@ and licence (CC BY 4.0): ``ppgpc/datasets/data/README.md``.
 * ``registry``: what can be loaded and ``load``;
 * ``splits``: the paper's train/validation/test splits and stratified folds;
 * ``scaling``: z-scores (and robust or min-max scaling) fitted on training inputs;
-* ``synthetic``: Gaussian mixtures and the logistic-softmax toy problems of the notebooks.
+* ``synthetic``: Gaussian mixtures and the logistic-softmax toy problems of the notebooks;
+* ``tables``: a user's own CSV table of features and labels (``read_table``).
 
 Example:
     >>> from ppgpc import datasets
@@ -26,10 +27,12 @@ Example:
 from ppgpc.datasets.registry import (DATA_DIR_ENV, DATASETS, DatasetFormatError, DatasetInfo,
                                      DatasetNotFoundError, available, load)
 from ppgpc.datasets.scaling import SCALING_METHODS, Standardizer, standardize
+from ppgpc.datasets.tables import Table, read_features, read_table
 from ppgpc.datasets.splits import (Split, SplitIndices, TrainValidationSplit, paper_split,
                                    paper_split_indices, stratified_folds, train_validation_split)
 
 __all__ = ["DATASETS", "DATA_DIR_ENV", "DatasetFormatError", "DatasetInfo", "DatasetNotFoundError",
            "available", "load", "Split", "SplitIndices", "TrainValidationSplit", "paper_split",
            "paper_split_indices", "stratified_folds", "train_validation_split",
-           "SCALING_METHODS", "Standardizer", "standardize"]
+           "SCALING_METHODS", "Standardizer", "standardize", "Table", "read_table",
+           "read_features"]

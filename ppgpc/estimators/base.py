@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from ppgpc.estimators._common import (check_class_labels, fit_standardizer, fitted_noise_scale,
                                       is_fitted_attribute, iterations, warn_of_collapsed_noise)
 from ppgpc.evaluation import metrics
-from ppgpc.infer import convergence, fit as run_inference, to_inference_data
+from ppgpc.infer import convergence, fit as run_inference
 from ppgpc.infer.convergence import ConvergenceReport
 from ppgpc.infer.driver import check_method_options
 from ppgpc.io.legacy import upgrade
@@ -113,7 +113,9 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             type-II ML / MAP (for NUTS and Gibbs, of the fit of their hyperparameters); 0
             where it ran none (hyperparameters given or sampled).
         standardizer_: the input scaling fitted on X (None with ``standardize=False``).
-        result_: the driver's ``FitResult``.
+        hyperparameters_: the fitted hyperparameters by name (a property).
+        result_: the driver's ``FitResult``, fitted on the scaled inputs: its own methods
+            take inputs scaled by ``standardizer_``; the estimator's methods take raw X.
     """
 
     model_name: str = ""
@@ -320,6 +322,41 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         self._check_fitted()
         return self.result_.predict_proba(self._transform(X))
 
+    def predict_proba_draws(self, X) -> np.ndarray:
+        """(S, n, C) class probabilities p(y = c | f_s) at X, one row of probabilities per
+        posterior draw s (S = chains x draws), columns in the order of ``classes_``: the
+        uncertainty that ``predict_proba``, their mean (within Monte Carlo error), averages
+        away. X is raw input, scaled as ``predict_proba`` scales it."""
+        self._check_fitted()
+        draws = np.asarray(self.result_.predict_proba_draws(self._transform(X)))
+        return draws.reshape(-1, *draws.shape[2:])
+
+    @property
+    def hyperparameters_(self) -> dict:
+        """The fitted hyperparameters by name, as NumPy arrays: point estimates (type-II ML
+        or MAP, CAVI, SVI) or, where the fit sampled them, their posterior means.
+
+        Lengthscales are in the scaled input space the model was fitted in
+        (``standardizer_``); with column names (a pandas DataFrame) each feature's
+        lengthscale is its own entry, ``"kernel_lengthscale[<column>]"``. The full
+        posterior of sampled hyperparameters is in the ArviZ export:
+        ``az.summary(est.to_inference_data(), var_names=["kernel_lengthscale"])``.
+        """
+        self._check_fitted()
+        names = getattr(self, "feature_names_in_", None)
+        out = {}
+        for name, value in self.result_.hypers.items():
+            value = np.asarray(value, dtype=np.float64)
+            value = np.asarray(value[0, 0] if self.result_.point_hypers
+                               else value.mean(axis=(0, 1)))
+            if (name.endswith("lengthscale") and names is not None and value.ndim >= 1
+                    and value.shape[-1] == len(names)):
+                out.update({f"{name}[{column}]": np.asarray(value[..., j])
+                            for j, column in enumerate(names)})
+            else:
+                out[name] = value
+        return out
+
     def predict(self, X) -> np.ndarray:
         """(n,) most probable labels, taken from ``classes_``."""
         self._check_fitted()
@@ -372,6 +409,8 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                             "labels as y; do not pass class_names or y_pred")
         X_pred = None if X is None else self._transform(X)
         codes = None if y is None else self._encode_known(y, X_pred.shape[0])
+        from ppgpc.infer.arviz_export import to_inference_data  # imports ArviZ: on first use
+
         return to_inference_data(self.result_, X_pred, class_names=self.classes_, y_pred=codes,
                                  thin=thin, **kwargs)
 

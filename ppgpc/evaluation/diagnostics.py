@@ -252,13 +252,28 @@ def _class_names(source, C: int):
     return names if names is not None and len(names) == C else list(range(C))
 
 
-def reliability_diagram(source, y=None, *, group: str = "predictions", **kwargs):
-    """``ppgpc.evaluation.plotting.reliability_diagram`` (top-label or binary ECE named in the
-    legend,
-    bin counts, identity line) from an ``InferenceData`` or arrays; returns the Axes."""
-    from ppgpc.evaluation.plotting import reliability_diagram as draw
+BINNINGS = ("equal-mass", "equal-width")
+"""``reliability_diagram``'s bins: equal-mass with consistency bands (the default), or
+equal-width with the ECE."""
 
+
+def reliability_diagram(source, y=None, *, group: str = "predictions",
+                        bins: str = "equal-mass", **kwargs):
+    """A reliability diagram from an ``InferenceData`` or arrays, drawn into ``ax`` or
+    pyplot's current axes; returns the Axes.
+
+    ``bins="equal-mass"`` (default): ``ppgpc.evaluation.plotting.reliability_bands_diagram``,
+    bins of equal counts with each bin's count and its consistency band (the range its
+    observed frequency takes under calibration), which a small test set needs;
+    ``"equal-width"``: ``ppgpc.evaluation.plotting.reliability_diagram``, the ECE's bins
+    with the ECE in the legend. ``kwargs`` go to the function drawn."""
+    from ppgpc.evaluation.plotting import reliability_bands_diagram
+    from ppgpc.evaluation.plotting import reliability_diagram as equal_width
+
+    if bins not in BINNINGS:
+        raise ValueError(f"bins must be one of {list(BINNINGS)}, got {bins!r}")
     probs, labels = _probs_and_labels(source, y, group)
+    draw = reliability_bands_diagram if bins == "equal-mass" else equal_width
     return draw(probs, labels, **kwargs)
 
 
@@ -410,8 +425,10 @@ def rgb_image(probs, grid_shape: tuple) -> tuple[np.ndarray, str]:
 
 
 def probability_map(predict_proba: Callable | dict, X, y=None, *, grid_size: int = 60,
-                    margin: float = 0.1, show_points: bool = True):
-    """RGB pictures of one or several classifiers' predictive probabilities over a grid.
+                    margin: float = 0.1, show_points: bool = True, confidence: bool = True,
+                    axes=None):
+    """RGB pictures of one or several classifiers' predictive probabilities over a grid,
+    each above a map of its top-class probability max_c p(c | x) (where it is unsure).
 
     Args:
         predict_proba: a function (n, D) inputs -> (n, C) probabilities (an estimator's
@@ -420,9 +437,12 @@ def probability_map(predict_proba: Callable | dict, X, y=None, *, grid_size: int
         y: optional (n,) training labels as indices 0..C-1, drawn in the class colours.
         grid_size: points per side; margin: fraction of the range added on each side.
         show_points: draw the training points.
+        confidence: draw the top-class probability map under each RGB map.
+        axes: the panels to draw into (models along the columns, the confidence maps in a
+            second row); a new pyplot figure when None.
 
     Returns:
-        A pyplot-free Figure, titled with the colour coding and, for D > 2, the plane.
+        The figure, titled with the colour coding and, for D > 2, the plane.
     """
     from ppgpc.evaluation.plotting import probability_map_grid
 
@@ -431,7 +451,7 @@ def probability_map(predict_proba: Callable | dict, X, y=None, *, grid_size: int
         y = check_labels(y, X.shape[0])
     models = predict_proba if isinstance(predict_proba, dict) else {"": predict_proba}
     grid = input_grid(X, grid_size, margin)
-    images, note = {}, ""
+    images, tops, note = {}, {}, ""
     for name, fn in models.items():
         probs = np.asarray(fn(grid.points))
         if y is not None and not images and (y.dtype.kind not in "iu" or y.min() < 0
@@ -440,8 +460,11 @@ def probability_map(predict_proba: Callable | dict, X, y=None, *, grid_size: int
                              "class colours); encode labels first, e.g. with an estimator's "
                              "classes_")
         images[name], note = rgb_image(probs, (grid_size, grid_size))
+        tops[name] = probs.max(axis=1).reshape(grid_size, grid_size)
     suptitle = note if X.shape[1] == 2 else f"{note}\n{grid.description}"
     points = grid.project(X) if show_points else None
     labels = None if (y is None or not show_points) else y
     return probability_map_grid(images, grid.extent, points=points, labels=labels,
-                                suptitle=suptitle, xlabel=grid.xlabel, ylabel=grid.ylabel)
+                                suptitle=suptitle, xlabel=grid.xlabel, ylabel=grid.ylabel,
+                                confidence=tops if confidence else None,
+                                num_classes=probs.shape[1], axes=axes)

@@ -1,18 +1,22 @@
-"""Reliability diagrams (docs/math.md section 7), headless-safe.
+"""Reliability diagrams and probability maps (docs/math.md section 7), drawn as matplotlib's
+own plotting functions, ArviZ's and scikit-learn's displays draw.
 
-matplotlib is imported lazily inside the functions; nothing here selects a backend or
-touches pyplot. Without an ``ax`` the figures are plain :class:`matplotlib.figure.Figure`
-objects, so they render to files on machines without a display and do not pile up in
-pyplot's global state.
+A single-panel function draws into ``ax`` when given, else into pyplot's current axes
+(``plt.gca()``: a new figure when there is none), and returns the axes; a multi-panel one
+draws into ``axes`` when given, else into a new pyplot figure, and returns the figure. So
+``plt.savefig``, ``plt.show()`` and notebooks' inline display see every plot. matplotlib is
+imported when a plot is drawn, never with this module, and nothing here selects a backend
+(without a display, matplotlib uses its file-only one).
 
 Example:
     >>> import numpy as np
-    >>> from ppgpc.evaluation.plotting import reliability_diagram, save_figure
+    >>> import matplotlib.pyplot as plt
+    >>> from ppgpc.evaluation.plotting import reliability_bands_diagram
     >>> rng = np.random.default_rng(0)
     >>> p1 = rng.uniform(size=200)
     >>> y = (rng.uniform(size=200) < p1).astype(int)
-    >>> ax = reliability_diagram(np.stack([1 - p1, p1], axis=1), y, label="model")
-    >>> path = save_figure(ax.figure, "/tmp/ppgpc_doctest_reliability.png")
+    >>> ax = reliability_bands_diagram(np.stack([1 - p1, p1], axis=1), y, label="model")
+    >>> plt.savefig("/tmp/ppgpc_doctest_reliability.png")
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = ["reliability_diagram", "reliability_grid", "classwise_reliability_grid",
-           "confidence_ppc_diagram",
-           "reliability_bands_diagram", "probability_map", "probability_map_grid",
-           "marginal_overlay", "CLASS_PALETTE", "save_figure"]
+           "confidence_ppc_diagram", "reliability_bands_diagram", "reliability_bands_grid",
+           "probability_map", "confidence_map", "probability_map_grid", "marginal_overlay",
+           "CLASS_PALETTE", "save_figure", "close"]
 
 CLASS_PALETTE = (
     (0.85, 0.10, 0.10), (0.10, 0.65, 0.15), (0.12, 0.30, 0.90), (0.95, 0.60, 0.05),
@@ -56,11 +60,30 @@ _AXIS_LABELS = {
 _COUNTS_HEADROOM = 4.0  # count histograms use the bottom quarter of the panel
 
 
-def _new_axes(figsize: tuple[float, float] = (4.6, 4.4)) -> Axes:
-    """A single axes on a pyplot-free Figure."""
-    from matplotlib.figure import Figure
+def _current_axes() -> Axes:
+    """pyplot's current axes (a new figure's, when there is no figure)."""
+    import matplotlib.pyplot as plt
 
-    return Figure(figsize=figsize).add_subplot()
+    return plt.gca()
+
+
+def _panels(count: int, columns: int, size: tuple[float, float], axes=None):
+    """(figure, ``count`` axes): the given ``axes`` (at least ``count`` of them), or the
+    panels of a new pyplot figure, ``columns`` to a row, each panel ``size`` inches."""
+    if axes is not None:
+        flat = list(np.ravel(np.asarray(axes, dtype=object)))
+        if len(flat) < count:
+            raise ValueError(f"axes has {len(flat)} axes for {count} panels")
+        return flat[0].figure, flat[:count]
+    import matplotlib.pyplot as plt
+
+    rows = -(-count // columns)
+    fig = plt.figure(figsize=(size[0] * min(count, columns), size[1] * rows),
+                     layout="constrained")
+    panels = fig.subplots(rows, min(count, columns), squeeze=False).ravel()
+    for panel in panels[count:]:
+        panel.set_visible(False)
+    return fig, list(panels[:count])
 
 
 def _style_axes(ax: Axes, kind: str) -> None:
@@ -106,6 +129,7 @@ def _counts_axes(ax: Axes) -> Axes:
     counts_ax.set_ylabel("count", color="0.55", fontsize=9)
     counts_ax.set_ylim(0.0, 1.0)
     counts_ax.set_box_aspect(1.0)
+    ax.figure.sca(ax)  # the diagram stays the current axes, not its twin
     return counts_ax
 
 
@@ -141,7 +165,7 @@ def reliability_diagram(
         n_bins: Number of equal-width bins on ``[0, 1]``.
         kind: ``"auto"``, ``"binary"`` or ``"top-label"`` (``"classwise"`` has one
             diagram per class and is not drawn here).
-        ax: Axes to draw into; a new pyplot-free Figure is made when ``None``.
+        ax: Axes to draw into; pyplot's current axes when ``None``.
         label: Model name for the legend.
         show_counts: Draw bin counts as a light histogram on a twin y-axis (right).
 
@@ -160,7 +184,7 @@ def reliability_diagram(
     table = reliability_table(probs, y, n_bins, kind)
     ece_value = ece(probs, y, n_bins, kind)
     if ax is None:
-        ax = _new_axes()
+        ax = _current_axes()
     _style_axes(ax, table.kind)
     _identity_line(ax)
 
@@ -177,40 +201,61 @@ def reliability_diagram(
     return ax
 
 
-def reliability_grid(results: dict[str, tuple[ArrayLike, ArrayLike]], **kw: Any) -> Figure:
-    """One reliability diagram per model, side by side, titled by model name.
-
-    Args:
-        results: ``{name: (probs, y)}`` with ``probs`` ``(n, C)`` and ``y`` ``(n,)``;
-            models may have different test sets.
-        **kw: Passed to :func:`reliability_diagram` (``n_bins``, ``kind``,
-            ``show_counts``); ``ax`` and ``label`` are set here.
-
-    Returns:
-        A pyplot-free Figure. Its first ``len(results)`` axes are the panels, in the
-        order of ``results``; twin count axes (if any) come after them.
-
-    Raises:
-        ValueError: If ``results`` is empty or ``kw`` contains ``ax`` or ``label``.
-    """
-    from matplotlib.figure import Figure
-
+def _grid(draw, results: dict, axes, kw: dict, what: str) -> Figure:
+    """One ``draw(probs, y, ax=panel, **kw)`` panel per model of ``results``, titled."""
     if not results:
         raise ValueError("results is empty: pass {name: (probs, y)} for at least one model.")
     clash = {"ax", "label"} & set(kw)
     if clash:
-        raise ValueError(f"reliability_grid sets {sorted(clash)} itself; do not pass them.")
-    fig = Figure(figsize=(4.4 * len(results), 4.4), layout="constrained")
-    panels = fig.subplots(1, len(results), squeeze=False)[0]
+        raise ValueError(f"{what} sets {sorted(clash)} itself; do not pass them.")
+    fig, panels = _panels(len(results), len(results), (4.4, 4.4), axes)
     for panel, (name, (probs, y)) in zip(panels, results.items()):
-        reliability_diagram(probs, y, ax=panel, **kw)
+        draw(probs, y, ax=panel, **kw)
         panel.set_title(str(name), fontsize=11)
     return fig
 
 
+def reliability_grid(results: dict[str, tuple[ArrayLike, ArrayLike]], *, axes=None,
+                     **kw: Any) -> Figure:
+    """One equal-width-bin reliability diagram per model, side by side, titled by model name.
+
+    Args:
+        results: ``{name: (probs, y)}`` with ``probs`` ``(n, C)`` and ``y`` ``(n,)``;
+            models may have different test sets.
+        axes: one axes per model to draw into (a new pyplot figure when None).
+        **kw: Passed to :func:`reliability_diagram` (``n_bins``, ``kind``,
+            ``show_counts``); ``ax`` and ``label`` are set here.
+
+    Returns:
+        The figure. Its first ``len(results)`` axes are the panels, in the order of
+        ``results``; twin count axes (if any) come after them.
+
+    Raises:
+        ValueError: If ``results`` is empty or ``kw`` contains ``ax`` or ``label``.
+    """
+    return _grid(reliability_diagram, results, axes, kw, "reliability_grid")
+
+
+def reliability_bands_grid(results: dict[str, tuple[ArrayLike, ArrayLike]], *, axes=None,
+                           **kw: Any) -> Figure:
+    """One equal-mass reliability diagram with consistency bands and counts per model, side
+    by side (:func:`reliability_bands_diagram`): the diagram to read on a small test set,
+    where equal-width bins hold a handful of points or none.
+
+    Args:
+        results: ``{name: (probs, y)}``; axes: one axes per model (a new pyplot figure when
+            None); **kw: passed to :func:`reliability_bands_diagram` (``n_bins``,
+            ``min_count``, ``level``, ...); ``ax`` and ``label`` are set here.
+
+    Returns:
+        The figure, its panels first in the order of ``results``.
+    """
+    return _grid(reliability_bands_diagram, results, axes, kw, "reliability_bands_grid")
+
+
 def classwise_reliability_grid(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 10,
                                class_names=None, label: str | None = None,
-                               show_counts: bool = True) -> Figure:
+                               show_counts: bool = True, axes=None) -> Figure:
     """One one-vs-rest reliability diagram per class (the class-wise ECE's bins).
 
     Panel c plots, per bin of p(c | x), the fraction of points whose label is c against
@@ -221,21 +266,17 @@ def classwise_reliability_grid(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 
         probs: (n, C) class probabilities; y: (n,) labels in 0..C-1.
         n_bins: equal-width bins; class_names: panel titles (default 0..C-1);
         label: model name for the figure title; show_counts: bin-count histograms.
+        axes: C axes to draw into (a new pyplot figure when None).
 
     Returns:
-        A pyplot-free Figure with C panels (plus twin count axes).
+        The figure with C panels (plus twin count axes).
     """
-    from matplotlib.figure import Figure
-
     p = np.asarray(probs, dtype=np.float64)
     C = p.shape[1] if p.ndim == 2 else 0
     names = list(range(C)) if class_names is None else list(class_names)
     if len(names) != C:
         raise ValueError(f"class_names has {len(names)} entries for C = {C} classes")
-    cols = min(C, 4)
-    rows = -(-C // cols) if C else 1
-    fig = Figure(figsize=(3.6 * cols, 3.6 * rows), layout="constrained")
-    panels = fig.subplots(rows, cols, squeeze=False).ravel()
+    fig, panels = _panels(max(C, 1), 4, (3.6, 3.6), axes)
     per_class = []
     for c, panel in enumerate(panels[:C]):
         table = reliability_table(p, y, n_bins, "classwise", class_index=c)
@@ -254,8 +295,6 @@ def classwise_reliability_grid(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 
             _draw_counts(panel, edges, table.count, curve.get_color())
         panel.legend(loc="upper left", fontsize=8, frameon=False)
         panel.set_title(f"class {names[c]}", fontsize=10)
-    for panel in panels[C:]:
-        panel.set_visible(False)
     head = f"{label}: " if label else ""
     fig.suptitle(f"{head}class-wise ECE = {np.mean(per_class):.3f} (mean over classes)",
                  fontsize=11)
@@ -280,7 +319,7 @@ def reliability_bands_diagram(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 1
         probs: (n, C) probabilities; y: (n,) labels 0..C-1.
         n_bins, kind, class_index, min_count, level, n_resamples, seed: as in
             ``reliability_bands`` (``kind="classwise"`` draws class ``class_index``).
-        ax: axes to draw into (a new pyplot-free Figure when None).
+        ax: axes to draw into (pyplot's current axes when None).
         label: model name for the legend.
         show_counts: the count histogram on a twin y-axis.
 
@@ -303,7 +342,7 @@ def _draw_bands(bands, ax: Axes | None, label: str | None, band_label: str,
     grey band bars, the observed curve (points outside their band ringed in red), each
     point's count, and optionally the count histogram on a twin axis."""
     if ax is None:
-        ax = _new_axes()
+        ax = _current_axes()
     _style_axes(ax, "binary" if bands.kind == "classwise" else bands.kind)
     _identity_line(ax)
     ax.vlines(bands.confidence, bands.band_lower, bands.band_upper, colors="0.6",
@@ -338,7 +377,7 @@ def confidence_ppc_diagram(ppc, *, ax: Axes | None = None, label: str | None = N
 
     Args:
         ppc: a ``ppgpc.evaluation.calibration.ConfidencePPC``.
-        ax: axes to draw into (a new pyplot-free Figure when None).
+        ax: axes to draw into (pyplot's current axes when None).
         label: model name for the legend.
         show_counts: the count histogram on a twin y-axis.
 
@@ -365,7 +404,7 @@ def probability_map(image: ArrayLike, extent, *, ax: Axes | None = None, points=
         image: (G1, G2, 3) RGB values in [0, 1]; row i is the i-th value of the vertical
             coordinate (``ppgpc.evaluation.diagnostics.rgb_image`` makes it from probabilities).
         extent: (left, right, bottom, top) of the grid in plot coordinates.
-        ax: axes to draw into (a new pyplot-free Figure when None).
+        ax: axes to draw into (pyplot's current axes when None).
         points: optional (n, 2) points in the same coordinates; labels: their classes
             (0..C-1), drawn in the class colours with a white edge.
         title, xlabel, ylabel: text.
@@ -377,7 +416,7 @@ def probability_map(image: ArrayLike, extent, *, ax: Axes | None = None, points=
     if image.ndim != 3 or image.shape[2] != 3:
         raise ValueError(f"image must have shape (G1, G2, 3); got {image.shape}")
     if ax is None:
-        ax = _new_axes((4.6, 4.4))
+        ax = _current_axes()
     ax.imshow(np.clip(image, 0.0, 1.0), origin="lower", extent=tuple(extent), aspect="auto",
               interpolation="bilinear")
     if points is not None:
@@ -401,19 +440,65 @@ def probability_map(image: ArrayLike, extent, *, ax: Axes | None = None, points=
     return ax
 
 
+def confidence_map(confidence: ArrayLike, extent, *, ax: Axes | None = None,
+                   num_classes: int | None = None, points=None, title: str | None = None,
+                   xlabel: str = "x$_1$", ylabel: str = "x$_2$") -> Axes:
+    """Draw the top-class probability max_c p(c | x) over a 2-D grid (where the classifier is
+    sure, near 1; where it is not, down to 1/C), with a colour bar and the training points.
+
+    Args:
+        confidence: (G1, G2) top-class probabilities, rows along the vertical coordinate.
+        extent: (left, right, bottom, top) of the grid; ax: axes to draw into (pyplot's
+            current axes when None); num_classes: C, the colour scale's floor 1/C (the
+            image's minimum when None); points: optional (n, 2) points; title, xlabel,
+            ylabel: text.
+
+    Returns:
+        The axes.
+    """
+    confidence = np.asarray(confidence, dtype=np.float64)
+    if confidence.ndim != 2:
+        raise ValueError(f"confidence must have shape (G1, G2); got {confidence.shape}")
+    if ax is None:
+        ax = _current_axes()
+    low = 1.0 / num_classes if num_classes else float(confidence.min())
+    shown = ax.imshow(confidence, origin="lower", extent=tuple(extent), aspect="auto",
+                      interpolation="bilinear", cmap="viridis", vmin=low, vmax=1.0)
+    ax.figure.colorbar(shown, ax=ax, shrink=0.8, label="max$_c$ p(c | x)")
+    if points is not None:
+        points = np.asarray(points)
+        ax.scatter(points[:, 0], points[:, 1], c="white", s=10, edgecolors="k",
+                   linewidths=0.4, zorder=3)
+    ax.set_xlim(extent[0], extent[1])
+    ax.set_ylim(extent[2], extent[3])
+    ax.tick_params(colors="0.3", labelsize=8)
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
 def probability_map_grid(images: dict, extent, *, points=None, labels=None,
                          suptitle: str | None = None, xlabel: str = "x$_1$",
-                         ylabel: str = "x$_2$") -> Figure:
-    """``probability_map`` panels side by side, one per model (``{name: image}``)."""
-    from matplotlib.figure import Figure
-
+                         ylabel: str = "x$_2$", confidence: dict | None = None,
+                         num_classes: int | None = None, axes=None) -> Figure:
+    """``probability_map`` panels side by side, one per model (``{name: image}``), and with
+    ``confidence`` (``{name: (G1, G2) top-class probabilities}``) a ``confidence_map`` under
+    each. ``axes``: the panels to draw into, models along the rows' columns (a new pyplot
+    figure when None). Returns the figure."""
     if not images:
         raise ValueError("images is empty: pass {name: (G1, G2, 3) image} for one model or more")
-    fig = Figure(figsize=(3.8 * len(images), 3.9), layout="constrained")
-    panels = fig.subplots(1, len(images), squeeze=False)[0]
+    rows = 1 if confidence is None else 2
+    fig, panels = _panels(rows * len(images), len(images), (3.8, 3.9), axes)
     for panel, (name, image) in zip(panels, images.items()):
         probability_map(image, extent, ax=panel, points=points, labels=labels,
                         title=str(name), xlabel=xlabel, ylabel=ylabel)
+    if confidence is not None:
+        for panel, name in zip(panels[len(images):], images):
+            confidence_map(confidence[name], extent, ax=panel, num_classes=num_classes,
+                           points=points, title=f"{name}: top-class probability",
+                           xlabel=xlabel, ylabel=ylabel)
     if suptitle:
         fig.suptitle(suptitle, fontsize=10)
     return fig
@@ -470,3 +555,12 @@ def save_figure(fig: Figure | Axes, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
     return path
+
+
+def close(fig: Figure | Axes) -> None:
+    """Close ``fig`` (or an axes' figure) in pyplot, freeing it: for scripts that draw many
+    figures without showing them."""
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+
+    plt.close(fig.figure if isinstance(fig, Axes) else fig)

@@ -223,10 +223,11 @@ class PosteriorComparison:
         """Names of the variables flagged different."""
         return [str(v) for v in self.table.index[self.table["different"]]]
 
-    def plot(self, var_names=None, max_panels: int = 12):
+    def plot(self, var_names=None, max_panels: int = 12, *, axes=None):
         """Overlay the two posteriors' marginals (ArviZ KDE) for the elements with the
-        largest |smd|, at most ``max_panels``; returns a pyplot-free Figure."""
-        from matplotlib.figure import Figure
+        largest |smd|, at most ``max_panels``, into ``axes`` (one per element) or a new
+        pyplot figure; returns the figure."""
+        import matplotlib.pyplot as plt
 
         from ppgpc.evaluation.plotting import marginal_overlay
 
@@ -237,10 +238,16 @@ class PosteriorComparison:
         rows = rows.iloc[order[:max_panels]]
         if len(rows) == 0:
             raise ValueError("no elements to plot (check var_names)")
-        cols = min(4, len(rows))
-        nrows = -(-len(rows) // cols)
-        fig = Figure(figsize=(3.2 * cols, 2.4 * nrows), layout="constrained")
-        panels = fig.subplots(nrows, cols, squeeze=False).ravel()
+        if axes is not None:
+            panels = np.ravel(np.asarray(axes, dtype=object))
+            if len(panels) < len(rows):
+                raise ValueError(f"axes has {len(panels)} axes for {len(rows)} panels")
+            fig = panels[0].figure
+        else:
+            cols = min(4, len(rows))
+            nrows = -(-len(rows) // cols)
+            fig = plt.figure(figsize=(3.2 * cols, 2.4 * nrows), layout="constrained")
+            panels = fig.subplots(nrows, cols, squeeze=False).ravel()
         for panel, (_, row) in zip(panels, rows.iterrows()):
             a, b = self.draws[row["variable"]]
             j = int(row["position"])

@@ -166,7 +166,9 @@ def test_probability_map_draws_one_panel_per_model(tmp_path):
                                        "uniform": lambda Z: np.full((len(Z), 3), 1 / 3)},
                                       X, y, grid_size=12)
     panels = [a for a in fig.axes if a.get_title()]
-    assert [a.get_title() for a in panels] == ["softmax", "uniform"]
+    assert [a.get_title() for a in panels] == ["softmax", "uniform",
+                                               "softmax: top-class probability",
+                                               "uniform: top-class probability"]
     grid = diagnostics.input_grid(X, grid_size=12)
     expected = _softmax_of_position(grid.points).reshape(12, 12, 3)
     np.testing.assert_allclose(panels[0].get_images()[0].get_array(), expected)
@@ -174,14 +176,18 @@ def test_probability_map_draws_one_panel_per_model(tmp_path):
     np.testing.assert_allclose(image, 1 / 3)            # grey where all classes are equal
     assert panels[0].collections[0].get_offsets().shape == (30, 2)  # training points drawn
     assert fig.get_suptitle() == "RGB = p(class 0, 1, 2)"
+    np.testing.assert_allclose(panels[2].get_images()[0].get_array(), expected.max(axis=-1))
+    np.testing.assert_allclose(panels[3].get_images()[0].get_array(), 1 / 3)
     assert save_figure(fig, tmp_path / "rgb.png").read_bytes()[:4] == b"\x89PNG"
+    alone = diagnostics.probability_map(_softmax_of_position, X, y, grid_size=12,
+                                        confidence=False)
+    assert len([a for a in alone.axes if a.get_images()]) == 1
 
 
 def test_confidence_ppc_from_an_inference_data(idata):
     """Training points (posterior_predictive) and prediction points (predictions["y"]) give
-    ``ppgpc.evaluation.calibration.confidence_ppc`` of the arrays the export holds; the diagram
-    draws
-    one band bar per bin between the replicated quantiles."""
+    ``ppgpc.evaluation.calibration.confidence_ppc`` of the arrays the export holds; the
+    diagram draws one band bar per bin between the replicated quantiles."""
     from ppgpc.evaluation.calibration import confidence_ppc
     from ppgpc.evaluation.plotting import BAND_GID, confidence_ppc_diagram
 

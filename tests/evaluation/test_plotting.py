@@ -1,6 +1,5 @@
-"""Tests of ppgpc.evaluation.plotting: headless PNG output and the structure of the axes."""
-
-import sys
+"""Tests of ppgpc.evaluation.plotting: PNG output, the structure of the axes, and drawing as
+matplotlib's own plots do (current axes, ``ax=``, ``axes=``)."""
 
 import numpy as np
 import pytest
@@ -89,15 +88,56 @@ def test_grid_has_one_panel_per_model(tmp_path):
     assert save_figure(fig, tmp_path / "grid.png").read_bytes()[:8] == PNG_MAGIC
 
 
-def _pyplot_figures():
-    pyplot = sys.modules.get("matplotlib.pyplot")
-    return pyplot.get_fignums() if pyplot is not None else []
+def _png_is_not_blank(path) -> bool:
+    """Whether the PNG at ``path`` has pixels of more than one colour."""
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(path)
+    return bool(np.ptp(pixels.reshape(-1, pixels.shape[-1]), axis=0).max() > 0)
 
 
-def test_no_pyplot_state():
-    before = _pyplot_figures()
-    reliability_grid({"a": _synthetic(3, seed=7)})
-    assert _pyplot_figures() == before
+def test_a_diagram_drawn_after_plt_figure_is_what_plt_savefig_saves(tmp_path):
+    """As with matplotlib's own plots: no ``ax`` draws on pyplot's current axes, so the
+    figure ``plt.figure()`` made is what ``plt.savefig`` writes (not a blank image)."""
+    import matplotlib.pyplot as plt
+
+    from ppgpc.evaluation import diagnostics
+
+    plt.figure()
+    ax = diagnostics.reliability_diagram(*_synthetic(3, seed=7))
+    assert ax is plt.gca()
+    plt.savefig(tmp_path / "rel.png")
+    assert _png_is_not_blank(tmp_path / "rel.png")
+    blank = plt.figure()
+    blank.savefig(tmp_path / "blank.png")
+    assert not _png_is_not_blank(tmp_path / "blank.png")  # the check can see a blank image
+
+
+def test_every_single_panel_plot_takes_ax_and_returns_it():
+    import matplotlib.pyplot as plt
+
+    from ppgpc.evaluation.plotting import confidence_map, probability_map, reliability_bands_diagram
+
+    probs, y = _synthetic(3, seed=9)
+    _, axes = plt.subplots(1, 4)
+    assert reliability_diagram(probs, y, ax=axes[0]) is axes[0]
+    assert reliability_bands_diagram(probs, y, ax=axes[1]) is axes[1]
+    image = np.random.default_rng(0).uniform(size=(5, 6, 3))
+    assert probability_map(image, (0, 1, 0, 1), ax=axes[2]) is axes[2]
+    assert confidence_map(image.max(axis=-1), (0, 1, 0, 1), ax=axes[3], num_classes=3) is axes[3]
+
+
+def test_grids_draw_into_given_axes_and_refuse_too_few():
+    import matplotlib.pyplot as plt
+
+    from ppgpc.evaluation.plotting import reliability_bands_grid
+
+    fig, axes = plt.subplots(1, 2)
+    results = {"a": _synthetic(3, seed=1), "b": _synthetic(3, seed=2)}
+    assert reliability_bands_grid(results, axes=axes) is fig
+    assert [ax.get_title() for ax in axes] == ["a", "b"]
+    with pytest.raises(ValueError, match="1 axes for 2 panels"):
+        reliability_grid(results, axes=axes[:1])
 
 
 def test_errors(tmp_path):
