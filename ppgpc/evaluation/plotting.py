@@ -428,10 +428,15 @@ def probability_map(image: ArrayLike, extent, *, ax: Axes | None = None, points=
             colours = palette[labels]
         ax.scatter(points[:, 0], points[:, 1], c=colours, s=14, edgecolors="white",
                    linewidths=0.6, zorder=3)
-    ax.set_xlim(extent[0], extent[1])
-    ax.set_ylim(extent[2], extent[3])
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
+    return _map_axes(ax, extent, title, xlabel, ylabel)
+
+
+def _map_axes(ax: Axes, extent, title: str | None, xlabel: str, ylabel: str) -> Axes:
+    """The limits, ticks and text of a map over a grid of inputs."""
+    ax.set_xlim(extent[0], extent[1])
+    ax.set_ylim(extent[2], extent[3])
     ax.tick_params(colors="0.3", labelsize=8)
     ax.set_xlabel(xlabel, fontsize=9)
     ax.set_ylabel(ylabel, fontsize=9)
@@ -469,14 +474,7 @@ def confidence_map(confidence: ArrayLike, extent, *, ax: Axes | None = None,
         points = np.asarray(points)
         ax.scatter(points[:, 0], points[:, 1], c="white", s=10, edgecolors="k",
                    linewidths=0.4, zorder=3)
-    ax.set_xlim(extent[0], extent[1])
-    ax.set_ylim(extent[2], extent[3])
-    ax.tick_params(colors="0.3", labelsize=8)
-    ax.set_xlabel(xlabel, fontsize=9)
-    ax.set_ylabel(ylabel, fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=10)
-    return ax
+    return _map_axes(ax, extent, title, xlabel, ylabel)
 
 
 def probability_map_grid(images: dict, extent, *, points=None, labels=None,
