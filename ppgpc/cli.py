@@ -295,17 +295,11 @@ def compare(args) -> int:
 def _rgb_map(args, name, split, rows) -> Path:
     """One RGB probability map per model over the fitting inputs (for D > 2, the plane of
     their first two principal components, as the figure title says)."""
-    import numpy as np
-
     from ppgpc.evaluation.diagnostics import probability_map
     from ppgpc.evaluation.plotting import close, save_figure
+    from ppgpc.experiments import fit_points
 
-    X_fit = np.concatenate([split.X_train, split.X_val])
-    y_fit = np.concatenate([split.y_train, split.y_val])
-    if args.max_train is not None and X_fit.shape[0] > args.max_train:
-        keep = np.random.default_rng(args.seed).choice(X_fit.shape[0], args.max_train,
-                                                       replace=False)
-        X_fit, y_fit = X_fit[keep], y_fit[keep]
+    X_fit, y_fit = fit_points(split, args.seed, args.max_train)
     codes = rows[0].estimator._encode_known(y_fit, X_fit.shape[0])
     fig = probability_map({r.model: r.estimator.predict_proba for r in rows}, X_fit, codes,
                           grid_size=args.grid_size)

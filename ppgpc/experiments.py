@@ -29,6 +29,7 @@ from ppgpc.evaluation import metrics
 __all__ = [
     "table_split",
     "fit_and_score",
+    "fit_points",
     "EXACT_CLASSIFIERS",
     "PAPER_EXACT",
     "SPARSE_CLASSIFIERS",
@@ -223,6 +224,17 @@ def table_split(X, y, seed: int):
     return paper_split(X, y, seed=seed, n_test=n_test)
 
 
+def fit_points(split, seed: int, max_train: int | None = None):
+    """(X, y) that ``fit_and_score`` fits on: the split's training and validation points,
+    subsampled to ``max_train`` with ``seed`` when there are more."""
+    X_fit = np.concatenate([split.X_train, split.X_val])
+    y_fit = np.concatenate([split.y_train, split.y_val])
+    if max_train is not None and X_fit.shape[0] > max_train:
+        keep = np.random.default_rng(seed).choice(X_fit.shape[0], max_train, replace=False)
+        X_fit, y_fit = X_fit[keep], y_fit[keep]
+    return X_fit, y_fit
+
+
 def fit_and_score(model: str, seed: int, split, *, dataset: str = "",
                   max_train: int | None = None, factory: Callable | None = None,
                   quiet: bool = False, **options) -> RunResult:
@@ -243,11 +255,7 @@ def fit_and_score(model: str, seed: int, split, *, dataset: str = "",
     registry = {**EXACT_CLASSIFIERS, **SPARSE_CLASSIFIERS}
     if model not in registry:
         raise ValueError(f"unknown model {model!r}; known: {list(registry)}")
-    X_fit = np.concatenate([split.X_train, split.X_val])
-    y_fit = np.concatenate([split.y_train, split.y_val])
-    if max_train is not None and X_fit.shape[0] > max_train:
-        keep = np.random.default_rng(seed).choice(X_fit.shape[0], max_train, replace=False)
-        X_fit, y_fit = X_fit[keep], y_fit[keep]
+    X_fit, y_fit = fit_points(split, seed, max_train)
     if quiet:
         options = {"progress": False, **options}
     estimator = (factory or registry[model])(seed, **options)
