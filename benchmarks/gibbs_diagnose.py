@@ -1,4 +1,4 @@
-"""Where the logistic-softmax Gibbs sampler's time and mixing go (issue 40; docs/gibbs.md).
+"""Where the logistic-softmax Gibbs sampler's time and mixing go (issue 40; docs/records/gibbs.md).
 
 On ``speed_gibbs_ess.py``'s problem (Gaussian blobs, RBF variance 4, lengthscale 1, fixed
 hyperparameters), for three sweeps built from the blocks of

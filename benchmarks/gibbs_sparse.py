@@ -91,9 +91,7 @@ def main(argv=None) -> int:
             res = est.result_
             start = time.perf_counter()
             X_test = benchmark_split(args.dataset, args.seed).X_test
-            X_test = (X_test if est.standardizer_ is None
-                      else est.standardizer_.transform(X_test))
-            probs = np.asarray(res.predict_proba_draws(X_test))     # (chain, draw, n, C)
+            probs = np.asarray(res.predict_proba_draws(X_test))     # raw X; (chain, draw, n, C)
             v = np.asarray(res.inducing)                               # (chain, draw, M, C)
             y_test = est._encode_known(benchmark_split(args.dataset, args.seed).y_test,
                                        X_test.shape[0])

@@ -60,7 +60,7 @@ means alone decide the predictive there. With these, E[exp f_c] is proportional 
 read as the paper's Gamma variables, the Dirichlet there has mean pi (Milios et al.'s own
 code shifts its targets by log pi_c plus one constant), and with a shared kernel the
 predictive E[softmax(f*)] is pi pulled towards uniform by the kernel variance, never more
-confident than the class frequencies (docs/defaults.md, "GPD's prior means", gives the
+confident than the class frequencies (docs/records/defaults.md, "GPD's prior means", gives the
 check and what C free means did instead).
 
 ``ClassMeanPrior`` keeps the NumPyro site ``mean`` at its shape (C,) with the line b + o as

@@ -76,7 +76,7 @@ DEFAULT_EPSILON = 0.999
 
 DEFAULT_TAU = 0.01
 """Overlap tolerance of Proposition 1: a pseudo-observation falls nearer a wrong class
-target with probability at most tau (the conventional 1% level; docs/defaults.md)."""
+target with probability at most tau (the conventional 1% level; docs/records/defaults.md)."""
 
 EPSILON_GRID = (0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 0.99999, 0.999999)
 """The label-smoothing grid searched by validation NLL when ``epsilon="auto"``: the paper's

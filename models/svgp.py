@@ -220,8 +220,8 @@ def _per_latent(data, fn, *more_axes):
 
     The map is ``ppgpc.gp.sparse.map_outputs`` (a ``lax.map`` loop), not ``vmap``: one
     latent at a time the Cholesky factors and triangular solves are unbatched LAPACK calls,
-    which cannot wait on each other in XLA's CPU thread pool as batched ones can (docs/speed.md,
-    "One latent at a time").
+    which cannot wait on each other in XLA's CPU thread pool as batched ones can
+    (docs/records/speed.md, "One latent at a time").
     """
     kernel_axis, inducing_axis = _latent_axes(data)
     if kernel_axis is None and inducing_axis is None:

@@ -1,8 +1,12 @@
 """Write the notebooks of this folder from the cell lists below, and optionally execute them.
 
-    python notebooks/build_notebooks.py                    # write every .ipynb (no outputs)
+    python notebooks/build_notebooks.py                    # write each .ipynb that is not
+                                                           # there yet (no outputs)
     python notebooks/build_notebooks.py --execute 01 04    # write, then run 01 and 04 at
                                                            # full size, saving the outputs
+
+Without ``--execute`` an existing notebook is kept as it is (with its outputs); delete it
+to have it written again from the cell lists, without outputs.
 
 The notebooks hold no logic of their own: every computation is a call into ``ppgpc``. Their
 size is chosen by ``PPGPC_NOTEBOOK_SIZE`` (``full`` or ``small``); when it is unset,
@@ -27,12 +31,21 @@ SETUP = '''\
 %matplotlib inline
 import os
 import time
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from tqdm import TqdmWarning
 
 import ppgpc
+
+# Every fit below runs with progress=False, so no progress bars. tqdm still warns (naming the
+# folder it is installed in) when a notebook has no ipywidgets: that warning is dropped, and
+# other warnings print as "Category: message", without the path of the file that raised them.
+warnings.filterwarnings("ignore", category=TqdmWarning)
+warnings.formatwarning = lambda message, category, *args, **kwargs: (
+    f"{category.__name__}: {message}\\n")
 
 # Size switch: PPGPC_NOTEBOOK_SIZE=small|full; PPGPC_TEST_SIZE=small also selects small.
 SIZE = os.environ.get("PPGPC_NOTEBOOK_SIZE") or (
@@ -61,19 +74,27 @@ QUICKSTART = [
 This notebook fits each classifier that ppgpc ships with its scikit-learn-style estimator,
 on the ILR paper's split of the wine data (50 stratified test points), and compares them on
 accuracy, negative log-likelihood (NLL), expected calibration error (ECE) and the Brier
-score (docs/math.md section 7). A reliability diagram then shows *where* each model is over- or
-under-confident.
+score (docs/math.md section 7). A reliability diagram then shows *where* each model is
+over- or under-confident.
 
-| estimator | model (docs/math.md) | inference used here |
+| estimator | model (docs/math.md) | inference at full size |
 | --- | --- | --- |
-| `ILRGPClassifier` | ILR-GP, section 1: GP regression on isometric-log-ratio targets, C-1 latent GPs | exact (type-II ML, closed-form posterior) |
-| `DirichletGPClassifier` | GPD, section 2: heteroscedastic GP regression on log-Dirichlet targets, C latent GPs | exact |
-| `LogisticSoftmaxGPClassifier` | logistic-softmax, section 3, Polya-Gamma augmentation | blocked Gibbs (full size) or CAVI (small size) |
+| `ILRGPClassifier` | ILR-GP (section 1), C-1 latent GPs | type-II MAP, exact posterior |
+| `DirichletGPClassifier` | GPD (section 2), C latent GPs | type-II MAP, exact posterior |
+| `LogisticSoftmaxGPClassifier` | logistic-softmax (section 3), C GPs | NUTS on the latent values |
 
-**Size.** The committed copy ran at full size: the smoothing levels (epsilon for ILR-GP,
-alpha_eps for GPD) are chosen by 5-fold cross-validated NLL, the estimators' default, and the
-logistic-softmax model is sampled by Gibbs. `PPGPC_NOTEBOOK_SIZE=small` (as in CI) fixes the
-smoothing levels and uses CAVI so that the notebook runs in well under a minute.
+ILR-GP and GPD are GP regressions on transformed labels (isometric-log-ratio coordinates of
+smoothed one-hot labels; log-Dirichlet pseudo-counts), so their posterior is Gaussian and
+exact; the logistic-softmax model keeps a categorical likelihood.
+
+**Size.** The committed copy ran at full size, with each estimator's defaults: ILR-GP and
+GPD take type-II MAP kernel hyperparameters (the kernel priors included) and the closed-form
+Gaussian posterior, and choose their smoothing levels (epsilon and the noise tolerance tau
+for ILR-GP, alpha_eps for GPD) by closed-form leave-one-out NLL over a grid; the
+logistic-softmax model fits its kernel hyperparameters by type-II MAP on the CAVI ELBO, then
+samples the latent values by NUTS (4 chains of 500 warm-up steps and 1000 draws).
+`PPGPC_NOTEBOOK_SIZE=small` (as in the test suite) fixes epsilon and alpha_eps (ILR-GP's
+tau is still chosen by leave-one-out) and fits the logistic-softmax model by CAVI.
 """),
     code(SETUP),
     md("""
@@ -95,22 +116,23 @@ print(f"{X_fit.shape[0]} points to fit on, {split.X_test.shape[0]} test points, 
 ## Fit the three classifiers
 
 Every estimator z-scores the inputs with the training statistics, uses an ARD RBF kernel,
-and derives every random number from `seed`.
+and derives every random number from `seed`; `progress=False` keeps the fits quiet. The
+last column is each fit's time as this run measured it (JAX compilation included).
 """),
     code('''
 from ppgpc import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
 
 if SMALL:
     classifiers = {
-        "Exact-ILR": ILRGPClassifier(epsilon=0.999),
-        "GPD": DirichletGPClassifier(alpha_eps=0.01),
-        "LSM": LogisticSoftmaxGPClassifier(inference="cavi"),
+        "Exact-ILR": ILRGPClassifier(epsilon=0.999, progress=False),
+        "GPD": DirichletGPClassifier(alpha_eps=0.01, progress=False),
+        "LSM": LogisticSoftmaxGPClassifier(inference="cavi", progress=False),
     }
 else:
     classifiers = {
-        "Exact-ILR": ILRGPClassifier(),            # epsilon="auto": 5-fold CV over the paper's grid
-        "GPD": DirichletGPClassifier(),            # alpha_eps="auto": 5-fold CV
-        "LSM": LogisticSoftmaxGPClassifier(),      # Gibbs, hyperparameters from the CAVI ELBO
+        "Exact-ILR": ILRGPClassifier(progress=False),   # epsilon, tau: leave-one-out
+        "GPD": DirichletGPClassifier(progress=False),   # alpha_eps: leave-one-out
+        "LSM": LogisticSoftmaxGPClassifier(progress=False),  # NUTS, the default
     }
 
 rows, probs = [], {}
@@ -125,16 +147,21 @@ for name, clf in classifiers.items():
 table = pd.DataFrame(rows).set_index("model")
 table'''),
     md("""
-The smoothing levels the validation chose, and the noise level that Proposition 1 of the ILR
-paper derives from epsilon (docs/math.md section 1):
+The smoothing levels chosen (or given), the noise level sigma that Proposition 1 of the ILR
+paper derives from epsilon and tau (docs/math.md section 1), and the leave-one-out NLL of
+each candidate where a search ran:
 """),
     code('''
 ilr, gpd = classifiers["Exact-ILR"], classifiers["GPD"]
-print(f"ILR-GP: epsilon = {ilr.epsilon_}, sigma = {ilr.noise_std_:.3f}")
+print(f"ILR-GP: epsilon = {ilr.epsilon_}, tau = {ilr.tau_}, sigma = {ilr.noise_std_:.3f}")
 print(f"GPD:    alpha_eps = {gpd.alpha_eps_}")
-if ilr.epsilon_scores_ is not None:
-    print("ILR-GP cross-validated NLL per epsilon:",
-          {eps: round(nll, 4) for eps, nll in ilr.epsilon_scores_.items()})'''),
+searches = [("ILR-GP, per epsilon (at the chosen tau)", ilr.epsilon_scores_),
+            ("ILR-GP, per tau (at the chosen epsilon)", ilr.tau_scores_),
+            ("GPD, per alpha_eps", gpd.alpha_eps_scores_)]
+for what, scores in searches:
+    if scores is not None:
+        print(f"leave-one-out NLL {what}:",
+              {value: round(nll, 4) for value, nll in scores.items()})'''),
     md("""
 For reference, the ILR paper's Table 3 (mean over 5 seeds) for wine. One split of 50 test
 points is noisy (one error moves the accuracy by 0.02), so only large gaps mean anything;
@@ -144,7 +171,8 @@ notebook 05 repeats the protocol over seeds and data sets.
 from ppgpc.experiments import PAPER_EXACT
 
 paper = pd.DataFrame(
-    {name: {"accuracy": PAPER_EXACT[("wine", name)][0][0], "NLL": PAPER_EXACT[("wine", name)][1][0],
+    {name: {"accuracy": PAPER_EXACT[("wine", name)][0][0],
+            "NLL": PAPER_EXACT[("wine", name)][1][0],
             "ECE (top-label)": PAPER_EXACT[("wine", name)][2][0]} for name in classifiers}).T
 paper.index.name = "paper (wine)"
 paper'''),
@@ -172,8 +200,10 @@ ax.figure'''),
 ## The posterior in ArviZ
 
 Every fit exports to ArviZ `InferenceData`: the latent draws, the hyperparameters, the
-categorical log-likelihood of the labels (for LOO), posterior-predictive labels and, when
-inputs are given, predictions. Notebook 04 walks through the diagnostics.
+categorical log-likelihood of the labels, posterior-predictive labels and, when inputs are
+given, predictions. Notebook 04 walks through the diagnostics; for leave-one-out on ILR-GP
+and GPD use `ppgpc.infer.exact_loo` or `ppgpc.infer.psis_loo` rather than `az.loo` on this
+export (notebooks 04 and 06 say why).
 """),
     code('''
 idata = ilr.to_inference_data(split.X_test)
@@ -203,10 +233,10 @@ classifier can be held against them, not only against labels.
 The paper texts lost the means of the components in extraction; we place them on the unit
 circle (the generator's `radius` argument changes that).
 
-**Size.** The committed copy ran at full size (300 training points rather than the paper's
-500, a 32 x 32 grid, Gibbs with 2 x 250 draws for the logistic-softmax model, 4 overlap
-levels x 4 epsilons), which takes about five minutes on two shared cores. `PPGPC_NOTEBOOK_SIZE=small`
-shrinks all of it so that CI runs the notebook in about a minute.
+**Size.** The committed copy ran at full size: 300 training points rather than the paper's
+500, a 32 x 32 grid, NUTS with 4 chains of 250 draws (after 500 warm-up steps) for the
+logistic-softmax model, and 4 overlap levels x 4 epsilons. `PPGPC_NOTEBOOK_SIZE=small`
+shrinks all of it for a quick run (the test suite runs it so).
 """),
     code(SETUP + """
 
@@ -224,25 +254,33 @@ toy = logistic_softmax_toy(n_train=N_TRAIN, n_test=1024, seed=0)
 print(f"{len(toy.y_train)} training points, {len(toy.y_test)} test points, "
       f"sigma = {toy.sigma:.3f}, class counts {np.bincount(toy.y_train).tolist()}")"""),
     md("""
-The four classifiers. Exact-ILR and GPD pick their smoothing level on a 10% validation split
-at full size, as in the paper (fixed at small size); the logistic-softmax model is sampled by Gibbs (CAVI at
-small size); the softmax SVGP (SVGPC) uses 50 inducing points learned by SVI.
+The four classifiers. At full size Exact-ILR and GPD pick their smoothing level (epsilon,
+alpha_eps) on a 10% validation split, as in the paper (ILR-GP's noise tolerance tau then
+stays at its fixed default, 0.01); the logistic-softmax model is sampled by NUTS, its
+default, with kernel hyperparameters by type-II MAP on the CAVI ELBO; the softmax SVGP
+(SVGPC) learns 50 inducing points by 2000 steps of SVI. At small size epsilon and alpha_eps
+are fixed (tau is chosen by leave-one-out, the default), the logistic-softmax model is
+fitted by CAVI and SVGPC has 20 inducing points and 300 steps. Each fit prints its time as
+this run measured it.
 """),
     code("""
+QUIET = dict(progress=False)
 if SMALL:
     classifiers = {
-        "Exact-ILR": ILRGPClassifier(epsilon=0.99),
-        "GPD": DirichletGPClassifier(alpha_eps=0.01),
-        "LSM": LogisticSoftmaxGPClassifier(inference="cavi"),
+        "Exact-ILR": ILRGPClassifier(epsilon=0.99, **QUIET),
+        "GPD": DirichletGPClassifier(alpha_eps=0.01, **QUIET),
+        "LSM": LogisticSoftmaxGPClassifier(inference="cavi", **QUIET),
         "SVGPC": SoftmaxSVGPClassifier(num_inducing=20, inference_options=dict(
-            max_iter=300, learning_rate=0.05)),
+            max_iter=300, learning_rate=0.05), **QUIET),
     }
 else:
+    HOLDOUT = Selection(validation="holdout")
     classifiers = {
-        "Exact-ILR": ILRGPClassifier(selection=Selection(validation="holdout")),
-        "GPD": DirichletGPClassifier(selection=Selection(validation="holdout")),
-        "LSM": LogisticSoftmaxGPClassifier(inference_options=dict(num_samples=250)),
-        "SVGPC": SoftmaxSVGPClassifier(num_inducing=50, inference_options=dict(max_iter=2000)),
+        "Exact-ILR": ILRGPClassifier(selection=HOLDOUT, **QUIET),
+        "GPD": DirichletGPClassifier(selection=HOLDOUT, **QUIET),
+        "LSM": LogisticSoftmaxGPClassifier(inference_options=dict(num_samples=250), **QUIET),
+        "SVGPC": SoftmaxSVGPClassifier(num_inducing=50, inference_options=dict(max_iter=2000),
+                                       **QUIET),
     }
 fit_seconds = {}
 for name, clf in classifiers.items():
@@ -271,9 +309,12 @@ probability_map(maps, toy.X_train, toy.y_train, grid_size=GRID)"""),
     md("""
 ## 2. The effect of epsilon as the classes overlap
 
-Exact-ILR with a fixed epsilon (no validation) on three-class mixtures of growing component
-standard deviation sigma; every point of a curve is one fit on 200 training points, scored on
-1024 test points (`ppgpc.experiments.epsilon_overlap_sweep`).
+Exact-ILR with each epsilon held fixed, on three-class mixtures of growing component
+standard deviation sigma (`ppgpc.experiments.epsilon_overlap_sweep`). Every point of a curve
+is one estimator fitted on 200 training points (60 at small size) and scored on 1024 test
+points. Epsilon is not searched, but the noise tolerance tau is: with the default
+`tau="auto"` each estimator fits once per tau of its grid, scores the fits by closed-form
+leave-one-out NLL, and keeps the best.
 """),
     code("""
 if SMALL:
@@ -281,8 +322,9 @@ if SMALL:
 else:
     SIGMAS, EPSILONS, N_SWEEP = (0.25, 0.5, 1.0, 1.5), (0.9, 0.99, 0.999, 0.99999), 200
 start = time.perf_counter()
-sweep = pd.DataFrame(epsilon_overlap_sweep(SIGMAS, EPSILONS, n_train=N_SWEEP, n_test=1024, seed=0))
-print(f"{len(sweep)} fits in {time.perf_counter() - start:.0f} s")
+sweep = pd.DataFrame(epsilon_overlap_sweep(SIGMAS, EPSILONS, n_train=N_SWEEP, n_test=1024,
+                                           seed=0, progress=False))
+print(f"{len(sweep)} (sigma, epsilon) pairs in {time.perf_counter() - start:.0f} s")
 sweep.pivot(index="sigma", columns="epsilon", values="nll")"""),
     code("""
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
@@ -300,10 +342,11 @@ for ax, title in zip(axes, ["test NLL", "test ECE (top-label)", "test accuracy"]
 axes[0].legend(title="epsilon", frameon=False, fontsize=8)
 plt.tight_layout()"""),
     md("""
-Small epsilon (strong smoothing) costs little when the classes are well separated and
-protects against over-confidence when they overlap; large epsilon is best only when the
-classes barely overlap. This is why the estimators choose epsilon by validation
-(`epsilon="auto"`).
+What to look for (the ILR paper's Fig. 5): a small epsilon (strong smoothing) should cost
+little in NLL when the classes are well separated and protect against over-confidence when
+they overlap, while a large epsilon should win only where the classes barely overlap. When
+no single epsilon is best at every overlap, it has to be chosen from the data, which is what
+the estimators' default `epsilon="auto"` does (by leave-one-out, jointly with tau).
 """),
 ]
 
@@ -313,29 +356,35 @@ MCMC = [
 # MCMC versus conjugate and approximate posteriors
 
 ppgpc computes three posteriors without generic MCMC: the exact Gaussian posterior of ILR-GP
-(docs/math.md section 1), the blocked Gibbs sampler of the Polya-Gamma augmented logistic-softmax
-model (section 3), and the sparse variational posterior of the softmax SVGP (section 4).
-This notebook holds each against NUTS on a model that needs no conjugacy:
+(docs/math.md section 1), the blocked Gibbs sampler of the Polya-Gamma augmented
+logistic-softmax model (section 3), and the sparse variational posterior of the softmax
+SVGP (section 4). This notebook holds each against NUTS on a model that needs no
+conjugacy:
 
-| ppgpc posterior | reference | should they agree? |
-| --- | --- | --- |
-| exact ILR-GP latent posterior | NUTS on ILR-GP's latent form (`form="latent"`), same hyperparameters | yes, exactly (both are the same Gaussian) |
-| logistic-softmax Gibbs on the augmented model | NUTS on the non-augmented latent model, same hyperparameters | yes, exactly (the augmentation is exact) |
-| softmax SVGP with W = I, variational q | NUTS on the same full softmax GP (W = I), hyperparameters from the SVGP fit | no: q is a Gaussian approximation; the comparison shows how far off it is |
+1. The exact ILR-GP latent posterior against NUTS on ILR-GP's latent form
+   (`form="latent"`), with the same hyperparameters: they should agree exactly (both are
+   the same Gaussian).
+2. Logistic-softmax Gibbs on the augmented model against NUTS on the non-augmented latent
+   model, with the same hyperparameters: they should agree exactly (the augmentation is
+   exact).
+3. The softmax SVGP with W = I and its variational q against NUTS on the same full softmax
+   GP (W = I), with the hyperparameters of the SVGP fit: they need not agree, since q is a
+   Gaussian approximation; the comparison shows how far off it is.
 
-Each comparison uses `ppgpc.evaluation.posteriors.compare_posteriors` on the latent functions at the
-training inputs: per variable the largest standardised mean difference (smd), the largest
-Monte Carlo z-score of the difference of means (ESS-based standard errors), the range of
-the sd ratios, and an energy-distance permutation test on ESS-thinned joint draws. We show
-overlaid marginals of the most different elements, R-hat and ESS tables of the MCMC runs,
-and the fit times.
+Each comparison uses `ppgpc.evaluation.posteriors.compare_posteriors` on the latent
+functions at the training inputs: per variable the largest standardised mean difference
+(smd), the largest Monte Carlo z-score of the difference of means (ESS-based standard
+errors), the range of the sd ratios, and an energy-distance permutation test on
+ESS-thinned joint draws. We show overlaid marginals of the most different elements, R-hat
+and ESS tables of the MCMC runs, and the fit times this run measured.
 
 The problem is small on purpose (NUTS on N x C latent values): a three-class circle mixture
 (`ppgpc.datasets.synthetic.mixture_problem`) with overlapping classes.
 
 **Size.** The committed copy ran at full size (N = 50, 4 chains of 500 draws after 500
-warm-up). `PPGPC_NOTEBOOK_SIZE=small` uses N = 30 and 2 chains of 200 draws, enough to run
-the code paths in CI; the statistics are then weak.
+warm-up steps). `PPGPC_NOTEBOOK_SIZE=small` uses N = 30 and 2 chains of 200 draws after 200
+warm-up steps, enough to run the code paths in the test suite; the statistics are then
+weak.
 """),
     code(SETUP + """
 
@@ -371,11 +420,14 @@ The exact fit (`inference="exact"`; the estimator's default, `"map"`, would add 
 priors) learns the kernel hyperparameters by type-II maximum likelihood and draws the latent
 functions from the closed-form Gaussian posterior. NUTS then samples the same
 latent functions (C - 1 = 2 per point, whitened) with the hyperparameters fixed at the same
-type-II ML values (the driver's default for `form="latent"`).
+type-II ML values (the driver's default for `form="latent"`). Both fits are given epsilon
+and the noise tolerance tau, so that they are fits of one model (with the default
+`tau="auto"` each estimator would choose its own tau).
 """),
     code("""
-exact, t_exact = timed(ILRGPClassifier(epsilon=0.99, inference="exact", progress=False))   # type-II ML
-nuts_ilr, t_nuts_ilr = timed(ILRGPClassifier(epsilon=0.99, inference="nuts", progress=False,
+ILR = dict(epsilon=0.99, tau=0.01, progress=False)
+exact, t_exact = timed(ILRGPClassifier(inference="exact", **ILR))   # type-II ML
+nuts_ilr, t_nuts_ilr = timed(ILRGPClassifier(inference="nuts", **ILR,
                                              inference_options=dict(form="latent", **NUTS)))
 idata_exact, idata_nuts_ilr = exact.to_inference_data(), nuts_ilr.to_inference_data()
 cmp_ilr = compare_posteriors(idata_exact, idata_nuts_ilr, ["f"], labels=("exact", "NUTS"))
@@ -390,7 +442,8 @@ samples (f, lambda, n, omega) blockwise, NUTS samples the whitened f under the l
 softmax likelihood directly.
 """),
     code("""
-gibbs, t_gibbs = timed(LogisticSoftmaxGPClassifier(inference="gibbs", progress=False, inference_options=dict(
+gibbs, t_gibbs = timed(LogisticSoftmaxGPClassifier(inference="gibbs", progress=False,
+                                                   inference_options=dict(
     num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS)))
 nuts_lsm, t_nuts_lsm = timed(LogisticSoftmaxGPClassifier(inference="nuts", progress=False,
                                                           inference_options=NUTS))
@@ -435,13 +488,16 @@ cmp_svgp"""),
     code("cmp_svgp.plot(max_panels=8)"),
     md("## Summary: agreement, MCMC diagnostics and timing"),
     code("""
-summary = pd.concat({"ILR-GP: exact vs NUTS": cmp_ilr.table, "LSM: Gibbs vs NUTS": cmp_lsm.table,
+summary = pd.concat({"ILR-GP: exact vs NUTS": cmp_ilr.table,
+                     "LSM: Gibbs vs NUTS": cmp_lsm.table,
                      "softmax GP (W = I): SVGP vs NUTS": cmp_svgp.table})
 summary[["n_elements", "max_abs_smd", "max_abs_z", "sd_ratio_min", "sd_ratio_max", "p_value",
          "different"]]"""),
     code("""
-pd.concat([mcmc_diagnostics(idata_nuts_ilr, "ILR NUTS"), mcmc_diagnostics(idata_gibbs, "LSM Gibbs"),
-           mcmc_diagnostics(idata_nuts_lsm, "LSM NUTS"), mcmc_diagnostics(idata_nuts_full, "softmax NUTS")])"""),
+pd.concat([mcmc_diagnostics(idata_nuts_ilr, "ILR NUTS"),
+           mcmc_diagnostics(idata_gibbs, "LSM Gibbs"),
+           mcmc_diagnostics(idata_nuts_lsm, "LSM NUTS"),
+           mcmc_diagnostics(idata_nuts_full, "softmax NUTS")])"""),
     code("""
 timing = pd.DataFrame({"seconds": {"ILR-GP exact": t_exact, "ILR-GP NUTS (latent)": t_nuts_ilr,
                                    "LSM Gibbs": t_gibbs, "LSM NUTS": t_nuts_lsm,
@@ -463,7 +519,8 @@ approximation's own; the table says how large they are (standardised mean differ
 the class probabilities) and in which direction q's spread is off (the sd ratios, SVGP over
 NUTS, below 1 where q is too narrow and above 1 where it is too wide). With the learned W of
 SVGPC's default the model itself differs, and this comparison could not separate the two.
-Times include JAX compilation, which dominates at the small size.
+The times are this run's, JAX compilation included (or the reading back of compiled
+programs from the persistent compilation cache, when an earlier run stored them).
 """),
 ]
 
@@ -484,10 +541,11 @@ posteriors of the wine data, all through ArviZ:
 3. **a posterior predictive check that can fail**: per confidence bin, the observed fraction
    of correctly predicted labels against its distribution under replicated labels.
 
-The committed copy ran at full size (NUTS: 4 chains of 500 draws; Gibbs: 4 chains of 8000
-sweeps thinned by 4 after 1000 warm-up sweeps); `PPGPC_NOTEBOOK_SIZE=small` runs 2 short
-chains so that CI can execute the notebook in about a minute: its R-hat values then say
-"not converged yet", as they should, and the verdicts below say so.
+The committed copy ran at full size (NUTS: 4 chains of 500 draws after 500 warm-up steps;
+Gibbs: 4 chains of 8000 sweeps thinned by 4 after 1000 warm-up sweeps);
+`PPGPC_NOTEBOOK_SIZE=small` runs 2 short chains for a quick run (the test suite runs it so):
+its R-hat values then say "not converged yet", as they should, and the verdicts below (and
+the fits' own convergence warnings) say so.
 """),
     code(SETUP + '''
 
@@ -509,9 +567,11 @@ y_fit = np.concatenate([split.y_train, split.y_val])'''),
 
 With `inference="nuts"` and `form="collapsed"`, NUTS samples the kernel hyperparameters from
 their posterior under the collapsed Gaussian likelihood of the ILR targets; each draw is
-paired with one exact draw of the latent functions given it. We use an isotropic RBF kernel
-here (one variance, one lengthscale) so that the traces stay readable; the ARD kernel works
-the same way with a `feature` dimension on the lengthscale.
+paired with one exact draw of the latent functions given it. Epsilon is fixed at 0.999; the
+noise tolerance tau keeps its default, `"auto"`, so the estimator first chooses it by
+closed-form leave-one-out over type-II MAP fits, then runs NUTS with it. We use an isotropic
+RBF kernel here (one variance, one lengthscale) so that the traces stay readable; the ARD
+kernel works the same way with a `feature` dimension on the lengthscale.
 """),
     code('''
 start = time.perf_counter()
@@ -541,14 +601,14 @@ print(f"divergences: {int(idata_ilr.sample_stats['diverging'].sum())}, "
 ## 2. The logistic-softmax Gibbs sampler
 
 Blocked Gibbs on the Polya-Gamma augmented model samples 3 x 128 latent values; the (ARD)
-kernel hyperparameters are fixed at their CAVI-ELBO optimum. One direction is slow for a
-plain augmented sweep: where all f_c are negative the logistic-softmax probabilities
+kernel hyperparameters are fixed at their type-II MAP point on the CAVI ELBO. One direction is slow
+for a plain augmented sweep: where all f_c are negative the logistic-softmax probabilities
 sigma(f_c) / sum_k sigma(f_k) are nearly those of a softmax, which does not change when
 every f_c moves by the same amount, while the augmentation variables pin f where they are.
 ppgpc's sweep therefore moves that common level by elliptical slice sampling with the
-augmentation integrated out, and draws lambda and the counts given f (docs/gibbs.md; the
+augmentation integrated out, and draws lambda and the counts given f (docs/records/gibbs.md; the
 older sweep left one chain stuck here, R-hat up to 1.24, bulk ESS 12, in 500 draws per
-chain). This run is 4 chains of 8000 sweeps thinned by 4.
+chain). At full size this run is 4 chains of 8000 sweeps thinned by 4.
 
 We read R-hat and ESS twice: on the latent values f, and on the pointwise log-likelihood
 log p(y_i | f_i), the quantity that leave-one-out and the predictions use. The rule
@@ -557,7 +617,7 @@ quantity used.
 """),
     code('''
 start = time.perf_counter()
-lsm = LogisticSoftmaxGPClassifier(inference="gibbs", inference_options=dict(
+lsm = LogisticSoftmaxGPClassifier(inference="gibbs", progress=False, inference_options=dict(
     num_chains=NUM_CHAINS, **GIBBS)).fit(X_fit, y_fit)
 print(f"Gibbs: {time.perf_counter() - start:.1f} s")
 idata_lsm = lsm.to_inference_data()
@@ -606,11 +666,12 @@ enters only if its chains passed the checks above.
     code('''
 from ppgpc.infer import exact_loo, psis_loo
 
-gpd = DirichletGPClassifier(alpha_eps=0.01).fit(X_fit, y_fit)
+gpd = DirichletGPClassifier(alpha_eps=0.01, progress=False).fit(X_fit, y_fit)
 idata_gpd = gpd.to_inference_data()
 ilr_converged = summary["r_hat"].max() < 1.01 and summary["ess_bulk"].min() > 100 * NUM_CHAINS
 elpd = {"GPD (exact)": exact_loo(gpd.result_)}
-for name, fit_, ok in [("Exact-ILR (NUTS)", ilr, ilr_converged), ("LSM (Gibbs)", lsm, lsm_converged)]:
+for name, fit_, ok in [("Exact-ILR (NUTS)", ilr, ilr_converged),
+                       ("LSM (Gibbs)", lsm, lsm_converged)]:
     if ok:
         elpd[name] = psis_loo(fit_.result_)
     else:
@@ -672,16 +733,16 @@ UCI = [
     md("""
 # UCI calibration study
 
-Two experiments of the ILR paper (section 5), at a size that runs in minutes:
+Two experiments of the ILR paper (section 5), at a reduced size:
 
 1. **The exact setting** (its Table 3) on wine, glass and thyroid: for each seed, 50
    stratified test points are held out (`ppgpc.datasets.paper_split`), the classifier
-   chooses its smoothing level on a 10% validation split of the rest (the paper's protocol,
-   `selection=Selection(validation="holdout")`), and accuracy, NLL and top-label ECE are measured on the test
-   points (`ppgpc.experiments.run_split`). Exact-ILR and GPD use type-II MAP kernel
+   chooses its smoothing level on a 10% validation split of the rest (the paper's
+   protocol, `selection=Selection(validation="holdout")`; ILR-GP's noise tolerance tau then
+   stays at its fixed default, 0.01), and accuracy, NLL and top-label ECE are measured on
+   the test points (`ppgpc.experiments.run_split`). Exact-ILR and GPD use type-II MAP kernel
    hyperparameters, their default (maximum likelihood lets ARD lengthscales run away on
-   sets this small). Reliability diagrams pool
-   the test points of all seeds.
+   sets this small). Reliability diagrams pool the test points of all seeds.
 2. **Scaling with the number of classes** (its Fig. 6): a 2-D Gaussian mixture with C
    components on the unit circle and a shared standard deviation, so that neighbouring
    classes overlap more as C grows (`ppgpc.experiments.scaling_with_classes`). The true class
@@ -689,10 +750,11 @@ Two experiments of the ILR paper (section 5), at a size that runs in minutes:
 
 **Size.** The committed copy ran at full size with 2 seeds (the paper uses 5; run
 `python benchmarks/uci_exact.py` for that), with the logistic-softmax model (LSM) fitted by
-CAVI to keep the run short (the paper's LSM rows come from Gibbs sampling, which notebook 01
-and the benchmark run; CAVI's probabilities are less calibrated than Gibbs's on wine) and C in (3, 5, 10) with 150 training points. At
-`PPGPC_NOTEBOOK_SIZE=small` only wine with fixed smoothing levels and CAVI for the
-logistic-softmax model, and C in (3, 6), are run.
+CAVI to keep the run short (the paper's LSM rows come from Gibbs sampling; the estimator's
+default, NUTS, is what notebook 01 and the benchmark run), and C in (3, 5, 10) with 150
+training points. At `PPGPC_NOTEBOOK_SIZE=small` only wine, with epsilon and alpha_eps fixed
+(ILR-GP's tau is then chosen by leave-one-out, its default) and CAVI for the
+logistic-softmax model, and C in (3, 6) with 60 training points, are run.
 """),
     code(SETUP + '''
 
@@ -710,14 +772,15 @@ if SMALL:
 else:
     DATASETS, SEEDS = ["wine", "glass", "thyroid"], [0, 1]
     OPTIONS = {"Exact-ILR": {"selection": HOLDOUT}, "GPD": {"selection": HOLDOUT},
-               "LSM": {"inference": "cavi"}}  # Gibbs: notebook 01, benchmarks/uci_exact.py
+               "LSM": {"inference": "cavi"}}  # NUTS: notebook 01, benchmarks/uci_exact.py
 
 runs = {}
 for dataset in DATASETS:
     for model, options in OPTIONS.items():
-        runs[dataset, model] = [run_split(dataset, model, seed, **options) for seed in SEEDS]
-        print(f"{dataset:8s} {model:10s} done, {sum(r.fit_seconds for r in runs[dataset, model]):6.1f} s",
-              flush=True)'''),
+        runs[dataset, model] = [run_split(dataset, model, seed, progress=False, **options)
+                                for seed in SEEDS]
+        seconds = sum(r.fit_seconds for r in runs[dataset, model])
+        print(f"{dataset:8s} {model:10s} done, {seconds:6.1f} s", flush=True)'''),
     md("""
 Our mean (and standard deviation over seeds) beside the paper's mean. Lower is better for
 NLL and ECE.
@@ -728,7 +791,8 @@ for (dataset, model), model_runs in runs.items():
     s = summarize(model_runs)
     paper = PAPER_EXACT[dataset, model]
     rows.append({"dataset": dataset, "model": model,
-                 "accuracy": s["accuracy"][0], "acc sd": s["accuracy"][1], "paper acc": paper[0][0],
+                 "accuracy": s["accuracy"][0], "acc sd": s["accuracy"][1],
+                 "paper acc": paper[0][0],
                  "NLL": s["nll"][0], "NLL sd": s["nll"][1], "paper NLL": paper[1][0],
                  "ECE": s["ece"][0], "ECE sd": s["ece"][1], "paper ECE": paper[2][0],
                  "fit s": s["fit_seconds"][0]})
@@ -748,10 +812,12 @@ for dataset in DATASETS:
     md("""
 ## 2. Scaling with the number of classes
 
-The paper tunes the smoothing level on the training NLL; here Exact-ILR picks epsilon on a
-10% holdout and GPD picks alpha_eps on the training NLL (`alpha_eps="train"`). The
-component standard deviation is 0.15 for every C: neighbouring means are 2 sin(pi / C) apart,
-from 1.73 at C = 3 (no overlap) to 0.62 at C = 10 (strong overlap).
+The paper tunes the smoothing level on the training NLL; here, at full size, Exact-ILR picks
+epsilon on a 10% holdout (tau stays at 0.01) and GPD picks alpha_eps on the training NLL
+(`alpha_eps="train"`); at small size epsilon and alpha_eps are fixed (tau is then chosen
+by leave-one-out, the default). The component standard deviation is 0.15 for every C:
+neighbouring means are 2 sin(pi / C) apart, from 1.73 at C = 3 (no overlap) to 0.62 at
+C = 10 (strong overlap).
 """),
     code('''
 if SMALL:
@@ -760,6 +826,8 @@ if SMALL:
 else:
     CLASS_COUNTS, N_TRAIN, N_TEST = (3, 5, 10), 150, 1024
     SCALING_OPTIONS = {"Exact-ILR": {"selection": HOLDOUT}, "GPD": {"alpha_eps": "train"}}
+SCALING_OPTIONS = {model: {"progress": False, **options}
+                   for model, options in SCALING_OPTIONS.items()}
 start = time.perf_counter()
 scaling = pd.DataFrame(scaling_with_classes(
     CLASS_COUNTS, tuple(SCALING_OPTIONS), n_train=N_TRAIN, n_test=N_TEST, sigma=0.15,
@@ -768,7 +836,8 @@ print(f"{time.perf_counter() - start:.0f} s")
 scaling.set_index(["num_classes", "model"])'''),
     code('''
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.3))
-for ax, metric, label in zip(axes, ["accuracy", "nll", "ece"], ["accuracy", "NLL", "ECE (top-label)"]):
+for ax, metric, label in zip(axes, ["accuracy", "nll", "ece"],
+                             ["accuracy", "NLL", "ECE (top-label)"]):
     for model, part in scaling.groupby("model", sort=False):
         style = dict(color="0.4", linestyle="--") if model == "Bayes" else dict(marker="o")
         ax.plot(part["num_classes"], part[metric], label=model, **style)
@@ -809,13 +878,11 @@ every UCI set it finds: the three bundled ones, and the large ones (letter, magi
 eeg) if their CSV files are in the folder named by `PPGPC_DATA_DIR` (`ppgpc.datasets`).
 
 **Size.** The committed copy ran at full size (smoothing levels chosen by the estimators'
-default cross-validation, 1000 resamples per test, all bundled sets).
-`PPGPC_NOTEBOOK_SIZE=small` fixes the smoothing levels, uses 200 resamples and only wine in
-section 3.
+default closed-form leave-one-out search, 1000 resamples per test, all bundled sets).
+`PPGPC_NOTEBOOK_SIZE=small` fixes epsilon and alpha_eps (ILR-GP's tau is still chosen by
+leave-one-out), uses 200 resamples and only wine in section 3.
 """),
     code(SETUP + """
-
-import warnings
 
 import arviz as az
 from sklearn.exceptions import ConvergenceWarning
@@ -826,7 +893,8 @@ from sklearn.preprocessing import StandardScaler
 
 from ppgpc import (ConformalClassifier, DirichletGPClassifier, ILRGPClassifier,
                    LogisticSoftmaxGPClassifier, fit_temperature, skce_test)
-from ppgpc.datasets import DatasetNotFoundError, available, load, paper_split, train_validation_split
+from ppgpc.datasets import (DatasetNotFoundError, available, load, paper_split,
+                            train_validation_split)
 from ppgpc.evaluation.diagnostics import calibration_table
 from ppgpc.infer import exact_loo, psis_loo
 
@@ -843,16 +911,21 @@ print(f"fit {len(y_fit)}, calibrate {len(y_cal)}, test {len(y_test)} points; "
     md("""
 ## The classifiers
 
-Three ppgpc classifiers with their defaults (ARD RBF kernel, inputs z-scored inside the
-estimator) and scikit-learn's GP classifier on z-scored inputs with a constant times ARD
-RBF kernel, its hyperparameters by maximum marginal likelihood of its Laplace approximation.
+Three ppgpc classifiers (ARD RBF kernel, inputs z-scored inside the estimator; Exact-ILR
+and GPD with their defaults, type-II MAP and the leave-one-out search at full size; the
+logistic-softmax model by CAVI rather than its default, NUTS, to keep the notebook quick)
+and scikit-learn's GP classifier on z-scored inputs with a constant times ARD RBF kernel,
+its hyperparameters by maximum marginal likelihood of its Laplace approximation. Each fit
+prints its time as this run measured it.
 """),
     code("""
-smoothing = dict(ilr=dict(epsilon=0.99), gpd=dict(alpha_eps=0.01)) if SMALL else dict(ilr={}, gpd={})
+QUIET = dict(progress=False)
+smoothing = (dict(ilr=dict(epsilon=0.99), gpd=dict(alpha_eps=0.01)) if SMALL
+             else dict(ilr={}, gpd={}))
 classifiers = {
-    "Exact-ILR": ILRGPClassifier(**smoothing["ilr"]),
-    "GPD": DirichletGPClassifier(**smoothing["gpd"]),
-    "LSM (CAVI)": LogisticSoftmaxGPClassifier(inference="cavi"),
+    "Exact-ILR": ILRGPClassifier(**smoothing["ilr"], **QUIET),
+    "GPD": DirichletGPClassifier(**smoothing["gpd"], **QUIET),
+    "LSM (CAVI)": LogisticSoftmaxGPClassifier(inference="cavi", **QUIET),
     "sklearn GPC": make_pipeline(StandardScaler(), GaussianProcessClassifier(
         ConstantKernel() * RBF(np.ones(X.shape[1])), random_state=0)),
 }
@@ -875,9 +948,10 @@ hyperparameters the leave-one-out latent predictive has a closed form (Rasmussen
 section 5.4.2); `exact_loo` pushes it through the link to log p(y_i | y_-i). `psis_loo`
 estimates the same from the 1000 posterior draws by Pareto-smoothed importance sampling, with
 the ratios taken from the Gaussian pseudo-likelihood the posterior was conditioned on. The
-last column is `az.loo` on the export's categorical log-likelihood, which uses that term as the
-ratio too: the wrong weights for these two models. For LSM (CAVI: draws from a Gaussian
-variational posterior) only PSIS applies; its Pareto k says how far to trust it.
+column "az.loo on the export" is ArviZ's `az.loo` on the export's categorical
+log-likelihood, which uses that term as the ratio too: the wrong weights for these two
+models. For LSM (CAVI: draws from a Gaussian variational posterior) only PSIS applies; its
+Pareto k says how far to trust it.
 """),
     code("""
 rows, elpd = {}, {}
@@ -885,7 +959,8 @@ for name in ["Exact-ILR", "GPD", "LSM (CAVI)"]:
     result = classifiers[name].result_
     psis = psis_loo(result)
     bad = psis.pareto_k.values > psis.good_k
-    row = {"PSIS-LOO": psis.elpd_loo, "PSIS se": psis.se, "max Pareto k": float(psis.pareto_k.max()),
+    row = {"PSIS-LOO": psis.elpd_loo, "PSIS se": psis.se,
+           "max Pareto k": float(psis.pareto_k.max()),
            "points with k above good": int(bad.sum())}
     if name != "LSM (CAVI)":
         exact = exact_loo(result)
@@ -900,9 +975,9 @@ for name in ["Exact-ILR", "GPD", "LSM (CAVI)"]:
     else:
         elpd[name] = psis
     rows[name] = row
-pd.DataFrame(rows).T[["exact LOO", "PSIS-LOO", "az.loo on the export", "PSIS se", "max Pareto k",
-                      "points with k above good", "exact - PSIS, good-k points",
-                      "exact - PSIS, other points"]]"""),
+pd.DataFrame(rows).T[["exact LOO", "PSIS-LOO", "az.loo on the export", "PSIS se",
+                      "max Pareto k", "points with k above good",
+                      "exact - PSIS, good-k points", "exact - PSIS, other points"]]"""),
     md("""
 How to read it: PSIS-LOO is an estimate of the exact value. A point's Pareto k below the
 "good" threshold (min(1 - 1 / log10 S, 0.7) for S draws; ArviZ's rule) says that its
@@ -911,8 +986,9 @@ sit near the threshold (a smoothing level close to 1 makes the pseudo-likelihood
 the importance weights heavy-tailed), their small errors add up. The last two columns split
 the gap between the exact and the PSIS value into the points with good k and the rest. For
 these models the exact value is the one to use; PSIS is what remains for models without a
-closed form, and its k values say how far to trust it. `az.loo` on the export weights the draws by the categorical term, the wrong
-ratio for these two models (above); its column shows how far that moves the estimate.
+closed form, and its k values say how far to trust it. `az.loo` on the export weights the
+draws by the categorical term, the wrong ratio for these two models (above); its column
+shows how far that moves the estimate.
 """),
     md("""
 `az.compare` ranks the models on these ELPD values (exact for the conjugate models, PSIS for
@@ -949,7 +1025,8 @@ for name, clf in classifiers.items():
             "mean set size": sets.size.mean(), "single label": np.mean(sets.size == 1),
             "empty": np.mean(sets.size == 0)}
 pd.DataFrame(rows).T"""),
-    md("The first ten test points: Exact-ILR's probabilities, its marginal set and the true label."),
+    md("The first ten test points: Exact-ILR's probabilities, its marginal set and the true "
+       "label."),
     code("""
 conf = ConformalClassifier(classifiers["Exact-ILR"], alpha=0.1, seed=0).calibrate(X_cal, y_cal)
 sets = conf.predict_sets(X_test[:10]).sets
@@ -988,11 +1065,11 @@ runs = {}
 for name in found:
     if name in available(shipped=True):
         for model, options in [("Exact-ILR", smoothing["ilr"]), ("GPD", smoothing["gpd"])]:
-            runs[name, model] = run_split(name, model, 0, **options)
+            runs[name, model] = run_split(name, model, 0, **options, **QUIET)
     else:
         for model in ("Collapsed-ILR", "Sparse-GPD"):
             runs[name, model] = run_split(name, model, 0, n_test=1000, max_train=2000,
-                                          **PAPER_SPARSE_OPTIONS[name, model])
+                                          **PAPER_SPARSE_OPTIONS[name, model], **QUIET)
     print(f"{name} done", flush=True)
 
 rows = {}
@@ -1013,8 +1090,8 @@ from ppgpc.evaluation.plotting import reliability_bands_diagram
 
 keys = list(runs)
 cols = 2
-fig, axes = plt.subplots(-(-len(keys) // cols), cols, figsize=(5.2 * cols, 4.4 * (-(-len(keys) // cols))),
-                         squeeze=False)
+n_rows = -(-len(keys) // cols)
+fig, axes = plt.subplots(n_rows, cols, figsize=(5.2 * cols, 4.4 * n_rows), squeeze=False)
 for ax, key in zip(axes.flat, keys):
     reliability_bands_diagram(runs[key].probs, runs[key].y_test, min_count=10,
                               n_resamples=N_RESAMPLES, ax=ax, show_counts=False)
@@ -1052,6 +1129,214 @@ confidence error; the GP classifiers' own probabilities need neither, and the ch
 ]
 
 
+# ------------------------------------------------------------------ 07 your own table
+OWN_TABLE = [
+    md("""
+# Your own table: from a CSV file to checked, saved probabilities
+
+The path to take with your own data, on a table small enough to run quickly: read a CSV
+file with pandas, fit two ppgpc classifiers on the DataFrame with its string labels, check
+that the fits converged, compare the models by leave-one-out, check the calibration of
+their probabilities on held-out rows, turn the probabilities into conformal prediction
+sets, and save a model, load it back and predict with it.
+
+The table is Fisher's iris data (150 flowers, 4 measurements in cm, 3 species), written to
+a CSV file first so that the notebook starts where your data would: replace the file and the
+name of the target column with yours.
+
+**Size.** Iris is small, so both sizes fit the same models on the same rows;
+`PPGPC_NOTEBOOK_SIZE=small` only draws fewer resamples for the consistency bands of the
+reliability diagram.
+"""),
+    code(SETUP + """
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import arviz as az
+from sklearn.datasets import load_iris
+from sklearn.model_selection import train_test_split
+
+from ppgpc import ConformalClassifier, DirichletGPClassifier, ILRGPClassifier
+from ppgpc.evaluation.diagnostics import calibration_table
+from ppgpc.evaluation.plotting import reliability_bands_grid
+from ppgpc.infer import exact_loo
+
+N_RESAMPLES = 200 if SMALL else 1000"""),
+    md("""
+## 1. A CSV file, read as you would read yours
+
+The cell writes iris, with the species as strings, to a CSV file in a new temporary folder
+(its path is not printed: it differs on every machine), then reads the file back with
+pandas.
+"""),
+    code("""
+iris = load_iris(as_frame=True)
+frame = iris.frame.drop(columns="target")
+frame["species"] = iris.target_names[iris.target]          # 'setosa', 'versicolor', ...
+folder = Path(tempfile.mkdtemp())
+frame.to_csv(folder / "iris.csv", index=False)
+
+table = pd.read_csv(folder / "iris.csv")                   # from here on, as with your file
+print(f"{len(table)} rows, columns {list(table.columns)}")
+table.head()"""),
+    md("""
+## 2. Split the rows
+
+The inputs are every column but the target, and the labels stay strings. A stratified split
+(scikit-learn's `train_test_split`, `random_state=0`) keeps 60% of the rows to fit on and
+holds out 40%; the held-out rows are split in half again, one half to calibrate the
+conformal sets of section 7, the other to test them. The calibration check of section 6 uses
+all the held-out rows, none of which the models saw.
+"""),
+    code("""
+TARGET = "species"
+X, y = table.drop(columns=TARGET), table[TARGET]
+X_train, X_held, y_train, y_held = train_test_split(X, y, test_size=0.4, stratify=y,
+                                                    random_state=0)
+X_cal, X_test, y_cal, y_test = train_test_split(X_held, y_held, test_size=0.5,
+                                                stratify=y_held, random_state=0)
+print(f"fit on {len(y_train)} rows, calibrate on {len(y_cal)}, test on {len(y_test)}; "
+      f"classes in the fitting rows: {y_train.value_counts().sort_index().to_dict()}")"""),
+    md("""
+## 3. Fit two classifiers
+
+Both take the DataFrame and the string labels as they are: `classes_` holds the sorted
+labels, and the column names are kept (`feature_names_in_`) and required again, in the same
+order, for prediction. With their defaults, `ILRGPClassifier` and `DirichletGPClassifier`
+z-score the inputs, use an ARD RBF kernel with type-II MAP hyperparameters and the exact
+Gaussian posterior, and choose their smoothing levels (epsilon and the noise tolerance tau
+for ILR-GP, alpha_eps for GPD) by closed-form leave-one-out NLL. `progress=False` keeps the
+fits quiet; each prints its time as this run measured it.
+"""),
+    code("""
+classifiers = {"Exact-ILR": ILRGPClassifier(progress=False),
+               "GPD": DirichletGPClassifier(progress=False)}
+for name, clf in classifiers.items():
+    start = time.perf_counter()
+    clf.fit(X_train, y_train)
+    print(f"{name:9s} fitted in {time.perf_counter() - start:5.1f} s, "
+          f"classes {clf.classes_.tolist()}")
+ilr, gpd = classifiers["Exact-ILR"], classifiers["GPD"]
+classes = ilr.classes_
+print(f"Exact-ILR chose epsilon = {ilr.epsilon_:g} and tau = {ilr.tau_:g}; "
+      f"GPD chose alpha_eps = {gpd.alpha_eps_:g}")"""),
+    md("""
+## 4. Did the fits converge?
+
+Every fit keeps a report, `convergence_`: whether each optimiser stopped at its tolerance,
+the largest Cholesky jitter, and whether a searched value lies at the edge of its grid (for
+samplers also R-hat, effective sample sizes and divergences). `fit` warns once when the
+report finds a problem; `converged` and `summary` tell the same on demand.
+"""),
+    code("""
+for name, clf in classifiers.items():
+    report = clf.convergence_
+    print(f"{name}: converged = {report.converged}")
+    print(f"    {report.summary(estimator=True)}")"""),
+    md("""
+The fitted hyperparameters by name (`hyperparameters_`). With a DataFrame, each column's
+ARD lengthscale is an entry of its own, in the z-scored units the model was fitted in: a
+short lengthscale marks a column along which the probabilities change quickly.
+"""),
+    code("""
+pd.DataFrame({name: {key: np.round(np.asarray(value), 3).tolist()
+                     for key, value in clf.hyperparameters_.items()}
+              for name, clf in classifiers.items()})"""),
+    md("""
+## 5. Compare the models by leave-one-out
+
+ILR-GP and GPD condition a Gaussian posterior on transformed labels, so their leave-one-out
+predictive has a closed form: `ppgpc.infer.exact_loo` gives log p(y_i | y_-i) for every
+fitting row, the log-probability of its label under the fit to the other rows (the
+hyperparameters and smoothing levels held at the fitted ones), and `az.compare` ranks the
+models by the sum (the ELPD; higher is better), with standard errors over the rows. (For
+these two models `az.loo` on the ArviZ export would weight the draws by the wrong
+likelihood; notebooks 04 and 06 show why.)
+"""),
+    code("""
+elpd = {name: exact_loo(clf.result_) for name, clf in classifiers.items()}
+az.compare(elpd)"""),
+    md("""
+## 6. Are the probabilities calibrated?
+
+On the held-out rows: accuracy, NLL, Brier score and expected calibration error per model
+(`calibration_table`), and the reliability diagram that `ppgpc compare` draws
+(`reliability_bands_grid`): equal-mass bins of the top-label confidence with at least 10
+rows each, the count printed at each point, and a grey bar per bin for the central 95% of
+its accuracy if the probabilities were calibrated; a point outside its bar is ringed in
+red. With 60 rows the bins are few and wide.
+"""),
+    code("""
+held_codes = np.searchsorted(classes, y_held.to_numpy())   # labels as indices into classes_
+held_probs = {name: clf.predict_proba(X_held) for name, clf in classifiers.items()}
+display(calibration_table(held_probs, held_codes))
+fig = reliability_bands_grid({name: (p, held_codes) for name, p in held_probs.items()},
+                             min_count=10, n_resamples=N_RESAMPLES)"""),
+    md("""
+## 7. Conformal prediction sets
+
+`ConformalClassifier(clf, alpha=0.1)` learns a score threshold on the 30 calibration rows
+(adaptive prediction sets with randomised scores) and returns, for each test row, a set of
+labels that holds the true one with probability at least 90% whatever the quality of the
+probabilities, and at most 90% + 1/31 on average over calibration sets. Sharp, well-ranked
+probabilities make the sets small. With 30 test rows a coverage estimate has a standard
+error of about 0.05. A set can be empty (notebook 06 says when); the table counts them.
+"""),
+    code("""
+rows, conformal = {}, {}
+for name, clf in classifiers.items():
+    conformal[name] = ConformalClassifier(clf, alpha=0.1, seed=0).calibrate(X_cal, y_cal)
+    sets = conformal[name].predict_sets(X_test)
+    rows[name] = {"coverage": conformal[name].coverage(X_test, y_test),
+                  "mean set size": sets.size.mean(), "single label": np.mean(sets.size == 1),
+                  "empty": np.mean(sets.size == 0)}
+pd.DataFrame(rows).T"""),
+    md("The first eight test rows: Exact-ILR's probabilities, its set and the true label."),
+    code("""
+first = X_test.iloc[:8]
+shown = pd.DataFrame(ilr.predict_proba(first), columns=[f"p({c})" for c in classes])
+shown["set"] = [", ".join(classes[row]) for row in conformal["Exact-ILR"].predict_sets(first).sets]
+shown["label"] = y_test.iloc[:8].to_numpy()
+shown"""),
+    md("""
+## 8. The probabilities of each posterior draw
+
+`predict_proba` averages the class probabilities over posterior draws; `predict_proba_draws`
+returns them draw by draw, shape (draws, rows, classes), so the spread of a row's
+probabilities can be read off. Here: the mean and the 5% and 95% quantiles over the draws of
+the probability of each test row's predicted class.
+"""),
+    code("""
+draws = ilr.predict_proba_draws(X_test)
+print("predict_proba_draws(X_test).shape:", draws.shape, "(draws, rows, classes)")
+top = draws.mean(axis=0).argmax(axis=1)                    # each row's predicted class
+p_top = draws[:, np.arange(len(top)), top]                 # (draws, rows)
+pd.DataFrame({"predicted": classes[top], "mean": p_top.mean(axis=0),
+              "5%": np.quantile(p_top, 0.05, axis=0), "95%": np.quantile(p_top, 0.95, axis=0),
+              "label": y_test.to_numpy()}).head(8)"""),
+    md("""
+## 9. Save, load and predict
+
+`save` writes the fitted estimator to a folder (netCDF arrays and JSON settings, no
+pickle), and `ppgpc.load` reads it back: the loaded model predicts exactly what the saved
+one did, and still requires the same columns.
+"""),
+    code("""
+ilr.save(folder / "ilr-model")                 # returns the folder written (a local path)
+loaded = ppgpc.load(folder / "ilr-model")
+same = np.array_equal(loaded.predict_proba(X_test), ilr.predict_proba(X_test))
+print(f"loaded a {type(loaded).__name__}: classes {loaded.classes_.tolist()}, "
+      f"epsilon {loaded.epsilon_:g}, columns {list(loaded.feature_names_in_)}")
+print("probabilities equal to the original's:", same)
+print("predicted labels of the first five test rows:",
+      loaded.predict(X_test.iloc[:5]).tolist())"""),
+    md("The temporary folder, with the CSV file and the saved model, is removed at the end."),
+    code("shutil.rmtree(folder)"),
+]
+
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_toy_mixture.ipynb": TOY,
@@ -1059,6 +1344,7 @@ NOTEBOOKS = {
     "04_arviz_diagnostics.ipynb": ARVIZ,
     "05_uci_calibration.ipynb": UCI,
     "06_checking_probabilities.ipynb": CHECKS,
+    "07_your_own_table.ipynb": OWN_TABLE,
 }
 
 

@@ -11,7 +11,7 @@ are imported (``import ppgpc`` arranges it without importing JAX itself).
    arrays) or run inside ``with jax.enable_x64(False):``, which restores 32-bit defaults
    for that block only (ppgpc's own functions must not be called inside such a block).
 
-   ppgpc sets no thread count (``OPENBLAS_NUM_THREADS`` is left to the user; docs/speed.md).
+   ppgpc sets no thread count (``OPENBLAS_NUM_THREADS`` is left to the user; docs/records/speed.md).
 
 2. A persistent compilation cache. XLA compiles each jitted function once per shape, and a
    first fit compiles a few hundred small programs. ppgpc points JAX's persistent cache at
@@ -19,7 +19,7 @@ are imported (``import ppgpc`` arranges it without importing JAX itself).
    second ``ppgpc`` process reads the compiled programs back instead of compiling them
    again. Every program is stored (``CACHE_MIN_COMPILE_SECONDS`` = 0): a default fit builds
    about a hundred small ones, and reading them back is cheaper than compiling them
-   (docs/speed.md). This applies only where the user has not chosen a cache: a
+   (docs/records/speed.md). This applies only where the user has not chosen a cache: a
    ``JAX_COMPILATION_CACHE_DIR`` variable, or a cache folder configured in JAX before ppgpc
    was imported, is left as it is. ``PPGPC_COMPILATION_CACHE=0`` turns it
    off; ``PPGPC_COMPILATION_CACHE=/some/folder`` puts it there instead.

@@ -23,6 +23,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = ["main", "build_parser", "check_output_folder", "check_output_file", "COMMANDS"]
 
@@ -54,18 +55,50 @@ def _epsilon(text: str):
     return value
 
 
-MODELS = {
-    "ilr": ("ILRGPClassifier", ("map", "exact", "nuts", "collapsed"),
-            "ILR-GP: GP regression on isometric-log-ratio targets, C-1 latent GPs"),
-    "gpd": ("DirichletGPClassifier", ("map", "exact", "nuts", "collapsed"),
-            "GPD: Dirichlet-based GP regression on log-Gamma targets, C latent GPs"),
-    "lsm": ("LogisticSoftmaxGPClassifier", ("nuts", "gibbs", "cavi"),
-            "logistic-softmax GP with Polya-Gamma augmentation"),
-    "svgpc": ("SoftmaxSVGPClassifier", ("svi", "nuts"),
-              "sparse variational GP classifier with a softmax link"),
+class _Model(NamedTuple):
+    """One classifier of the command line."""
+
+    estimator: str
+    """Its class in ``ppgpc.estimators``."""
+    inferences: tuple[str, ...]
+    """Its ``inference`` settings, the default first."""
+    line: str
+    """One line on it, for ``fit --help``."""
+    row: str
+    """Its name in ``ppgpc.experiments`` and in the rows of ``compare``'s table; ``fit
+    --model`` also takes it in lower case (``exact-ilr``)."""
+    aliases: tuple[str, ...] = ()
+    """Further names ``--models`` takes."""
+
+
+_MODEL_TABLE = {
+    "ilr": _Model("ILRGPClassifier", ("map", "exact", "nuts", "collapsed"),
+                  "ILR-GP: GP regression on isometric-log-ratio targets, C-1 latent GPs",
+                  "Exact-ILR", ("ilr_gp",)),
+    "gpd": _Model("DirichletGPClassifier", ("map", "exact", "nuts", "collapsed"),
+                  "GPD: Dirichlet-based GP regression on log-Gamma targets, C latent GPs",
+                  "GPD", ("dirichlet_gp",)),
+    "lsm": _Model("LogisticSoftmaxGPClassifier", ("nuts", "gibbs", "cavi"),
+                  "logistic-softmax GP with Polya-Gamma augmentation",
+                  "LSM", ("logistic_softmax",)),
+    "svgpc": _Model("SoftmaxSVGPClassifier", ("svi", "nuts"),
+                    "sparse variational GP classifier with a softmax link",
+                    "SVGPC", ("svgp", "softmax_svgp")),
 }
+"""``--model`` name -> its ``_Model``: the one place to add a classifier; ``MODELS``, the
+names ``fit --model`` takes and the aliases of ``--models`` all come from it."""
+
+MODELS = {name: (m.estimator, m.inferences, m.line) for name, m in _MODEL_TABLE.items()}
 """``--model`` name -> (estimator class, its ``inference`` settings, the default first,
 and one line on it); ``tests/test_cli.py`` holds it against the estimators."""
+
+_MODEL_KEYS = {spelling: name for name, m in _MODEL_TABLE.items()
+               for spelling in (name, m.row.lower())}
+"""The names ``fit --model`` takes -> the ``MODELS`` key."""
+
+_MODEL_ALIASES = {alias: m.row for name, m in _MODEL_TABLE.items()
+                  for alias in (name, m.row.lower(), *m.aliases)}
+"""Lower-case names ``--models`` takes -> the row name in ``ppgpc.experiments``."""
 
 
 def _models_help() -> str:
@@ -114,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "or on a bundled dataset's paper split (--dataset)",
                        description="Models: " + _models_help() + ".")
     _data_source(p)
-    p.add_argument("--model", default="ilr", choices=[*MODELS, "exact-ilr"],
+    p.add_argument("--model", default="ilr",
+                   choices=[*MODELS, *(k for k in _MODEL_KEYS if k not in MODELS)],
                    help="the classifier (default ilr): " + ", ".join(MODELS))
     p.add_argument("--inference", default=None,
                    help="the model's inference (default: the model's; see the list above)")
@@ -216,12 +250,7 @@ def _check_arguments(args) -> None:
 
 
 def _model_key(name: str) -> str:
-    return "ilr" if name == "exact-ilr" else name
-
-
-_MODEL_ALIASES = {"ilr": "Exact-ILR", "exact-ilr": "Exact-ILR", "ilr_gp": "Exact-ILR",
-                  "gpd": "GPD", "dirichlet_gp": "GPD", "lsm": "LSM", "logistic_softmax": "LSM",
-                  "svgpc": "SVGPC", "svgp": "SVGPC", "softmax_svgp": "SVGPC"}
+    return _MODEL_KEYS[name]
 
 
 def _resolve_models(names, known) -> list[str]:

@@ -8,7 +8,7 @@ default, where the paper used one 10% split); report accuracy, NLL and ECE
 
 Every classifier runs with its estimator's defaults: what the protocol reports is what a
 user gets. For Exact-ILR and GPD those are type-II MAP kernel hyperparameters and the
-smoothing level chosen by closed-form leave-one-out NLL (``docs/defaults.md`` has the
+smoothing level chosen by closed-form leave-one-out NLL (``docs/records/defaults.md`` has the
 measurements behind both).
 
 Synthetic studies (ILR paper, section 5): ``epsilon_overlap_sweep`` (the effect of epsilon

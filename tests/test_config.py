@@ -46,9 +46,9 @@ def test_import_turns_the_cache_on_and_the_variable_turns_it_off(tmp_path):
 
 
 def test_import_sets_float64_and_no_thread_count_and_float32_can_be_scoped():
-    """What the README's "Process-wide settings" promise, in a fresh process: importing
-    ppgpc (before NumPy) turns float64 on, leaves OPENBLAS_NUM_THREADS unset, and a
-    ``jax.enable_x64(False)`` block still gets float32 defaults."""
+    """What the user guide's "Process-wide settings" (docs/guide.md) promise, in a fresh
+    process: importing ppgpc (before NumPy) turns float64 on, leaves OPENBLAS_NUM_THREADS
+    unset, and a ``jax.enable_x64(False)`` block still gets float32 defaults."""
     environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     code = ("import ppgpc, os, jax, jax.numpy as jnp\n"
             "print(os.environ.get('OPENBLAS_NUM_THREADS'), jnp.ones(2).dtype)\n"

@@ -3,7 +3,7 @@ init/step pair over ``GibbsState`` (BlackJAX style), its blocks as pure function
 (``level_block``, ``lambda_count_block``, ``omega_block``, ``f_block``), and its
 HMC-within-Gibbs step on the kernel hyperparameters. The level move is an elliptical slice
 sampler (``elliptical_slice``) on the plain likelihood (``link.log_link``).
-Why the sweep has a level move and integrates lambda out: docs/gibbs.md.
+Why the sweep has a level move and integrates lambda out: docs/records/gibbs.md.
 
 The model (sites, augmentation) is ``ppgpc.models.logistic_softmax``; the driver's method
 ``"gibbs"`` (``ppgpc.infer.gibbs``) loops the pair inside NumPyro's ``MCMC`` through a thin
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 LEVEL_STEPS = 3
-"""Elliptical-slice steps on the class-mean level per sweep (``level_block``; docs/gibbs.md
+"""Elliptical-slice steps on the class-mean level per sweep (``level_block``; docs/records/gibbs.md
 gives the measurements behind 3)."""
 
 
@@ -98,7 +98,7 @@ def level_block(key, f, chol_K, onehot, num_steps: int = LEVEL_STEPS):
     (Cov(m, d^c) = K / C - K / C = 0), so this is the exact conditional of m in the
     non-augmented posterior. The likelihood is nearly flat in m where every f_ic is
     negative (there the link tends to softmax(f), which ignores a shared shift), the
-    direction along which the augmented blocks mix slowest (docs/gibbs.md).
+    direction along which the augmented blocks mix slowest (docs/records/gibbs.md).
 
     Prior draws nu = chol(K) e / sqrt(C), e ~ N(0, I): O(N^2) per step (one
     triangular-matrix product) plus O(N C) per proposal.
@@ -222,7 +222,7 @@ def hyper_sampler(data, kernel, *, num_warmup: int, algo: str = "HMC",
     ``HMCGibbs`` does) and then takes one transition; step size and diagonal mass matrix
     adapt during the first ``num_warmup`` steps. ``algo="HMC"`` (default) takes
     ``num_steps`` leapfrog steps and compiles in a fraction of NUTS's time inside the Gibbs
-    sweep (``docs/benchmarks.md``); ``algo="NUTS"`` builds trees up to ``max_tree_depth``.
+    sweep (``docs/records/benchmarks.md``); ``algo="NUTS"`` builds trees up to ``max_tree_depth``.
 
     Mixing: this is the centred conditional theta | f, whose lengthscale moves slowly when
     f is well determined (with the likelihood removed, N = 6, C = 2, its ESS was about 0.5%
@@ -265,7 +265,7 @@ def gibbs_kernel(data, kernel, hypers: dict, *, sample_hypers: bool = False,
                  max_tree_depth: int = 6, target_accept: float = 0.8):
     """The blocked Gibbs sampler as a pure ``(init, step)`` pair (BlackJAX style).
 
-    One sweep (docs/math.md section 3; docs/gibbs.md for why these blocks):
+    One sweep (docs/math.md section 3; docs/records/gibbs.md for why these blocks):
 
     0. with ``sample_hypers``: the kernel hyperparameters theta | f by one HMC (or NUTS)
        step on ``hyper_potential`` (HMC-within-Gibbs), then K_theta and its Cholesky factor;

@@ -1,4 +1,4 @@
-"""The inducing-point Gibbs sampler of the logistic-softmax GP (docs/gibbs.md, "Inducing
+"""The inducing-point Gibbs sampler of the logistic-softmax GP (docs/records/gibbs.md, "Inducing
 points"), as a pure init/step pair over ``InducingGibbsState``, its v block (``v_block``)
 and its level move (``inducing_level_block``).
 

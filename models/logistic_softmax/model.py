@@ -262,7 +262,7 @@ def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
 
     Type-II MAP by default (ELBO plus the kernel's log-prior): with ARD lengthscales, type-II
     ML on the ELBO can run the lengthscales and the variance off to large values without
-    converging (docs/defaults.md, "The logistic-softmax GP's hyperparameters").
+    converging (docs/records/defaults.md, "The logistic-softmax GP's hyperparameters").
     """
     res = fit_cavi(data, kernel, None, include_prior=include_prior, **options)
     kind = "type-II MAP" if include_prior else "type-II ML"
@@ -295,7 +295,7 @@ def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *, seed: int =
     posterior of the DTC model at that point (f = A v at the training inputs), which
     differs from the model CAVI's bound approximates only by the conditional variance
     k_ii - |a_i|^2 of f_i given u that the bound keeps. Why the stochastic version and
-    not the full-batch sparse CAVI: docs/gibbs.md.
+    not the full-batch sparse CAVI: docs/records/gibbs.md.
 
     Returns:
         ``(hypers, info)``: ``hypers`` has the ``kernel_*`` sites and ``inducing_inputs``

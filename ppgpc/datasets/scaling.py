@@ -34,6 +34,11 @@ class Standardizer(NamedTuple):
     minimum and range (``"minmax"``, training values mapped onto [0, 1]). Build it with
     :meth:`fit`; store it with :meth:`to_dict` (JSON-friendly, no pickle).
 
+    It is ours, not scikit-learn's ``StandardScaler``: saved models store exactly these two
+    arrays for all three methods, and only an exactly constant column (max == min) gets
+    scale 1 and its own value as offset (so it transforms to exactly 0), where
+    ``StandardScaler`` also sets scale 1 on columns whose variance is within rounding of 0.
+
     Example:
         >>> s = Standardizer.fit(np.array([[0.0, 5.0], [2.0, 5.0]]))
         >>> s.mean, s.scale

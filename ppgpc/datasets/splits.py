@@ -2,12 +2,21 @@
 
 Protocol: hold out ``n_test`` points as the test set (50 for the small UCI datasets), then
 ``val_fraction`` (10%) of the remainder as a validation set; the rest is the training set.
-All randomness comes from ``np.random.default_rng(seed)``; no global RNG is touched.
+The splits draw from ``np.random.default_rng(seed)``, the folds from scikit-learn's
+``random_state=seed``; no global RNG is touched.
 
 Stratification (the default) is a deliberate choice of ppgpc, not something the paper
 states: each held-out set takes from every class in proportion to its size, and every
 class keeps at least one training point. With a plain random split a rare class, such as
 class 6 of glass (9 of 214 points), could be missing from training entirely.
+
+The held-out splits (``paper_split``, ``paper_split_indices``, ``train_validation_split``)
+are written here rather than taken from scikit-learn's ``train_test_split(stratify=y)``:
+they follow the paper's protocol (a fixed number of test points, then a rounded share for
+validation), they promise every class a training row, which ``train_test_split`` does not
+(it needs two rows of each class and may leave a rare one out of training), and recorded
+results depend on the rows they choose. ``stratified_folds`` is scikit-learn's
+``StratifiedKFold``: no protocol asks for folds of our own.
 """
 
 from __future__ import annotations
@@ -299,33 +308,53 @@ def train_validation_split(
 
 
 # --------------------------------------------------------------------------------------
-# z-scoring
+# Cross-validation folds
 # --------------------------------------------------------------------------------------
 
 
 def stratified_folds(y, *, num_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Stratified k-fold cross-validation indices.
+    """Stratified k-fold cross-validation indices: scikit-learn's ``StratifiedKFold``.
 
-    Each class's rows are shuffled with ``np.random.default_rng(seed)`` and dealt round-robin
-    to the folds (starting at a random fold per class), so every fold gets each class in
-    proportion, to within one row.
+    ``StratifiedKFold(n_splits=num_folds, shuffle=True, random_state=seed)``: each fold
+    gets each class in proportion, to within one row. A class with fewer rows than folds
+    is missing from some validation folds (scikit-learn's warning about it is not passed
+    on); ``num_folds`` is refused only if no class has that many rows.
 
     Args:
         y: Labels, shape (n,).
-        num_folds: k >= 2, at most n.
-        seed: Seed for ``np.random.default_rng``.
+        num_folds: k >= 2, at most n, and at most the size of the largest class.
+        seed: Seed of the shuffle (``random_state``).
 
     Returns:
         k pairs ``(train_indices, validation_indices)``, sorted; the validation sets
         partition 0..n-1.
+
+    Raises:
+        ValueError: ``y`` is not 1-D, or ``num_folds`` is not an integer in [2, n] or
+            exceeds the size of every class.
+        TypeError: ``seed`` is not a non-negative int.
     """
+    import warnings
+
+    from sklearn.model_selection import StratifiedKFold
+
     y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D (n,), got shape {y.shape}")
     n = y.shape[0]
     if not isinstance(num_folds, numbers.Integral) or not 2 <= num_folds <= n:
         raise ValueError(f"num_folds must be an integer in [2, {n}], got {num_folds!r}")
-    rng = np.random.default_rng(_check_seed(seed))
-    fold = np.empty(n, dtype=np.int64)
-    for label in np.unique(y):
-        rows = rng.permutation(np.flatnonzero(y == label))
-        fold[rows] = (np.arange(rows.size) + rng.integers(num_folds)) % num_folds
-    return [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(num_folds)]
+    seed = _check_seed(seed)
+    # Integer codes: scikit-learn refuses labels it reads as continuous (e.g. floats).
+    codes = np.unique(y, return_inverse=True)[1].reshape(-1)
+    largest = int(np.bincount(codes).max())
+    if num_folds > largest:
+        raise ValueError(f"cannot make {num_folds} stratified folds: the largest class has "
+                         f"{largest} rows; use at most {largest} folds")
+    # RandomState takes 32-bit seeds; a larger one goes through a SeedSequence.
+    state = seed if seed < 2 ** 32 else np.random.RandomState(np.random.MT19937(seed))
+    folds = StratifiedKFold(n_splits=int(num_folds), shuffle=True, random_state=state)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The least populated class",
+                                category=UserWarning)
+        return list(folds.split(np.zeros((n, 1)), codes))

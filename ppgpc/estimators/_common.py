@@ -71,7 +71,7 @@ def warn_of_collapsed_noise(scale, names: np.ndarray, kind: str = "class(es)") -
     them exactly, and the marginal likelihood keeps rising as the noise goes to zero, so the
     optimiser runs to the boundary. The fit then rests on the Cholesky jitter alone. MAP's
     LogNormal(0, 1) prior holds the scale off zero on small sets but not on larger ones
-    (docs/defaults.md, "Collapsing noise"). Titsias's bound does not do this: its trace
+    (docs/records/defaults.md, "Collapsing noise"). Titsias's bound does not do this: its trace
     term grows as the noise shrinks.
     """
     if scale is None:

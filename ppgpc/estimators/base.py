@@ -22,6 +22,8 @@ Every classifier follows the same conventions:
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
@@ -35,6 +37,7 @@ from ppgpc.infer.driver import check_method_options
 from ppgpc.io.legacy import upgrade
 from ppgpc.io.persistence import load_estimator, save_estimator
 from ppgpc.models import get_spec
+from ppgpc.runtime.progress import note
 from ppgpc.validation import (MAX_EXACT_POINTS, check_exact_size, check_features, check_flag,
                               check_labels, check_seed, check_size_limit, encode_labels)
 
@@ -114,8 +117,9 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             where it ran none (hyperparameters given or sampled).
         standardizer_: the input scaling fitted on X (None with ``standardize=False``).
         hyperparameters_: the fitted hyperparameters by name (a property).
-        result_: the driver's ``FitResult``, fitted on the scaled inputs: its own methods
-            take inputs scaled by ``standardizer_``; the estimator's methods take raw X.
+        result_: the driver's ``FitResult``, fitted on the scaled inputs and carrying the
+            scaling (``input_scaling``): its prediction methods take raw X, as the
+            estimator's do; its ``data`` holds the scaled training inputs.
     """
 
     model_name: str = ""
@@ -223,10 +227,6 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                           ensure_min_samples=2 if reset else 1)
         return check_features(X)
 
-    def _transform(self, X) -> np.ndarray:
-        X = self._validate_X(X, reset=False)
-        return self.standardizer_.transform(X) if self.standardizer_ is not None else X
-
     # ------------------------------------------------------------ public API
     def fit(self, X, y):
         """Fit the classifier.
@@ -259,9 +259,16 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             self.standardizer_ = fit_standardizer(X, self.standardize)
             Xs = X if self.standardizer_ is None else self.standardizer_.transform(X)
             C = len(self.classes_)
+            # a line at once: the first fit at a data shape compiles for seconds before the
+            # loops' own progress starts
+            note(f"{type(self).__name__}: fitting {X.shape[0]} points, {X.shape[1]} inputs, "
+                 f"{C} classes (inference {self.inference!r}) ...", self.progress)
             with convergence.collect() as collected:  # one warning for the whole fit
                 options = self._select_model_options(Xs, codes, C)
-                self.result_ = self._fit_driver(Xs, codes, C, options)
+                # the fit ran on the scaled inputs; its predictions take raw X as the
+                # estimator's do
+                self.result_ = dataclasses.replace(self._fit_driver(Xs, codes, C, options),
+                                                   input_scaling=self.standardizer_)
             report = ConvergenceReport.from_dict(self.result_.info["convergence"]).merged(
                 grid_edges=tuple(collected.grid_edges))
             self.result_.info["convergence"] = report.to_dict(estimator=True)
@@ -320,7 +327,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         """(n, C) predictive class probabilities, columns in the order of ``classes_``."""
         self._check_fitted()
-        return self.result_.predict_proba(self._transform(X))
+        return self.result_.predict_proba(self._validate_X(X, reset=False))
 
     def predict_proba_draws(self, X) -> np.ndarray:
         """(S, n, C) class probabilities p(y = c | f_s) at X, one row of probabilities per
@@ -328,7 +335,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         uncertainty that ``predict_proba``, their mean (within Monte Carlo error), averages
         away. X is raw input, scaled as ``predict_proba`` scales it."""
         self._check_fitted()
-        draws = np.asarray(self.result_.predict_proba_draws(self._transform(X)))
+        draws = np.asarray(self.result_.predict_proba_draws(self._validate_X(X, reset=False)))
         return draws.reshape(-1, *draws.shape[2:])
 
     @property
@@ -376,16 +383,16 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
     def score(self, X, y) -> float:
         """Accuracy on (X, y); labels unseen during fit raise a ValueError."""
         self._check_fitted()
-        Xs = self._transform(X)
-        codes = self._encode_known(y, Xs.shape[0])
-        return metrics.accuracy(self.result_.predict_proba(Xs), codes)
+        X = self._validate_X(X, reset=False)
+        codes = self._encode_known(y, X.shape[0])
+        return metrics.accuracy(self.result_.predict_proba(X), codes)
 
     def evaluate(self, X, y, n_bins: int = 10) -> dict:
         """Accuracy, NLL, Brier and ECE (``docs/math.md``) on (X, y)."""
         self._check_fitted()
-        Xs = self._transform(X)
-        codes = self._encode_known(y, Xs.shape[0])
-        return metrics.evaluate(self.result_.predict_proba(Xs), codes, n_bins=n_bins)
+        X = self._validate_X(X, reset=False)
+        codes = self._encode_known(y, X.shape[0])
+        return metrics.evaluate(self.result_.predict_proba(X), codes, n_bins=n_bins)
 
     def to_inference_data(self, X=None, y=None, *, thin=1, **kwargs):
         """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given
@@ -407,7 +414,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         if "class_names" in kwargs or "y_pred" in kwargs:
             raise TypeError("an estimator names the classes by classes_ and takes the true "
                             "labels as y; do not pass class_names or y_pred")
-        X_pred = None if X is None else self._transform(X)
+        X_pred = None if X is None else self._validate_X(X, reset=False)
         codes = None if y is None else self._encode_known(y, X_pred.shape[0])
         from ppgpc.infer.arviz_export import to_inference_data  # imports ArviZ: on first use
 

@@ -107,11 +107,12 @@ class ILRGPClassifier(ConjugateClassifier):
         return options
 
     def _search_range(self, name: str, num_classes: int) -> tuple[float, float]:
-        """epsilon in (0, 1), at least 1e-12 from 1; tau in (0, (C - 1) / 2), where
-        Proposition 1 holds."""
+        """epsilon in (0, 1), at least 1e-12 from 1; tau in (0, min(1, (C - 1) / 2)), where
+        Proposition 1 holds (a probability, and tau / (C - 1) < 1/2:
+        ``ppgpc.gp.simplex.proposition1_noise_std``)."""
         if name == "epsilon":
             return 0.0, 1.0 - 1e-12
-        return 0.0, (num_classes - 1) / 2.0
+        return 0.0, min(1.0, (num_classes - 1) / 2.0)
 
     def _loo_joint_scores(self, X, y, num_classes, epsilons, taus, *,
                           extend_epsilon: bool = True) -> dict:

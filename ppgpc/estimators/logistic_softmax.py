@@ -50,7 +50,7 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             ``{"sample_hyperparameters": True}``. ``"gibbs"``: the exact blocked Gibbs
             sampler of the Polya-Gamma augmented model, hyperparameters as for NUTS or
             sampled in every sweep with ``{"hyperparameters": "sample"}``; it mixes more
-            slowly than NUTS (docs/gibbs.md), so its default chains usually fail the
+            slowly than NUTS (docs/records/gibbs.md), so its default chains usually fail the
             convergence check. ``"cavi"``: mean-field coordinate-ascent VI with
             hyperparameter learning; full, sparse (``num_inducing``) or stochastic
             (minibatches: ``inference_options`` with ``batch_size``, and ``max_iter``,

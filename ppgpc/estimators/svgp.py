@@ -8,7 +8,7 @@ import numpy as np
 from ppgpc.estimators.base import GPClassifierBase, shared_doc
 from ppgpc.estimators.options import check_minibatch_options, hold_out
 from ppgpc.gp.inducing import resolve_num_inducing
-from ppgpc.infer.svi import default_batch_size
+from ppgpc.infer.svi import DEFAULT_BATCH_SIZE
 from ppgpc.models.svgp import LINKS
 from ppgpc.validation import MAX_EXACT_POINTS, check_count, check_flag
 
@@ -43,13 +43,14 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             unless given in ``inference_options["hyperparameters"]`` (for example another
             fit's ``result_.hypers``), or sampled, with ``{"sample_hyperparameters": True}``.
 {SHARED_DOC}
-            The minibatch keys of ``"svi"``: ``batch_size`` (default min(256, N)),
-            ``max_iter`` and ``learning_rate`` (default 2000 steps at 0.1 when a step sees
-            every point, 5000 at 0.01 with minibatches: ``FULL_BATCH_STEPS``,
-            ``MINIBATCH_STEPS``), ``validation_fraction`` (a stratified share held out; SVI
-            keeps the iterate with the lowest held-out NLL, its trace in
-            ``result_.info["validation_nll"]``); and any other SVI option, e.g.
-            ``natural_gradient`` (a step size in (0, 1] for natural-gradient steps on q(v)).
+            The minibatch keys of ``"svi"``: ``batch_size`` (default N, every point in
+            every step, up to ``FULL_BATCH_POINTS`` points; 256 above), ``max_iter`` and
+            ``learning_rate`` (default 2000 steps at 0.1 when a step sees every point, 5000
+            at 0.01 with minibatches: ``FULL_BATCH_STEPS``, ``MINIBATCH_STEPS``),
+            ``validation_fraction`` (a stratified share held out; SVI keeps the iterate with the
+            lowest held-out NLL, its trace in ``result_.info["validation_nll"]``); and any other SVI
+            option, e.g. ``natural_gradient`` (a step size in (0, 1] for natural-gradient steps on
+            q(v)).
 
     Attributes (after fit): those of ``GPClassifierBase`` (classes_, n_features_in_,
     n_iter_, result_: ``result_.info`` has the ELBO, steps and seconds per epoch,
@@ -60,9 +61,16 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
 
     inference_methods = {"svi": "svi", "nuts": "nuts"}
 
+    FULL_BATCH_POINTS = 640
+    """Up to this many training points every SVI step sees all of them by default; above,
+    minibatches of 256. A full-batch step costs O(N M^2 L) against O(256 M^2 L), and the
+    full-batch schedule takes 2000 steps against 5000, so the two schedules cost the same
+    at N = 256 x 5000 / 2000 = 640; below it the full batch is faster, above it the
+    minibatches, at the same test NLL (measured on 300 to 5000 points:
+    docs/records/defaults.md)."""
     FULL_BATCH_STEPS = (2000, 0.1)
     """Default (max_iter, learning_rate) when every step sees all training points (the
-    measurements behind them: docs/defaults.md)."""
+    measurements behind them: docs/records/defaults.md)."""
     MINIBATCH_STEPS = (5000, 0.01)
     """Default (max_iter, learning_rate) with minibatches (B < N)."""
 
@@ -117,7 +125,9 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             opts["validation_data"] = held_out
         batch_size = opts.get("batch_size")
         if batch_size is None:
-            batch_size = default_batch_size(len(y))
+            batch_size = len(y) if len(y) <= self.FULL_BATCH_POINTS else DEFAULT_BATCH_SIZE
+            if batch_size > DEFAULT_BATCH_SIZE:  # the driver's default would be 256
+                opts["batch_size"] = batch_size
         steps, rate = (self.FULL_BATCH_STEPS if batch_size >= len(y)
                        else self.MINIBATCH_STEPS)
         opts = {"max_iter": steps, "learning_rate": rate, **opts, **options}

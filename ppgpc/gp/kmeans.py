@@ -11,6 +11,13 @@ Each function is jitted with the data as an argument (the sizes static), so new 
 same shape reuses the compiled loop instead of compiling it again around new constants; with
 ``weights`` (0 for padded rows, ``ppgpc.runtime.padding``) data padded to a few sizes reuse it
 across numbers of rows: a row of weight 0 is never a centre and moves none.
+
+Why ours, not scikit-learn's ``KMeans``: these are JAX programs, so they run on the device
+the fit runs on (a GPU when there is one; they also trace inside another ``jax.jit``) and
+hand the centres over as a device array; they take the zero-weight padded rows of
+``ppgpc.gp.inducing.initial_inducing_inputs`` and compile once per bucket of N; their
+draws are a pure function of a JAX key, as the rest of a fit's randomness is; and Lloyd's
+distances are formed in row chunks, O(N D + chunk k) memory, so large N fits on the device.
 """
 
 from __future__ import annotations

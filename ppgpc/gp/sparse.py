@@ -490,7 +490,7 @@ def map_outputs(fn, in_axes: tuple):
 
     A loop rather than ``vmap``: the factorisations share nothing, and one at a time they
     are unbatched LAPACK calls, which cannot wait on each other in XLA's CPU thread pool
-    as batched calls can (docs/speed.md, "One latent at a time").
+    as batched calls can (docs/records/speed.md, "One latent at a time").
 
     Raises:
         ValueError: an axis other than 0 or None (``lax.map`` maps leading axes only).

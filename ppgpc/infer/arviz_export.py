@@ -67,6 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from ppgpc.infer import predictive
 from ppgpc.infer.dims import arviz_dims, hyperparameter_dims
 from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS, stream_key
 from ppgpc.models.spec import Inducing
@@ -160,7 +161,8 @@ def _posterior_group(result, chains: int, draws: int, key):
         # draws of the latent at the inducing inputs: joint for per-draw predictives, marginal
         # (each element exact, correlations between inducing points not kept) for point
         # conjugate fits, whose predictive is sampled pointwise.
-        posterior["u"] = np.asarray(result.predict_latent(np.asarray(Z)[0, 0], key))
+        # Z lies in the space of the training X already: no input_scaling
+        posterior["u"] = np.asarray(predictive.predict_latent(result, np.asarray(Z)[0, 0], key))
         dims["u"] = ["inducing", "latent"]
     return posterior, point, dims
 

@@ -89,6 +89,11 @@ class FitResult:
         info: JSON-serialisable facts about the run (timing, jitter, optimiser result).
         seed: the integer seed the run started from.
         inducing: (chain, draw, M, L) whitened inducing draws (kind ``"inducing"`` only).
+        input_scaling: what maps new inputs into the space of the training X before a
+            prediction (anything with ``transform(X) -> X``), or None: the inputs are used
+            as given. The driver's fits have None; an estimator's ``result_`` carries the
+            estimator's input scaling (``standardizer_``), so its methods take raw inputs
+            as the estimator's do. Not saved: the estimator saves its own.
     """
 
     spec: ModelSpec
@@ -104,6 +109,7 @@ class FitResult:
     info: dict = dataclasses.field(default_factory=dict)
     seed: int = 0
     inducing: Any = None
+    input_scaling: Any = None
 
     # ----------------------------------------------------------------- shapes
     @property
@@ -130,18 +136,18 @@ class FitResult:
 
     # ------------------------------------------------------------ predictions
     def predict_latent(self, Xs, key: jax.Array | None = None) -> jax.Array:
-        """(chain, draw, n, L) posterior draws of the latent at new inputs Xs (n, D), in the
-        same (already transformed) space as the training X; each row's draws independent of
-        the other rows' (``ppgpc.infer.predictive.predict_latent``). ``key`` defaults to
-        ``stream_key(seed, LATENT_TAG)`` and is folded with the block index."""
-        return predictive.predict_latent(self, Xs, key)
+        """(chain, draw, n, L) posterior draws of the latent at new inputs Xs (n, D), as
+        the fit's inputs were given (``input_scaling`` maps them); each row's draws
+        independent of the other rows' (``ppgpc.infer.predictive.predict_latent``).
+        ``key`` defaults to ``stream_key(seed, LATENT_TAG)``, folded with the block index."""
+        return predictive.predict_latent(self, self._inputs(Xs), key)
 
     def predict_proba_draws(self, Xs, key: jax.Array | None = None) -> jax.Array:
         """(chain, draw, n, C) class probabilities p(y* = c | f*_s), one per posterior draw,
         every row using the same standard normals (default key
         ``stream_key(seed, PROBA_TAG)``), so a row's values do not depend on the other
         rows of the call or their order (``ppgpc.infer.predictive.predict_proba_draws``)."""
-        return predictive.predict_proba_draws(self, Xs, key)
+        return predictive.predict_proba_draws(self, self._inputs(Xs), key)
 
     def predict_proba(self, Xs, key: jax.Array | None = None) -> np.ndarray:
         """(n, C) predictive class probabilities, the average of ``predict_proba_draws``
@@ -150,10 +156,15 @@ class FitResult:
         number of rows compiles nothing (``ppgpc.infer.predictive.predict_proba``).
 
         Args:
-            Xs: (n, D) inputs, in the same (already transformed) space as the training X.
+            Xs: (n, D) inputs, as the fit's inputs were given (``input_scaling`` maps them
+                into the space of the training X).
             key: PRNG key of the shared draws (default ``stream_key(seed, PROBA_TAG)``).
         """
-        return predictive.predict_proba(self, Xs, key)
+        return predictive.predict_proba(self, self._inputs(Xs), key)
+
+    def _inputs(self, Xs):
+        """New inputs in the space of the training X (``input_scaling``)."""
+        return Xs if self.input_scaling is None else self.input_scaling.transform(Xs)
 
     # --------------------------------------------------------- log-likelihood
     def log_likelihood(self) -> jax.Array:

@@ -63,7 +63,7 @@ __all__ = ["save_result", "load_result", "save_estimator", "load_estimator", "lo
 # loads estimators passes the classes a save may name (``ppgpc.estimators.ESTIMATORS``);
 # ``ppgpc.save`` and ``ppgpc.load`` (``ppgpc.estimators.saving``) do so.
 
-_SPECIAL_FIELDS = ("spec", "kernel", "data")
+_SPECIAL_FIELDS = ("spec", "kernel", "data", "input_scaling")
 
 
 def _array_leaves(data) -> list:
@@ -338,7 +338,8 @@ def _estimator_from(path: Path, payload: dict, arrays, classes: dict, expected=N
         raise damaged(where, "params", f"does not make a {cls.__name__}: {err}") from None
     estimator = cls(**params)
     vars(estimator).update(fitted_from(where, fitted, result))
-    estimator.result_ = result
+    estimator.result_ = dataclasses.replace(
+        result, input_scaling=getattr(estimator, "standardizer_", None))
     return estimator
 
 

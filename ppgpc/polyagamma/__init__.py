@@ -36,7 +36,7 @@ The moments and the alternating-series density (`polyagamma_mean`, `polyagamma_v
 `polyagamma_log_prob`) are in ``moments``; the two rejection samplers in ``samplers``;
 ``distribution`` dispatches between them and wraps all three as a NumPyro distribution.
 How fast each sampler is, and the approximations that were measured and not kept:
-docs/polyagamma.md.
+docs/records/polyagamma.md.
 """
 
 from ppgpc.polyagamma.distribution import DEFAULT_EXACT_THRESHOLD, PolyaGamma, sample_polyagamma

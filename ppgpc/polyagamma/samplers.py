@@ -9,7 +9,7 @@
 
 Both run as one vectorised ``lax.while_loop`` over every element (`_rejection_loop`), which
 compacts the last few unfinished elements into a smaller loop. ``ppgpc.polyagamma``'s
-docstring gives the definitions; docs/polyagamma.md the accuracy of the approximation.
+docstring gives the definitions; docs/records/polyagamma.md the accuracy of the approximation.
 """
 
 from __future__ import annotations

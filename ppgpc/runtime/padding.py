@@ -39,7 +39,7 @@ Bucket sizes: 64 for N <= 64; above, N rounded up to a multiple of 2^(ceil(log2 
 2^(ceil(log2 N) - 4) above (eight per doubling, at most 12.5%). From 512 on, a power of
 two 2^k is preceded by 2^k - 2^(k-6) (504, 1008, 2016, ...): the CPU's Cholesky and
 triangular solves are slower at a power of two than its size explains (cache conflicts;
-docs/speed.md gives the timings). So 1000 -> 1008 and 2000 -> 2016; between 20 and 2000
+docs/records/speed.md gives the timings). So 1000 -> 1008 and 2000 -> 2016; between 20 and 2000
 points there are 27 sizes.
 """
 

@@ -190,3 +190,18 @@ def test_shared_doc_refuses_a_docstring_without_its_lines():
 
     with pytest.raises(ValueError, match="docstring of NoExample has no {EXAMPLE} line"):
         shared_doc(example="epsilon=0.9")(NoExample)
+
+
+@pytest.mark.parametrize("num_classes", [2, 3, 4, 5, 8, 26])
+def test_the_tau_search_extends_only_to_values_proposition_1_takes(num_classes):
+    """On heavily overlapping classes the leave-one-out NLL can still fall at the top of the
+    tau grid, and the search then extends it: every value it may try must give a noise level
+    (with C = 5 it once tried tau = 1.6 and the default fit failed inside the model)."""
+    from ppgpc.gp.simplex import proposition1_noise_std
+    from ppgpc.models.ilr_gp import TAU_GRID
+
+    est, values = ILRGPClassifier(), list(TAU_GRID)
+    while (value := est._beyond("tau", values, "high", num_classes)) is not None:
+        values.append(value)
+    for tau in values:
+        assert proposition1_noise_std(num_classes, 0.99, tau) > 0

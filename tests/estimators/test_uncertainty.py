@@ -4,6 +4,8 @@ wrapper and decision-boundary display on every estimator."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import matplotlib
 import numpy as np
 import pandas as pd
@@ -50,11 +52,17 @@ def test_predictive_draws_average_to_predict_proba(fitted_default, frame):
 
 
 def test_predictive_draws_take_raw_inputs(fitted_default, frame):
+    """The estimator and its ``result_`` both take raw inputs (``result_`` carries the
+    input scaling); the same result without it takes the scaled inputs it was fitted on."""
     X, _ = frame
-    scaled = fitted_default.standardizer_.transform(X.to_numpy()[:3])
     raw = fitted_default.predict_proba_draws(X.iloc[:3])
-    direct = np.asarray(fitted_default.result_.predict_proba_draws(scaled))
+    direct = np.asarray(fitted_default.result_.predict_proba_draws(X.to_numpy()[:3]))
     np.testing.assert_array_equal(raw, direct.reshape(raw.shape))
+    scaled = fitted_default.standardizer_.transform(X.to_numpy()[:3])
+    bare = dataclasses.replace(fitted_default.result_, input_scaling=None)
+    np.testing.assert_array_equal(np.asarray(bare.predict_proba_draws(scaled)), direct)
+    np.testing.assert_array_equal(fitted_default.result_.predict_proba(X.to_numpy()[:3]),
+                                  fitted_default.predict_proba(X.iloc[:3]))
 
 
 def test_hyperparameters_are_named_arrays_with_lengthscales_by_column(fitted_default):
@@ -91,3 +99,11 @@ def test_decision_boundary_display_draws_every_estimator(cls, frame):
     assert display.response.shape == (20, 20)
     assert np.all((display.response >= 0) & (display.response <= 1))
     matplotlib.pyplot.close("all")
+
+
+def test_a_loaded_estimators_result_takes_raw_inputs(fitted_default, frame, tmp_path):
+    X, _ = frame
+    loaded = ppgpc.load(fitted_default.save(tmp_path / "model"))
+    assert loaded.result_.input_scaling is loaded.standardizer_ is not None
+    np.testing.assert_array_equal(loaded.result_.predict_proba(X.to_numpy()[:3]),
+                                  fitted_default.predict_proba(X.iloc[:3]))

@@ -1,5 +1,5 @@
 """The inducing-point Gibbs sampler of the logistic-softmax GP (models/
-logistic_softmax_gibbs_sparse.py, docs/gibbs.md "Inducing points"): the v block against its
+logistic_softmax_gibbs_sparse.py, docs/records/gibbs.md "Inducing points"): the v block against its
 Gaussian conditional, the level move against quadrature, the whole sweep against NUTS on
 the same inducing-point posterior, its options' errors, and the fitted result."""
 

@@ -22,6 +22,7 @@ from ppgpc import SoftmaxSVGPClassifier
 from ppgpc.gp import simplex, sparse
 from ppgpc.gp.kernels import RBF, gram
 from ppgpc.infer import FitResult, fit
+from ppgpc.infer.svi import default_batch_size
 from ppgpc.models import svgp
 
 from conftest import SMALL, toy_problem
@@ -255,7 +256,7 @@ def test_predictions_shapes_and_normalisation(fitted):
     assert np.all(probs >= 0) and np.allclose(probs.sum(1), 1.0)
     assert set(clf.predict(X)) <= {"a", "b", "c"}
     assert clf.score(X, labels) > 0.9
-    draws = clf.result_.predict_proba_draws(clf._transform(X[:4]))
+    draws = clf.result_.predict_proba_draws(X[:4])
     assert draws.shape == (1, 64, 4, 3)
     assert np.allclose(np.sum(draws, -1), 1.0)
 
@@ -935,6 +936,32 @@ def test_default_steps_depend_on_whether_a_step_sees_every_point():
     given = SoftmaxSVGPClassifier(num_inducing=5, inference_options={
         "max_iter": 100, "learning_rate": 0.05}).fit(X, y)
     assert given.result_.info["svi_steps"] == 100
+
+
+def test_default_batch_is_every_point_up_to_full_batch_points(monkeypatch):
+    """Without a batch_size, a step sees every point up to FULL_BATCH_POINTS (640) training
+    points, with the full-batch schedule, and minibatches of 256 above, with theirs."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def run_driver(self, model_name, X, y, num_classes, **kwargs):
+        seen[len(y)] = kwargs["options"]
+        raise Stop
+
+    monkeypatch.setattr(SoftmaxSVGPClassifier, "_run_driver", run_driver)
+    limit = SoftmaxSVGPClassifier.FULL_BATCH_POINTS
+    assert limit == 640
+    for n in (limit, limit + 1):
+        X, y = toy_problem(n, 3, seed=1)
+        with pytest.raises(Stop):
+            SoftmaxSVGPClassifier(progress=False).fit(X, y)
+    # the batch the driver then takes (its default for a missing batch_size: min(256, N))
+    batch = {n: opts.get("batch_size") or default_batch_size(n) for n, opts in seen.items()}
+    assert batch == {limit: limit, limit + 1: 256}
+    assert (seen[limit]["max_iter"], seen[limit]["learning_rate"]) == (2000, 0.1)
+    assert (seen[limit + 1]["max_iter"], seen[limit + 1]["learning_rate"]) == (5000, 0.01)
 
 
 def test_identity_mixing_holds_w_at_the_identity(tmp_path):

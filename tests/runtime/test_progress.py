@@ -73,3 +73,23 @@ def test_the_helper_is_silent_when_disabled(capfd):
         b.update(2)
     err = capfd.readouterr().err
     assert err.startswith("a line\n") and "steps" in err
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_line_shows_before_anything_compiles(name, data, capfd, monkeypatch):
+    """The first line comes before the fit's first compilation (seconds of silence on a
+    new data shape otherwise): here the fit stops where its first program would compile."""
+    make, _ = CASES[name]
+    X, y = data
+    est = make()
+
+    def stop(*args, **kwargs):
+        raise RuntimeError("stopped before compiling")
+
+    monkeypatch.setattr(est, "_select_model_options", stop)
+    capfd.readouterr()
+    with pytest.raises(RuntimeError, match="stopped before compiling"):
+        est.fit(X, y)
+    err = capfd.readouterr().err
+    assert err.startswith(f"{type(est).__name__}: fitting {len(y)} points, {X.shape[1]} "
+                          f"inputs, 3 classes"), err
