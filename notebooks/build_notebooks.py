@@ -179,23 +179,28 @@ paper'''),
     md("""
 ## Reliability diagrams
 
-Top-label confidence against top-label accuracy in 10 equal-width bins, with the bin counts as
-a light histogram (right axis). Points on the diagonal are calibrated; below it, the model is
-over-confident. With 50 test points most of them sit in the last bin, so read the curve
-together with the counts.
+Top-label confidence against top-label accuracy in equal-mass bins of at least 10 test
+points each (the count is printed at each point), with a grey bar per bin for the central
+95% of the accuracy a calibrated model would show there: a point outside its bar is ringed
+in red. Points on the diagonal are calibrated; below it, the model is over-confident. With
+50 test points there are few bins, and the bars are wide: 50 points cannot show a small
+miscalibration.
 """),
     code('''
-from ppgpc.evaluation.plotting import reliability_diagram, reliability_grid
+from ppgpc.evaluation.plotting import reliability_bands_diagram, reliability_bands_grid
 
 y_test = np.searchsorted(ilr.classes_, split.y_test)   # labels as indices into classes_
-reliability_grid({name: (p, y_test) for name, p in probs.items()})'''),
-    md("The same curves on one set of axes:"),
+fig = reliability_bands_grid({name: (p, y_test) for name, p in probs.items()}, min_count=10)'''),
+    md("""
+One model's diagram, drawn on pyplot's current axes as ArviZ and scikit-learn plots are
+(or on the ``ax`` given), with ten bins of five points each: the bars widen as the bins
+shrink.
+"""),
     code('''
-ax = None
-for name, p in probs.items():
-    ax = reliability_diagram(p, y_test, ax=ax, label=name, show_counts=False)
-ax.set_title("wine, seed 0")
-ax.figure'''),
+plt.figure(figsize=(5, 4))
+ax = reliability_bands_diagram(probs["Exact-ILR"], y_test, min_count=5, label="Exact-ILR")
+ax.set_title("wine, seed 0: Exact-ILR")
+plt.show()'''),
     md("""
 ## The posterior in ArviZ
 
@@ -762,7 +767,7 @@ from ppgpc import Selection
 from ppgpc.experiments import PAPER_EXACT, run_split, scaling_with_classes, summarize
 
 HOLDOUT = Selection(validation="holdout")  # the paper's protocol: one 10% validation split
-from ppgpc.evaluation.plotting import reliability_grid'''),
+from ppgpc.evaluation.plotting import reliability_bands_grid'''),
     md("## 1. The exact setting"),
     code('''
 if SMALL:
@@ -799,14 +804,15 @@ for (dataset, model), model_runs in runs.items():
 pd.DataFrame(rows).set_index(["dataset", "model"])'''),
     md("""
 Reliability diagrams per data set, one panel per model, pooling the test points of all
-seeds (top-label confidence, 10 bins).
+seeds: top-label confidence in equal-mass bins of at least 10 points, with the band a
+calibrated model would stay within.
 """),
     code('''
 for dataset in DATASETS:
     pooled = {model: (np.concatenate([r.probs for r in runs[dataset, model]]),
                       np.concatenate([r.y_test for r in runs[dataset, model]]))
               for model in OPTIONS}
-    fig = reliability_grid(pooled)
+    fig = reliability_bands_grid(pooled, min_count=10)
     fig.suptitle(f"{dataset}: {len(SEEDS)} seed(s) x 50 test points")
     display(fig)'''),
     md("""

@@ -22,23 +22,8 @@ import pytest
 # The tests check values, never timings; benchmarks/ and users keep XLA's defaults. Set
 # before JAX creates its CPU client; notebook kernels and CLI subprocesses inherit it.
 TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
-# Under pytest-xdist the W workers share the cores, and so do the notebook kernels and CLI
-# subprocesses they start: each then runs XLA's CPU programs on one thread instead of a pool
-# of one thread per core (W pools on W cores switch between W^2 threads).
-_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-_WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-
-
-def _with_flag(flags: str, flag: str) -> str:
-    name = flag.split("=")[0]
-    return flags if name in flags else f"{flags} {flag}".strip()
-
-
-_flags = _with_flag(os.environ.get("XLA_FLAGS", ""), TEST_XLA_FLAG)
-if _WORKERS > 1:
-    for _flag in _WORKER_XLA_FLAGS.split():
-        _flags = _with_flag(_flags, _flag)
-os.environ["XLA_FLAGS"] = _flags
+if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAG}".strip()
 
 import ppgpc  # noqa: E402,F401  (float64 before any JAX code in the tests)
 
@@ -46,6 +31,7 @@ import ppgpc  # noqa: E402,F401  (float64 before any JAX code in the tests)
 # cores, so W workers on W cores run W^2 BLAS threads and spend time switching between them.
 # Each worker gets its share of the cores instead (all of them when tests run in one process).
 # threadpoolctl comes with scikit-learn and changes only the BLAS libraries NumPy loaded.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
     from threadpoolctl import threadpool_limits
 

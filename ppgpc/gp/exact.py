@@ -217,7 +217,7 @@ def whitened_latent(chol_K: jax.Array, num_latent: int, mean=None) -> jax.Array:
     """
     N = chol_K.shape[-1]
     with numpyro.plate("latent", num_latent, dim=-1):
-        v = numpyro.sample("f_white", dist.Normal(0.0, 1.0).expand([N]).to_event(1))
+        v = numpyro.sample("f_white", dist.Normal(jnp.zeros(N), 1.0).to_event(1))
     if chol_K.ndim == 2:
         f = chol_K @ v.T                                            # (N, L)
     else:
