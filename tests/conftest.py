@@ -25,17 +25,24 @@ TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAG}".strip()
 
-import ppgpc  # noqa: E402,F401  (float64 before any JAX code in the tests)
-
-# Under pytest-xdist every worker would start as many OpenBLAS/MKL threads as the machine has
-# cores, so W workers on W cores run W^2 BLAS threads and spend time switching between them.
-# Each worker gets its share of the cores instead (all of them when tests run in one process).
-# threadpoolctl comes with scikit-learn and changes only the BLAS libraries NumPy loaded.
+# BLAS threads: each of W test workers gets its share of the cores (all of them when tests run
+# in one process). OpenBLAS's idle threads spin while they wait for work, so two processes on
+# two cores, each with a full pool, take the cores from each other's working threads: two
+# NUTS-and-Gibbs scripts on wine run 220 s each side by side against 30 s alone, and 42 s with
+# one BLAS thread each (docs/records/speed.md). JAX's CPU LAPACK calls load SciPy's OpenBLAS
+# at their first use, after this file, so the variable reaches it, and the notebook kernels
+# and CLI subprocesses the workers start inherit it; threadpoolctl (from scikit-learn) limits
+# the BLAS libraries already loaded.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
+    _BLAS_THREADS = max(1, (os.cpu_count() or 1) // _WORKERS)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(_BLAS_THREADS))
+
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(limits=max(1, (os.cpu_count() or 1) // _WORKERS), user_api="blas")
+    threadpool_limits(limits=_BLAS_THREADS, user_api="blas")
+
+import ppgpc  # noqa: E402,F401  (float64 before any JAX code in the tests)
 
 TEST_SIZE = os.environ.get("PPGPC_TEST_SIZE", "small").lower()
 SMALL = TEST_SIZE == "small"

@@ -373,15 +373,18 @@ def test_the_default_logistic_softmax_estimator_compiles_nothing_at_a_new_size(m
     assert compiled == ["jit(_fori_collect_loop)"] * 4, compiled
 
 
-@pytest.mark.parametrize("sizes", [(45, 57), (290, 310)])
+@pytest.mark.parametrize("sizes", [(45, 57), (290, 310), (700, 760)])
 def test_the_default_svgp_estimator_compiles_nothing_at_a_new_size(monkeypatch, sizes):
     """Its defaults at another N of the bucket: a full batch with one inducing input per
-    point (both padded), and minibatches of 256 with 200 inducing inputs (k-means on the
-    padded rows)."""
+    point (both padded), a full batch with 200 inducing inputs (k-means on the padded rows),
+    and, above ``FULL_BATCH_POINTS``, minibatches of 256 with 200 inducing inputs."""
     from ppgpc import SoftmaxSVGPClassifier
 
     _hold_programs(monkeypatch)
     first, second = sizes
+    assert padding.bucket(first) == padding.bucket(second)
+    limit = SoftmaxSVGPClassifier.FULL_BATCH_POINTS
+    assert (first > limit) == (second > limit)
     X, y = toy_problem(second, 3, seed=14)
     options = {} if first < 256 else {"inference_options": {"max_iter": 200}}
     with warnings.catch_warnings():

@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppgpc.runtime import programs
+from conftest import SMALL
+from ppgpc.runtime import padding, programs
 
 
 @pytest.fixture
@@ -165,7 +166,7 @@ ESTIMATORS = {{
 }}
 rng = np.random.default_rng(0)
 first = [(n, 3, 3) for n in (20, 70, 90)] + [(40, 5, 3), (40, 3, 4)]
-sizes = list(range({start}, {stop}))
+sizes = list(range({start}, {stop}, {step}))
 rng.shuffle(sizes)
 rest = [(n, 3, 3) for n in sizes] + [(n, 5, 3) for n in (30, 50, 60)] + [
     (n, 3, 4) for n in (25, 45, 64)]
@@ -211,22 +212,26 @@ def test_a_process_fitting_many_sizes_stops_growing():
                     reason="memory mappings are read from /proc/self/maps (Linux)")
 def test_every_estimator_at_sizes_of_held_buckets_compiles_and_grows_nothing():
     """One process fits each of the four estimators (defaults, but the logistic-softmax GP
-    by its full CAVI, and 200 SVI steps) at 65 training sizes 20-84 in three buckets (64,
-    80, 96) and at two more feature and class counts, releases off. (The logistic-softmax
-    default, NUTS, pads too, but NumPyro's ``MCMC`` compiles its sampling loop for every run,
-    about 1,900 mappings a fit: ``CEILING_MEMORY_MAPS`` bounds those.) Once each bucket and count
-    has been fitted (the first five fits), the other 71 fits and their predictions compile nothing,
-    and the process's mappings and resident memory stay within what one fit's arrays come and go
-    by (200 mappings, 80 MiB) of where they stood."""
+    by its full CAVI, and 200 SVI steps) at training sizes 20-84 in three buckets (64, 80,
+    96): all 65 at ``PPGPC_TEST_SIZE=full``, every third (22) at the small size; and at two
+    more feature and class counts, releases off. (The logistic-softmax default, NUTS, pads
+    too, but NumPyro's ``MCMC`` compiles its sampling loop for every run, about 1,900
+    mappings a fit: ``CEILING_MEMORY_MAPS`` bounds those.) Once each bucket and count has
+    been fitted (the first five fits), the other fits (71 or 28) and their predictions
+    compile nothing, and the process's mappings and resident memory stay within what one
+    fit's arrays come and go by (200 mappings, 80 MiB) of where they stood."""
+    step = 3 if SMALL else 1
+    sizes = range(20, 85, step)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(SOAK_ALL.format(
-        start=20, stop=85))], capture_output=True, text=True, env=env, timeout=1500)
+        start=20, stop=85, step=step))], capture_output=True, text=True, env=env, timeout=1500)
     assert out.returncode == 0, out.stderr[-2000:]
     record = json.loads(out.stdout.strip().splitlines()[-1])
     for name, rows in record.items():
         first = [r for r in rows if r[0] == "first"]
         rest = [r for r in rows if r[0] == "rest"]
-        assert len({r[1] for r in rows}) >= 60 and len(rest) == 71, name
+        assert {r[1] for r in rest} >= set(sizes) and len(rest) == len(sizes) + 6, name
+        assert {padding.bucket(n) for n in sizes} == {64, 80, 96}
         assert sum(r[6] for r in rest) == 0, (name, [r for r in rest if r[6]])
         maps, mib = first[-1][4], first[-1][5]
         assert max(r[4] for r in rest) <= maps + 200, (name, maps, [r[4] for r in rest])
