@@ -37,6 +37,7 @@ from typing import Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+from jax import lax
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
@@ -60,9 +61,10 @@ def _from_expectation(eta1, eta2):
     return eta1, _TRIL.inv(jnp.linalg.cholesky(S))
 
 
-def _one_step(mean, tril_unc, grad_mean, grad_tril, gamma):
-    """(NG) for one factor: mean (M,), tril_unc (M (M + 1) / 2,) and the loss gradients with
-    respect to both -> the new (mean, tril_unc) and whether the step was refused."""
+def _factor_step(mean, tril_unc, grad_mean, grad_tril, gamma):
+    """The factorisations of (NG) for one factor: mean (M,), tril_unc (M (M + 1) / 2,) and
+    the loss gradients with respect to both -> (R, d ell / d eta_1, the precision S^-1, the
+    new scale's factor). Every LAPACK call of a step is here (see ``natural_step``)."""
     M = mean.shape[-1]
     R = _TRIL(tril_unc)
     eta2 = R @ R.T + jnp.outer(mean, mean)
@@ -72,12 +74,18 @@ def _one_step(mean, tril_unc, grad_mean, grad_tril, gamma):
     eye = jnp.eye(M, dtype=mean.dtype)
     R_inv = tri_solve(R, eye)                                  # R^-1
     precision = R_inv.T @ R_inv                                 # S^-1
-    theta1 = precision @ mean
-    new_theta1 = theta1 - gamma * d1
     new_precision = precision + 2.0 * gamma * d2                # -2 (theta_2 - gamma d2)
     new_precision = 0.5 * (new_precision + new_precision.T)
     L_rev = jnp.linalg.cholesky(_flip(new_precision))           # J P J = L' L'^T
     new_R = _flip(tri_solve(L_rev, eye).T)                     # J L'^-T J, lower
+    return R, d1, precision, new_R
+
+
+def _mean_step(mean, tril_unc, R, d1, precision, new_R, gamma):
+    """The rest of (NG) for one factor, given ``_factor_step``'s results: the new (mean,
+    tril_unc) and whether the step was refused."""
+    theta1 = precision @ mean
+    new_theta1 = theta1 - gamma * d1
     new_mean = new_R @ (new_R.T @ new_theta1)                   # S theta_1
     ok = (jnp.all(jnp.isfinite(new_R)) & jnp.all(jnp.isfinite(new_mean))
           & jnp.all(jnp.diagonal(new_R) > 0))
@@ -99,10 +107,19 @@ def natural_step(mean, tril_unc, grad_mean, grad_tril, gamma):
         was refused because the new precision was not positive definite.
     """
     batch = mean.shape[:-1]
-    flat = [x.reshape((-1,) + x.shape[len(batch):])
-            for x in (mean, tril_unc, grad_mean, grad_tril)]
-    new_mean, new_tril, refused = jax.vmap(_one_step, in_axes=(0, 0, 0, 0, None))(
-        *flat, gamma)
+    flat = tuple(x.reshape((-1,) + x.shape[len(batch):])
+                 for x in (mean, tril_unc, grad_mean, grad_tril))
+    # The factorisations run one factor at a time (lax.map), not under jax.vmap: a batched
+    # Cholesky or triangular solve in jaxlib 0.10 splits its batch over XLA's intra-op thread
+    # pool and blocks the pool thread that called it until the pieces finish. When as many
+    # such calls run at once as the pool has threads (two on a 2-core machine; the vjp's
+    # Cholesky and the solve R^-1 are independent), no thread is left to run the pieces and
+    # the program never completes (docs/records/speed.md). An unbatched call runs inline.
+    # The matrix-vector products stay under vmap, which keeps the steps' rounding as it was.
+    means, trils = flat[0], flat[1]
+    R, d1, precision, new_R = lax.map(lambda factor: _factor_step(*factor, gamma), flat)
+    new_mean, new_tril, refused = jax.vmap(_mean_step, in_axes=(0,) * 6 + (None,))(
+        means, trils, R, d1, precision, new_R, gamma)
     return (new_mean.reshape(mean.shape), new_tril.reshape(tril_unc.shape),
             jnp.sum(refused))
 

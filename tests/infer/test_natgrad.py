@@ -11,6 +11,8 @@ errors over independent draws.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -122,6 +124,36 @@ def test_a_step_to_an_indefinite_precision_is_refused_and_counted():
     np.testing.assert_array_equal(new_tril[0], tril[0])
     theta1, precision = _optimum(A, y, s2)
     np.testing.assert_allclose(new_mean[1], np.linalg.solve(precision, theta1), rtol=1e-9)
+
+
+SIX_CLASS_FIT = """
+import warnings
+from ppgpc import SoftmaxSVGPClassifier
+from ppgpc.datasets.synthetic import mixture_problem
+
+problem = mixture_problem(150, 10, num_classes=6, sigma=0.5, seed=0)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # (20 steps do not converge)
+    SoftmaxSVGPClassifier(progress=False, inference_options={
+        "natural_gradient": 0.1, "max_iter": 20}).fit(problem.X_train, problem.y_train)
+print("returned")
+"""
+
+
+def test_natural_gradient_svi_on_six_factors_of_150_inducing_inputs_returns():
+    """The estimator with natural gradients on a six-class mixture of 150 points (six
+    factors of 150 x 150 in each step) returns: under ``jax.vmap`` the step's Cholesky
+    factorisations and triangular solves were batched LAPACK calls, which jaxlib 0.10 splits
+    over XLA's intra-op thread pool while the calling pool thread waits, and on a 2-core
+    machine this fit never returned (``natural_step``'s comment). Run in a subprocess, so
+    that a hang fails the test at its time limit (the fit takes about 10 s)."""
+    try:
+        out = subprocess.run([sys.executable, "-c", SIX_CLASS_FIT], capture_output=True,
+                             text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the natural-gradient fit did not return within 180 s")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("returned")
 
 
 def test_the_schedule_rises_log_linearly_then_decays():
