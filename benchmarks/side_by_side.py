@@ -3,7 +3,7 @@ OpenBLAS's threads help?
 
 JAX's CPU Cholesky and triangular solves call SciPy's OpenBLAS, whose idle threads spin
 while they wait for work. This script runs one workload in a fresh process alone, then
-two copies at once, each way twice: with OpenBLAS's default thread count and with
+two copies at once, under two settings: OpenBLAS's default thread count and
 ``OPENBLAS_NUM_THREADS=1``. The workload is the MCMC part of notebook 04 at its small
 size on wine's paper split: ILR-GP by NUTS on its collapsed form (isotropic RBF kernel,
 epsilon 0.999, 2 chains of 100 draws after 100 warm-up steps), then the logistic-softmax
@@ -23,7 +23,6 @@ import sys
 import time
 
 _CHILD = r"""
-import os, time
 import numpy as np
 from ppgpc import ILRGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.datasets import load, paper_split

@@ -28,11 +28,11 @@ if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 # BLAS threads: each of W test workers gets its share of the cores (all of them when tests run
 # in one process). OpenBLAS's idle threads spin while they wait for work, so two processes on
 # two cores, each with a full pool, take the cores from each other's working threads: two
-# NUTS-and-Gibbs scripts on wine run 220 s each side by side against 30 s alone, and 42 s with
-# one BLAS thread each (docs/records/speed.md). JAX's CPU LAPACK calls load SciPy's OpenBLAS
-# at their first use, after this file, so the variable reaches it, and the notebook kernels
-# and CLI subprocesses the workers start inherit it; threadpoolctl (from scikit-learn) limits
-# the BLAS libraries already loaded.
+# NUTS-and-Gibbs runs on wine take 312 s each side by side against 31 s alone, and 39 s with
+# one BLAS thread each (`python benchmarks/side_by_side.py`, docs/records/speed.md). JAX's
+# CPU LAPACK calls load SciPy's OpenBLAS at their first use, after this file, so the variable
+# reaches it, and the notebook kernels and CLI subprocesses the workers start inherit it;
+# threadpoolctl (from scikit-learn) limits the BLAS libraries already loaded.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
     _BLAS_THREADS = max(1, (os.cpu_count() or 1) // _WORKERS)

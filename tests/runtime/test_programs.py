@@ -220,18 +220,18 @@ def test_every_estimator_at_sizes_of_held_buckets_compiles_and_grows_nothing():
     been fitted (the first five fits), the other fits (71 or 28) and their predictions
     compile nothing, and the process's mappings and resident memory stay within what one
     fit's arrays come and go by (200 mappings, 80 MiB) of where they stood."""
-    step = 3 if SMALL else 1
-    sizes = range(20, 85, step)
+    sizes = range(20, 85, 3 if SMALL else 1)
+    assert {padding.bucket(n) for n in sizes} == {64, 80, 96}
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(SOAK_ALL.format(
-        start=20, stop=85, step=step))], capture_output=True, text=True, env=env, timeout=1500)
+        start=sizes.start, stop=sizes.stop, step=sizes.step))], capture_output=True, text=True,
+        env=env, timeout=1500)
     assert out.returncode == 0, out.stderr[-2000:]
     record = json.loads(out.stdout.strip().splitlines()[-1])
     for name, rows in record.items():
         first = [r for r in rows if r[0] == "first"]
         rest = [r for r in rows if r[0] == "rest"]
         assert {r[1] for r in rest} >= set(sizes) and len(rest) == len(sizes) + 6, name
-        assert {padding.bucket(n) for n in sizes} == {64, 80, 96}
         assert sum(r[6] for r in rest) == 0, (name, [r for r in rest if r[6]])
         maps, mib = first[-1][4], first[-1][5]
         assert max(r[4] for r in rest) <= maps + 200, (name, maps, [r[4] for r in rest])
