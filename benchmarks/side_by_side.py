@@ -1,15 +1,16 @@
-"""Two ppgpc processes on the same cores: how much does each lose, and does limiting
-OpenBLAS's threads help?
+"""Two ppgpc processes on the same cores: how much does each lose against one alone?
 
 JAX's CPU Cholesky and triangular solves call SciPy's OpenBLAS, whose idle threads spin
-while they wait for work. This script runs one workload in a fresh process alone, then
-two copies at once, under two settings: OpenBLAS's default thread count and
-``OPENBLAS_NUM_THREADS=1``. The workload is the MCMC part of notebook 04 at its small
-size on wine's paper split: ILR-GP by NUTS on its collapsed form (isotropic RBF kernel,
-epsilon 0.999, 2 chains of 100 draws after 100 warm-up steps), then the logistic-softmax
-GP by blocked Gibbs (2 chains of 100 sweeps after 100). Every process has its compilation
-cache off, so each pays the same compilation. Columns: wall seconds and user CPU seconds
-of each process (the median over the copies when two run at once).
+while they wait for work, so two processes that each keep a full pool take the cores from
+each other's working threads. ppgpc holds OpenBLAS at one thread during its own fits and
+predictions (``ppgpc.runtime.threads``); ``PPGPC_BLAS_THREADS=0`` turns that off, which is
+what every fit did before. This script runs one workload in a fresh process alone, then two
+copies at once, under both settings, with no ``OPENBLAS_NUM_THREADS`` set: the default
+``ILRGPClassifier`` fit and prediction on 500 rows (``make_classification``: 6 columns, 4
+classes; 100 test rows), then the default ``LogisticSoftmaxGPClassifier`` on 200 of them.
+Every process has its compilation cache off, so each pays the same compilation. Columns:
+wall seconds and user CPU seconds of each process (the median over the copies when two run
+at once), and the ratio of the wall seconds to the same setting alone.
 
     python benchmarks/side_by_side.py
 """
@@ -23,28 +24,23 @@ import sys
 import time
 
 _CHILD = r"""
-import numpy as np
+from sklearn.datasets import make_classification
 from ppgpc import ILRGPClassifier, LogisticSoftmaxGPClassifier
-from ppgpc.datasets import load, paper_split
 
-X, y = load("wine")
-split = paper_split(X, y, seed=0)
-X_fit = np.concatenate([split.X_train, split.X_val])
-y_fit = np.concatenate([split.y_train, split.y_val])
-ILRGPClassifier(epsilon=0.999, kernel="rbf", inference="nuts", progress=False,
-                inference_options=dict(form="collapsed", num_warmup=100, num_samples=100,
-                                       num_chains=2)).fit(X_fit, y_fit)
-LogisticSoftmaxGPClassifier(inference="gibbs", progress=False, inference_options=dict(
-    num_chains=2, num_warmup=100, num_samples=100, thinning=1)).fit(X_fit, y_fit)
+X, y = make_classification(n_samples=600, n_features=6, n_informative=4, n_redundant=0,
+                           n_classes=4, n_clusters_per_class=1, random_state=0)
+ILRGPClassifier(progress=False).fit(X[:500], y[:500]).predict_proba(X[500:])
+LogisticSoftmaxGPClassifier(progress=False).fit(X[:200], y[:200]).predict_proba(X[500:])
 """
 
 
-def _run(copies: int, blas_threads: str | None) -> list[tuple[float, float]]:
+def _run(copies: int, limited: bool) -> list[tuple[float, float]]:
     """Start ``copies`` workload processes at once; (wall s, user CPU s) of each."""
     env = {**os.environ, "PPGPC_COMPILATION_CACHE": "0", "PYTHONWARNINGS": "ignore"}
-    env.pop("OPENBLAS_NUM_THREADS", None)
-    if blas_threads is not None:
-        env["OPENBLAS_NUM_THREADS"] = blas_threads
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "PPGPC_BLAS_THREADS"):
+        env.pop(name, None)
+    if not limited:
+        env["PPGPC_BLAS_THREADS"] = "0"
     start = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, "-c", _CHILD], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -60,16 +56,18 @@ def _run(copies: int, blas_threads: str | None) -> list[tuple[float, float]]:
 
 
 def main() -> None:
-    print(f"{'OpenBLAS threads':>16} | {'processes':>9} | {'wall s':>7} | {'user CPU s':>10}")
-    print(f"{'-' * 16}-|-{'-' * 9}-|-{'-' * 7}-|-{'-' * 10}")
-    for blas in (None, "1"):
+    print("| ppgpc's BLAS threads in a fit | processes | wall s | user CPU s | wall / alone |")
+    print("| --- | --- | --- | --- | --- |")
+    for limited in (True, False):
+        alone = None
         for copies in (1, 2):
-            runs = _run(copies, blas)
+            runs = _run(copies, limited)
             wall = statistics.median(r[0] for r in runs)
             user = statistics.median(r[1] for r in runs)
-            label = "default" if blas is None else blas
-            print(f"{label:>16} | {copies:>9} | {wall:7.1f} | {user:10.1f}", flush=True)
-
+            alone = wall if alone is None else alone
+            label = "1 (default)" if limited else "unlimited (PPGPC_BLAS_THREADS=0)"
+            print(f"| {label} | {copies} | {wall:.1f} | {user:.1f} | {wall / alone:.2f} |",
+                  flush=True)
 
 if __name__ == "__main__":
     main()

@@ -447,12 +447,22 @@ def collapsed_model(data: GPDData, kernel) -> None:
         numpyro.factor("padded_rows", padding_constant(data.mask, C))
 
 
-def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> None:
+def prior_factor(data: GPDData, kernel, hypers: dict) -> linalg.Cholesky:
+    """chol(K) of the prior covariance at the training inputs with hyperparameters
+    ``hypers``: (N, N) when the classes share the kernel, else (C, N, N)."""
+    K = mask_gram(_class_grams(kernel, _class_params(data, hypers), data.X), data.mask)
+    return linalg.cholesky(K, rows=data.mask)
+
+
+def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None,
+                 factor: linalg.Cholesky | None = None) -> None:
     """Latent form: f_c = mean_c + chol(K_c) v_c, v_c ~ N(0, I); ytilde_ic ~ N(f_ic, s2_ic).
 
     Args:
         fixed_hypers: ``kernel_*``, ``mean`` (and ``noise_scale``) by site name; ``None``
             samples them too.
+        factor: ``prior_factor(data, kernel, fixed_hypers)``, given to skip the
+            factorisation.
 
     Sites: ``kernel_*``, ``mean`` and ``noise_scale`` when learned (unless fixed),
     ``f_white`` (C, N), deterministic ``f`` (N, C), ``ytilde`` observed (N, C): ytilde_i
@@ -464,8 +474,10 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None) -> Non
     params = _sample_kernel(data, kernel, fixed_hypers)
     mean = _sample_mean(data, fixed_hypers)
     noise = _sample_noise_var(data, fixed_hypers)
-    K = mask_gram(_class_grams(kernel, params, data.X), data.mask)
-    f = exact.whitened_latent(linalg.cholesky(K, rows=data.mask).factor, C, mean)        # (N, C)
+    if factor is None:
+        K = mask_gram(_class_grams(kernel, params, data.X), data.mask)
+        factor = linalg.cholesky(K, rows=data.mask)
+    f = exact.whitened_latent(factor.factor, C, mean)                                   # (N, C)
     with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):
         numpyro.sample("ytilde", dist.Normal(f, jnp.sqrt(noise)).to_event(1),
                        obs=data.targets)
@@ -540,7 +552,8 @@ SPEC = conjugate_spec(
     conjugate=Conjugate(collapsed_model=collapsed_model, condition=condition, predict=predict,
                         sample_train=sample_train, loo_predictive=loo_predictive,
                         pseudo_log_lik=pseudo_log_lik),
-    latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
+    latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional,
+                  prior_factor=prior_factor),
     sparse_alternative='use the sparse model: DirichletGPClassifier(inference="collapsed") '
                        '(driver model "dirichlet_gp_sparse")')
 

@@ -241,11 +241,21 @@ def collapsed_model(data: ILRData, kernel) -> None:
         numpyro.factor("padded_rows", padding_constant(data.mask, L))
 
 
-def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> None:
+def prior_factor(data: ILRData, kernel, hypers: dict) -> linalg.Cholesky:
+    """chol(K) (N, N) of the kernel with hyperparameters ``hypers`` at the training inputs
+    (padded rows masked), without the noise."""
+    return linalg.cholesky(mask_gram(gram(kernel, kernel_params(hypers), data.X), data.mask),
+                           rows=data.mask)
+
+
+def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None,
+                 factor: linalg.Cholesky | None = None) -> None:
     """Latent form: f_d = chol(K) v_d, v_d ~ N(0, I); z_i ~ N(f(x_i), sigma^2 I).
 
     Args:
         fixed_hypers: kernel hyperparameters by site name; ``None`` samples them too.
+        factor: ``prior_factor(data, kernel, fixed_hypers)``, given to skip the
+            factorisation.
 
     Sites: ``kernel_*`` and ``noise_scale`` (when learned) unless fixed, ``f_white``
     (C-1, N), deterministic ``f`` (N, C-1), ``z`` observed (N, C-1): z_i depends on f_i
@@ -256,8 +266,8 @@ def latent_model(data: ILRData, kernel, fixed_hypers: dict | None = None) -> Non
     N, L = data.targets.shape
     params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
     noise = _scaled(*_sample_noise_var(data, fixed_hypers))
-    chol_K = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask),
-                             rows=data.mask)
+    chol_K = factor if factor is not None else linalg.cholesky(
+        mask_gram(gram(kernel, params, data.X), data.mask), rows=data.mask)
     record_jitter(chol_K)
     f = exact.whitened_latent(chol_K.factor, L)
     with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):
@@ -311,7 +321,8 @@ SPEC = conjugate_spec(
     conjugate=Conjugate(collapsed_model=collapsed_model, condition=condition, predict=predict,
                         sample_train=sample_train, loo_predictive=loo_predictive,
                         pseudo_log_lik=pseudo_log_lik),
-    latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
+    latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional,
+                  prior_factor=prior_factor),
     sparse_alternative='use a sparse model: ILRGPClassifier(inference="collapsed") or '
                        'SoftmaxSVGPClassifier(link="ilr") (driver models "ilr_gp_sparse" '
                        'and "ilr_gp_uncollapsed")')

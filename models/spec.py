@@ -101,10 +101,16 @@ class Latent(NamedTuple):
         latent_conditional: ``(data, kernel, hypers, f, Xs) -> (mean (n, L), var (n, L))``:
             the prior GP conditional of the latent at Xs given its values f (N, L) at the
             training inputs.
+        prior_factor: optional ``(data, kernel, hypers) -> ppgpc.gp.linalg.Cholesky``: the
+            Cholesky factor of the latent's prior covariance at the training inputs, which
+            ``latent_model(data, kernel, fixed_hypers, factor)`` then takes instead of
+            computing it, so that a sampler with fixed hyperparameters factorises once per
+            run instead of once per gradient.
     """
 
     latent_model: Callable[..., None]
     latent_conditional: Callable[..., Any]
+    prior_factor: Optional[Callable[..., Any]] = None
 
 
 class Gibbs(NamedTuple):

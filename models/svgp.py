@@ -924,19 +924,30 @@ def initial_hypers(data: SVGPData, kernel) -> dict:
     return {"kernel_" + k: v for k, v in start.items()}
 
 
-def latent_model(data: SVGPData, kernel, fixed_hypers: dict | None = None) -> None:
+def prior_factor(data: SVGPData, kernel, hypers: dict) -> linalg.Cholesky:
+    """chol(K) (N, N) of the shared kernel with hyperparameters ``hypers`` at the training
+    inputs (padded rows masked)."""
+    return linalg.cholesky(mask_gram(gram(kernel, kernel_params(hypers), data.X), data.mask),
+                           rows=data.mask)
+
+
+def latent_model(data: SVGPData, kernel, fixed_hypers: dict | None = None,
+                 factor: linalg.Cholesky | None = None) -> None:
     """The full GP classifier with the same link and W = I, whitened for NUTS:
     f_c = chol(K) w_c, w_c ~ N(0, I_N), y_i ~ Categorical(link(f_i)).
 
     Sites: ``kernel_*`` (unless fixed), ``f_white`` (L, N), deterministic ``f`` (N, L),
     ``y`` observed (N,), one label per point inside ``numpyro.plate("data", N)`` (one
     log-likelihood term per point for ``az.from_numpyro``; dims from
-    ``ppgpc.infer.arviz_dims``).
+    ``ppgpc.infer.arviz_dims``). ``factor``: ``prior_factor(data, kernel, fixed_hypers)``,
+    given to skip the factorisation.
     """
     N = data.X.shape[0]
-    params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
-    chol_K = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask),
-                             rows=data.mask)
+    if factor is None:
+        params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
+        factor = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask),
+                                 rows=data.mask)
+    chol_K = factor
     record_jitter(chol_K)
     f = exact.whitened_latent(chol_K.factor, data.num_latent)
     with numpyro.plate("data", N, dim=-1), real_rows_only(data.mask):
@@ -988,7 +999,8 @@ def svgp_spec(name: str, link: str, num_latent, description: str) -> ModelSpec:
         name=name, description=description, prepare=_PREPARE[link], pad=pad,
         num_latent=num_latent,
         log_link=LOG_LINKS[link], initial_hypers=initial_hypers,
-        latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
+        latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional,
+                      prior_factor=prior_factor),
         svi=SVI(model=model, guide=guide, result=svi_result,
                 validation_log_predictive=validation_log_predictive,
                 gaussian_variational_sites=(("q_mean", "q_scale_tril"),),

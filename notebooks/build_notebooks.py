@@ -283,7 +283,8 @@ else:
     classifiers = {
         "Exact-ILR": ILRGPClassifier(selection=HOLDOUT, **QUIET),
         "GPD": DirichletGPClassifier(selection=HOLDOUT, **QUIET),
-        "LSM": LogisticSoftmaxGPClassifier(inference_options=dict(num_samples=250), **QUIET),
+        "LSM": LogisticSoftmaxGPClassifier(inference_options=dict(num_samples=250,
+                                                                       max_samples=250), **QUIET),
         "SVGPC": SoftmaxSVGPClassifier(num_inducing=50, inference_options=dict(max_iter=2000),
                                        **QUIET),
     }
@@ -401,7 +402,7 @@ from ppgpc.evaluation.posteriors import compare_posteriors
 from ppgpc.datasets.synthetic import mixture_problem
 
 N, CHAINS, WARMUP, DRAWS = (30, 2, 200, 200) if SMALL else (50, 4, 500, 500)
-NUTS = dict(num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS)
+NUTS = dict(num_warmup=WARMUP, num_samples=DRAWS, max_samples=DRAWS, num_chains=CHAINS)
 problem = mixture_problem(N, 500, num_classes=3, sigma=0.6, seed=0)
 X, y = problem.X_train, problem.y_train
 print(f"N = {N}, class counts {np.bincount(y).tolist()}")
@@ -449,7 +450,7 @@ softmax likelihood directly.
     code("""
 gibbs, t_gibbs = timed(LogisticSoftmaxGPClassifier(inference="gibbs", progress=False,
                                                    inference_options=dict(
-    num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS)))
+    num_warmup=WARMUP, num_samples=DRAWS, max_samples=DRAWS, num_chains=CHAINS)))
 nuts_lsm, t_nuts_lsm = timed(LogisticSoftmaxGPClassifier(inference="nuts", progress=False,
                                                           inference_options=NUTS))
 idata_gibbs, idata_nuts_lsm = gibbs.to_inference_data(), nuts_lsm.to_inference_data()
@@ -561,8 +562,8 @@ from ppgpc.datasets import load, paper_split
 
 NUM_CHAINS = 2 if SMALL else 4
 NUM_WARMUP, NUM_SAMPLES = (100, 100) if SMALL else (500, 500)
-GIBBS = dict(num_warmup=100, num_samples=100, thinning=1) if SMALL else dict(
-    num_warmup=1000, num_samples=8000, thinning=4)     # 2000 kept draws per chain
+GIBBS = dict(num_warmup=100, num_samples=100, max_samples=100, thinning=1) if SMALL else dict(
+    num_warmup=1000, num_samples=2000, max_samples=2000, thinning=4)  # 2000 kept draws
 X, y = load("wine")
 split = paper_split(X, y, seed=0)
 X_fit = np.concatenate([split.X_train, split.X_val])
@@ -583,6 +584,7 @@ start = time.perf_counter()
 ilr = ILRGPClassifier(epsilon=0.999, kernel="rbf", inference="nuts", progress=False,
                       inference_options=dict(form="collapsed", num_warmup=NUM_WARMUP,
                                              num_samples=NUM_SAMPLES,
+                                             max_samples=NUM_SAMPLES,
                                              num_chains=NUM_CHAINS)).fit(X_fit, y_fit)
 print(f"NUTS: {time.perf_counter() - start:.1f} s")
 idata_ilr = ilr.to_inference_data()

@@ -4,7 +4,7 @@ JAX fixes its device count when it starts, so the tests run this file with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=4``. Each check prints one JSON line
 ``{"check": name, ...}`` with the largest relative differences it found; the test asserts
 on them. ``python tests/device_checks.py single`` runs the sums-over-devices checks of the
-collapsed models, ``... minibatch`` those of the minibatch ELBOs and the chains over devices,
+collapsed models, ``... minibatch`` those of the minibatch ELBOs and minibatch fits,
 ``python tests/device_checks.py distributed <process_id> <num_processes> <port>`` one
 process of the two-process ``jax.distributed`` fit, which prints its predictions.
 """
@@ -223,51 +223,6 @@ def stochastic_cavi_checks() -> None:
                       "devices": runs[1].info.get("devices")}), flush=True)
 
 
-def chain_checks() -> None:
-    """NUTS and Gibbs with one chain per device ("parallel") against the same chains on one
-    device: NUTS's vectorised, Gibbs's one after another ("sequential"): the draws.
-
-    Not Gibbs's vectorised chains (its default on one device): vmap batches the chains'
-    arithmetic, which rounds differently, and under the test suite's XLA flags one
-    elliptical-slice decision of one chain flipped (chain 2 of 4, draw 8 of 10), after
-    which that chain drew other (equally valid) values. The sequential chains run the
-    program each device runs."""
-    import functools
-
-    import jax
-
-    from ppgpc.infer import fit, gibbs, mcmc
-    from ppgpc.gp.kernels import make_kernel
-    from ppgpc.models import ilr_gp
-
-    X, y = toy(24)
-    kernel = make_kernel("rbf-ard")
-    nuts_model = functools.partial(ilr_gp.collapsed_model, ilr_gp.prepare(X, y, 3), kernel)
-
-    def nuts():
-        out = mcmc.run_nuts(jax.random.PRNGKey(5), nuts_model, num_warmup=20, num_samples=10,
-                            num_chains=2, progress_bar=False)
-        return out.samples
-
-    def gibbs_draws():
-        return fit("logistic_softmax", X, y, method="gibbs", num_warmup=5, num_samples=10,
-                   num_chains=2, progress_bar=False, hyperparameters={
-                       "kernel_variance": 2.0, "kernel_lengthscale": 1.5}).latent
-
-    chosen, gibbs_chosen = mcmc.chain_method, gibbs._chain_method
-    for name, run, reference in (("nuts", nuts, "vectorized"),
-                                 ("gibbs", gibbs_draws, "sequential")):
-        parallel = run()
-        mcmc.chain_method = gibbs._chain_method = lambda num_chains: reference
-        try:
-            one_device = run()
-        finally:
-            mcmc.chain_method, gibbs._chain_method = chosen, gibbs_chosen
-        print(json.dumps({"check": "chains", "case": name, "reference": reference,
-                          "chain_method": chosen(2), "gibbs_chain_method": gibbs_chosen(2),
-                          "draws": relative(parallel, one_device)}), flush=True)
-
-
 def distributed(process_id: int, num_processes: int, port: int) -> None:
     """One process of a ``jax.distributed`` Collapsed-ILR fit over every process's CPU
     device (gloo collectives); prints its predictions, which every process holds whole."""
@@ -302,7 +257,6 @@ if __name__ == "__main__":
     elif sys.argv[1] == "minibatch":
         svgp_checks()
         stochastic_cavi_checks()
-        chain_checks()
     elif sys.argv[1] == "distributed":
         distributed(*(int(a) for a in sys.argv[2:5]))
     else:

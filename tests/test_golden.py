@@ -10,6 +10,12 @@ load after it and predict what it predicted then.
 Tolerance: the fits run the same programs on the same keys, so on one machine they agree to
 rounding; 1e-9 absolute in probabilities allows for a different BLAS or XLA version and
 nothing more (a changed algorithm, key or default moves them by far more than that).
+
+Entries re-recorded since, each within its Monte Carlo error of the value before
+(docs/records/speed.md, "Run lengths set by the check"): the NUTS and Gibbs driver fits
+(windowed samplers with new keys) and the ``defaults/`` predictions of the estimators whose
+defaults now stop at their check (the logistic-softmax GP's NUTS, the SVGP's SVI); the
+saves still predict their ``estimator/`` entries.
 """
 
 from pathlib import Path
@@ -30,7 +36,7 @@ ATOL = 1e-9
 def test_every_recorded_case_is_still_a_case():
     expected = {f"fit/{m}/{k}" for m, k in cases()}
     expected |= {f"fit/{m}/{k}/{n}" for m, k, n in SPARSE_VARIANTS}
-    expected |= {f"estimator/{name}" for name in ESTIMATORS}
+    expected |= {f"{kind}/{name}" for name in ESTIMATORS for kind in ("estimator", "defaults")}
     assert set(RECORDED) == expected
 
 
@@ -61,5 +67,5 @@ def test_saves_from_before_load_and_predict_as_recorded(name):
 def test_estimator_defaults_fit_as_recorded(name):
     X, y, X_test = estimator_problem()
     estimator = getattr(ppgpc, name)(progress=False).fit(X, y)
-    np.testing.assert_allclose(estimator.predict_proba(X_test), RECORDED[f"estimator/{name}"],
+    np.testing.assert_allclose(estimator.predict_proba(X_test), RECORDED[f"defaults/{name}"],
                                rtol=0, atol=ATOL)

@@ -127,23 +127,33 @@ def initial_hypers(data: LSMData, kernel) -> dict:
     return {"kernel_" + k: v for k, v in start.items()}
 
 
-def _whitened_latent(data: LSMData, kernel, fixed_hypers):
-    params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
-    chol_K = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask),
-                             rows=data.mask)
-    record_jitter(chol_K)
-    return exact.whitened_latent(chol_K.factor, data.num_classes)
+def prior_factor(data: LSMData, kernel, hypers: dict) -> linalg.Cholesky:
+    """chol(K) (N, N) of the kernel with hyperparameters ``hypers`` at the training inputs
+    (padded rows masked)."""
+    return linalg.cholesky(mask_gram(gram(kernel, kernel_params(hypers), data.X), data.mask),
+                           rows=data.mask)
 
 
-def latent_model(data: LSMData, kernel, fixed_hypers: dict | None = None) -> None:
+def _whitened_latent(data: LSMData, kernel, fixed_hypers, factor=None):
+    if factor is None:
+        params = sample_kernel_params(kernel, data.X.shape[1], fixed=fixed_hypers)
+        factor = linalg.cholesky(mask_gram(gram(kernel, params, data.X), data.mask),
+                                 rows=data.mask)
+    record_jitter(factor)
+    return exact.whitened_latent(factor.factor, data.onehot.shape[-1])
+
+
+def latent_model(data: LSMData, kernel, fixed_hypers: dict | None = None,
+                 factor: linalg.Cholesky | None = None) -> None:
     """Plain (non-augmented) model: f^c = chol(K) v^c, y_i ~ Categorical(log_link(f_i)).
 
     Sites: ``kernel_*`` (unless fixed), ``f_white`` (C, N), deterministic ``f`` (N, C),
     ``y`` observed (N,), one label per point inside ``numpyro.plate("data", N)`` (one
     log-likelihood term per point for ``az.from_numpyro``; dims from
-    ``ppgpc.infer.arviz_dims``). Padded rows (``pad``) have weight zero.
+    ``ppgpc.infer.arviz_dims``). Padded rows (``pad``) have weight zero. ``factor``:
+    ``prior_factor(data, kernel, fixed_hypers)``, given to skip the factorisation.
     """
-    f = _whitened_latent(data, kernel, fixed_hypers)
+    f = _whitened_latent(data, kernel, fixed_hypers, factor)
     with numpyro.plate("data", data.y.shape[0], dim=-1), real_rows_only(data.mask):
         numpyro.sample("y", dist.Categorical(logits=log_link(f)), obs=data.y)
 
@@ -324,7 +334,8 @@ SPEC = ModelSpec(
     num_latent=num_latent,
     log_link=log_link,
     initial_hypers=initial_hypers,
-    latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional),
+    latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional,
+                  prior_factor=prior_factor),
     gibbs=Gibbs(gibbs_kernel=gibbs_kernel, fit_hypers=fit_hypers,
                 inducing_kernel=inducing_gibbs_kernel, fit_inducing=fit_inducing_hypers),
     cavi=CAVI(cavi=fit_cavi, sample_q_f=sample_q_f, sample_q_v=sample_q_v),

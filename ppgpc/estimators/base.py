@@ -38,6 +38,7 @@ from ppgpc.io.legacy import upgrade
 from ppgpc.io.persistence import load_estimator, save_estimator
 from ppgpc.models import get_spec
 from ppgpc.runtime.progress import note
+from ppgpc.runtime.threads import blas_limited
 from ppgpc.validation import (MAX_EXACT_POINTS, check_exact_size, check_features, check_flag,
                               check_labels, check_seed, check_size_limit, encode_labels)
 
@@ -263,7 +264,8 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             # loops' own progress starts
             note(f"{type(self).__name__}: fitting {X.shape[0]} points, {X.shape[1]} inputs, "
                  f"{C} classes (inference {self.inference!r}) ...", self.progress)
-            with convergence.collect() as collected:  # one warning for the whole fit
+            # one warning for the whole fit; one BLAS thread (``ppgpc.runtime.threads``)
+            with convergence.collect() as collected, blas_limited():
                 options = self._select_model_options(Xs, codes, C)
                 # the fit ran on the scaled inputs; its predictions take raw X as the
                 # estimator's do
@@ -324,11 +326,13 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         names and their kind. The base class: one per class."""
         return self.classes_, "class(es)"
 
+    @blas_limited
     def predict_proba(self, X) -> np.ndarray:
         """(n, C) predictive class probabilities, columns in the order of ``classes_``."""
         self._check_fitted()
         return self.result_.predict_proba(self._validate_X(X, reset=False))
 
+    @blas_limited
     def predict_proba_draws(self, X) -> np.ndarray:
         """(S, n, C) class probabilities p(y = c | f_s) at X, one row of probabilities per
         posterior draw s (S = chains x draws), columns in the order of ``classes_``: the

@@ -44,14 +44,15 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             With a ``batch_size`` in ``inference_options`` (the stochastic CAVI), None
             means ``ppgpc.gp.inducing.DEFAULT_NUM_INDUCING``, at most N.
         inference: ``"nuts"`` (default): NUTS on the non-augmented latent model (4
-            chains of 500 warm-up and 1000 draws, the driver's defaults), kernel
+            chains of 500 warm-up, then draws until R-hat and ESS pass, the driver's
+            defaults: ``ppgpc.infer.mcmc``), kernel
             hyperparameters fitted first by type-II MAP on the CAVI ELBO, given in
             ``inference_options["hyperparameters"]``, or sampled with
             ``{"sample_hyperparameters": True}``. ``"gibbs"``: the exact blocked Gibbs
             sampler of the Polya-Gamma augmented model, hyperparameters as for NUTS or
             sampled in every sweep with ``{"hyperparameters": "sample"}``; it mixes more
-            slowly than NUTS (docs/records/gibbs.md), so its default chains usually fail the
-            convergence check. ``"cavi"``: mean-field coordinate-ascent VI with
+            slowly than NUTS (docs/records/gibbs.md), so its chains run longer before they
+            pass the convergence check (up to ``max_samples``, default 2000 per chain). ``"cavi"``: mean-field coordinate-ascent VI with
             hyperparameter learning; full, sparse (``num_inducing``) or stochastic
             (minibatches: ``inference_options`` with ``batch_size``, and ``max_iter``,
             ``learning_rate``, ``validation_fraction``, ``class_batch_size``).

@@ -55,7 +55,7 @@ def _average_ranks(a: np.ndarray) -> np.ndarray:
     """Ranks 1..S along the last axis, ties given their average rank (as
     ``scipy.stats.rankdata(method="average")``, which is slow along an axis)."""
     S = a.shape[-1]
-    order = np.argsort(a, axis=-1, kind="stable")
+    order = np.argsort(a, axis=-1)  # equal values share one rank, so their order is moot
     values = np.take_along_axis(a, order, axis=-1)
     index = np.broadcast_to(np.arange(S), a.shape)
     starts = np.ones(a.shape, dtype=bool)
@@ -91,9 +91,11 @@ def _ess(split: np.ndarray) -> np.ndarray:
     """Geyer's initial-monotone ESS of every entry of split chains (k, chain, draw)."""
     k, m, n = split.shape
     centred = split - split.mean(axis=2, keepdims=True)
-    size = 1 << int(2 * n - 1).bit_length()
-    spectrum = np.fft.rfft(centred, n=size, axis=2)
-    gamma = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=2)[:, :, :n] / n
+    from scipy import fft
+
+    size = fft.next_fast_len(2 * n - 1, real=True)  # zero-padded: no circular wrap-around
+    spectrum = fft.rfft(centred, n=size, axis=2)
+    gamma = fft.irfft(spectrum * np.conj(spectrum), n=size, axis=2)[:, :, :n] / n
     within = np.mean(np.var(split, axis=2, ddof=1), axis=1)                  # W (k,)
     var_plus = (n - 1) / n * within + np.var(np.mean(split, axis=2), axis=1, ddof=1)
     with np.errstate(invalid="ignore", divide="ignore"):

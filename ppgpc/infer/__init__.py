@@ -6,8 +6,9 @@ it needs (``common.supported_methods``; new methods through ``register_method``)
 
 * ``exact`` and ``map`` (``exact``): point hyperparameters by type-II ML or MAP
   (``sites``, ``optimize``), then the conjugate posterior;
-* ``nuts`` (``nuts``, ``mcmc``): NUTS on a model's collapsed or latent form;
-* ``gibbs`` (``gibbs``): a model's own Gibbs kernel looped by NumPyro's ``MCMC``;
+* ``nuts`` (``nuts``, ``mcmc``): NUTS on a model's collapsed or latent form, run in compiled
+  windows until its chains pass the convergence check;
+* ``gibbs`` (``gibbs``, ``mcmc``): a model's own Gibbs kernel, in the same windows;
 * ``cavi`` (``cavi``): a model's coordinate-ascent VI;
 * ``svi`` (``svi``, ``natgrad``): NumPyro SVI with optax, natural-gradient steps on
   Gaussian variational factors.
@@ -15,7 +16,8 @@ it needs (``common.supported_methods``; new methods through ``register_method``)
 Every method returns a ``FitResult`` (``results``), one frozen form whose predictions are
 pure functions of its draws (``predictive``). ``convergence`` says whether to trust a fit
 (R-hat and ESS from ``ppgpc.evaluation.chain_diagnostics``, divergences, optimiser convergence,
-Cholesky jitter), ``ConvergenceWarning`` when it finds a problem; ``arviz_export``
+Cholesky jitter; the check also decides when samplers and SVI stop), ``ConvergenceWarning``
+when it finds a problem; ``arviz_export``
 (``to_inference_data``, with the dims of ``dims``) and ``elpd`` (``exact_loo``,
 ``psis_loo``) give ArviZ objects, imported on first use; ``loo`` scores a conjugate fit's
 closed-form leave-one-out for choosing a smoothing level.

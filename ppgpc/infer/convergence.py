@@ -88,6 +88,39 @@ class ChainCheck:
     divergences: int
     worst: str
     """The entry with the largest R-hat, e.g. ``"f[12, 2]"``."""
+    stop_reason: str = ""
+    """Why the run stopped: ``"converged"`` (its check passed after a window of draws),
+    ``"max_samples"`` (it reached its cap first), or empty for a run of fixed length."""
+    num_warmup: int = 0
+    """Warm-up transitions per chain before the draws."""
+
+    @property
+    def mixed(self) -> bool:
+        """R-hat and ESS pass (divergences aside: more draws do not remove them)."""
+        return (self.max_rhat < RHAT_MAX and min(self.min_ess_bulk, self.min_ess_tail)
+                >= ESS_PER_CHAIN_MIN * self.num_chains)
+
+    def draws_needed(self) -> int:
+        """Draws per chain that would pass R-hat and ESS, sized from what this run reached:
+        the ESS grows in proportion to the draws and R-hat - 1 falls about as 1 / draws
+        once the chains have mixed; with a margin of a quarter, in hundreds, and at least
+        twice the draws when the diagnostics are undefined."""
+        ess = min(self.min_ess_bulk, self.min_ess_tail)
+        if not (math.isfinite(ess) and ess > 0 and math.isfinite(self.max_rhat)):
+            return max(2 * self.num_draws, 1000)
+        factor = max(ESS_PER_CHAIN_MIN * self.num_chains / ess,
+                     (self.max_rhat - 1.0) / (RHAT_MAX - 1.0), 1.0)
+        return int(math.ceil(1.25 * factor * self.num_draws / 100.0) * 100)
+
+    def describe(self) -> str:
+        """How long the run was and why it stopped, e.g. ``"4 chains x 300 draws after 500
+        warm-up; stopped when the check passed"``."""
+        text = f"{self.num_chains} chains x {self.num_draws} draws"
+        if self.num_warmup:
+            text += f" after {self.num_warmup} warm-up"
+        why = {"converged": "stopped when the check passed",
+               "max_samples": "stopped at max_samples"}.get(self.stop_reason)
+        return text if why is None else f"{text}; {why}"
 
     def problems(self) -> list[str]:
         if math.isnan(self.max_rhat) and self.num_draws < MIN_DRAWS:
@@ -179,8 +212,13 @@ class ConvergenceReport:
         if self.chains is not None and self.chains.problems():
             if self.chains.divergences:
                 tips.append(f"raise target_accept ({options(target_accept=0.95)})")
-            more = max(2 * self.chains.num_draws, 1000)
-            tips.append(f"draw more samples ({options(num_samples=more, num_chains=4)})")
+            if not self.chains.mixed:
+                more = self.chains.draws_needed()
+                if self.chains.stop_reason:  # a windowed run: its cap is what stopped it
+                    tips.append(f"let the chains run longer ({options(max_samples=more)})")
+                else:
+                    tips.append(f"draw more samples "
+                                f"({options(num_samples=more, num_chains=4)})")
             if self.method == "gibbs":
                 tips.append("or use NUTS (inference='nuts')" if estimator
                             else "or use method='nuts'")
@@ -197,7 +235,9 @@ class ConvergenceReport:
     def summary(self, *, estimator: bool = False) -> str:
         """One line: converged, or the problems and what to do (``advice``)."""
         if self.converged:
-            return f"{self.method}: converged"
+            run = "" if self.chains is None or not self.chains.stop_reason \
+                else f" ({self.chains.describe()})"
+            return f"{self.method}: converged{run}"
         return f"{self.method}: {'; '.join(self.problems)}: {self.advice(estimator=estimator)}"
 
     # ----------------------------------------------------------- composition
@@ -244,12 +284,13 @@ def _entry_name(name: str, shape: tuple, flat: int) -> str:
     return f"{name}[{', '.join(str(int(i)) for i in index)}]"
 
 
-def chain_check(draws: dict, divergences: int = 0) -> ChainCheck:
+def chain_check(draws: dict, divergences: int = 0, **run) -> ChainCheck:
     """R-hat and ESS over every entry of ``draws`` (``ppgpc.evaluation.chain_diagnostics``).
 
     Args:
         draws: arrays (chain, draw, ...) by name (the latent f or v, sampled hypers).
         divergences: divergent transitions of the run.
+        **run: ``stop_reason`` and ``num_warmup`` of a windowed run (``ChainCheck``).
 
     Returns:
         A ``ChainCheck``. Entries that never change (a hyperparameter held fixed) are left
@@ -274,7 +315,7 @@ def chain_check(draws: dict, divergences: int = 0) -> ChainCheck:
     return ChainCheck(num_chains=num_chains, num_draws=num_draws,
                       max_rhat=undefined(max_rhat), min_ess_bulk=undefined(min_bulk),
                       min_ess_tail=undefined(min_tail), divergences=int(divergences),
-                      worst=worst)
+                      worst=worst, **run)
 
 
 def optimizer_check(stage: str, *, converged: bool, iterations: int, stop_reason: str,

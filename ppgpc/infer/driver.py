@@ -15,6 +15,7 @@ result holds the unpadded data.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -33,6 +34,7 @@ from ppgpc.infer.results import FitResult
 from ppgpc.runtime.blocks import num_shards
 from ppgpc.runtime.padding import bucket, first_rows
 from ppgpc.runtime.programs import training_signature, use_training_shape
+from ppgpc.runtime.threads import blas_limited
 from ppgpc.validation import (MAX_EXACT_POINTS, check_exact_size, check_features,
                               check_integer_labels, check_seed, check_size_limit)
 
@@ -81,7 +83,9 @@ def fit(
             ``progress_bar`` (Adam), ``devices`` (collapsed sparse models: None for one
             device, n for the first n of ``jax.devices()``, or a ``jax.sharding.Mesh`` with
             an axis ``"data"``; each device sums the bound over its share of the data).
-            nuts: ``form``, ``num_warmup``, ``num_samples``, ``num_chains``,
+            nuts: ``form``, ``num_warmup``, ``num_samples`` (the least draws per chain;
+            by default the chains run until R-hat and ESS pass), ``max_samples`` (the
+            most), ``num_chains``,
             ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
             ``max_tree_depth``, ``dense_mass``, ``progress_bar``. svi (``ppgpc.infer.svi``):
             ``batch_size``, ``max_iter``, ``learning_rate``, ``optimizer``, ``schedule``,
@@ -140,7 +144,8 @@ def fit(
     use_training_shape(training_signature(
         (kernel, run_data), (spec.name, method, sorted(opts.items(), key=lambda kv: kv[0]))))
     start = time.perf_counter()
-    out = runner(spec, run_data, kernel, jax.random.PRNGKey(seed), opts)
+    with blas_limited():  # one BLAS thread during the run (``ppgpc.runtime.threads``)
+        out = runner(spec, run_data, kernel, jax.random.PRNGKey(seed), opts)
     if run_data is not data:
         _real_part(out, run_data, num_points)
     out["info"]["fit_seconds"] = time.perf_counter() - start
@@ -184,6 +189,7 @@ def _assess(method: str, out: dict) -> ConvergenceReport:
     the runner's ``optimizers`` and ``jitter`` out of it."""
     optimizers = tuple(out.pop("optimizers", ()))
     jitter = relative_jitter(out.pop("jitter", 0.0), out["hypers"])
+    run = out.pop("run", None)  # a windowed sampler's WindowedRun (ppgpc.infer.mcmc)
     chains = None
     if get_method(method).sampler:
         draws = {"f": out["latent"]} if out.get("latent") is not None else {
@@ -193,6 +199,13 @@ def _assess(method: str, out: dict) -> ConvergenceReport:
         stats = out.get("sample_stats") or {}
         divergences = sum(int(np.sum(stats[k])) for k in ("diverging", "hyper_diverging")
                           if k in stats)
-        chains = chain_check(draws, divergences)
+        if run is not None and run.check is not None:  # the same draws, checked last
+            chains = dataclasses.replace(run.check, divergences=divergences,
+                                         stop_reason=run.stop_reason,
+                                         num_warmup=run.num_warmup)
+        else:
+            how = {} if run is None else {"stop_reason": run.stop_reason,
+                                          "num_warmup": run.num_warmup}
+            chains = chain_check(draws, divergences, **how)
     return ConvergenceReport(method=method, chains=chains, optimizers=optimizers,
                              max_jitter=jitter)

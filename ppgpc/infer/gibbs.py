@@ -1,10 +1,14 @@
-"""Driver method ``"gibbs"``: a model's own Gibbs sampler run through NumPyro's ``MCMC``.
+"""Driver method ``"gibbs"``: a model's own Gibbs sampler, run until its chains pass the
+convergence check.
 
 A model provides ``spec.gibbs.gibbs_kernel(data, kernel, hypers, **kernel_options)`` returning
 a pure pair ``init(key) -> state`` and ``step(key, state) -> (state, info)`` over NamedTuples
-whose state has a field ``f`` (N, L) (BlackJAX style). ``GibbsKernel`` is the thin
-``MCMCKernel`` adapter that lets ``MCMC`` run it (chains, warm-up, thinning, progress bars);
-it holds the two functions and nothing mutable.
+whose state has a field ``f`` (N, L) (BlackJAX style). ``gibbs_programs`` builds the pair
+inside compiled windows that take the data and hyperparameters as arguments (so a data
+set of the same shapes compiles nothing), the chains vmapped in one program, and ``ppgpc.infer.mcmc.sample_windows`` runs the
+windows until R-hat and ESS pass (at least ``num_samples`` draws per chain when given, at
+most ``max_samples``); ``num_warmup`` sweeps are discarded first and ``thinning`` sweeps
+make one stored draw.
 
 Kernel hyperparameters are fixed during the sweep, given (``hyperparameters={...}``) or
 fitted first by the model's ``spec.gibbs.fit_hypers(data, kernel) -> (hypers, info)``; or
@@ -28,105 +32,102 @@ model's ``spec.gibbs.fit_inducing`` point; ``"sample"`` is refused. The state's 
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+import functools
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer import MCMC
-from numpyro.infer.mcmc import MCMCKernel
-from numpyro.util import is_prng_key
+from jax import lax
 
 from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
 from ppgpc.infer.cavi import cavi_check, integer_seed
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
-from ppgpc.infer.mcmc import chain_method
+from ppgpc.infer.mcmc import WINDOW, WindowedRun, sample_windows
+from ppgpc.runtime.padding import num_real_rows
 from ppgpc.validation import check_options
 
-__all__ = ["GibbsKernel", "GibbsAdapterState", "run_gibbs", "check_gibbs_options",
-           "GIBBS_OPTIONS", "HYPER_ALGORITHMS"]
+__all__ = ["gibbs_programs", "run_gibbs", "check_gibbs_options", "GIBBS_OPTIONS",
+           "HYPER_ALGORITHMS"]
 
 
-class GibbsAdapterState(NamedTuple):
-    """What ``MCMC`` carries between iterations."""
-
-    z: dict
-    """The sample field: ``{"f": (N, L)}`` plus the sampled hyperparameters by site name."""
-    inner: Any
-    """The model's own Gibbs state."""
-    info: Any
-    """The model's per-sweep info of the last sweep (collect with ``extra_fields``)."""
-    rng_key: jax.Array
+def _sample_field(inner, field: str) -> dict:
+    """The stored part of a model's Gibbs state: ``field`` and the sampled hyperparameters."""
+    return {field: getattr(inner, field), **dict(getattr(inner, "hypers", None) or {})}
 
 
-class GibbsKernel(MCMCKernel):
-    """``MCMCKernel`` adapter over a pure ``(init, step)`` pair.
+@functools.lru_cache(maxsize=32)
+def gibbs_programs(make_pair: Callable, kernel, field: str = "f", thinning: int = 1,
+                   options: tuple = ()) -> tuple[Callable, Callable]:
+    """(init, window) programs of a model's Gibbs sampler for
+    ``ppgpc.infer.mcmc.sample_windows``, built once per process for a sampler, kernel and
+    setting; both take the data and the hyperparameters as their argument ``args = (data,
+    hypers)``, so another data set of the same shapes compiles nothing.
 
     Args:
-        init_fn: ``init(key) -> state`` (state has a field named ``field``).
-        step_fn: ``step(key, state) -> (state, info)``; ``info`` a NamedTuple of arrays.
+        make_pair: ``(data, kernel, hypers, **options) -> (init, step)``, the model's pure
+            pair (``spec.gibbs.gibbs_kernel`` or ``inducing_kernel``): ``init(key) ->
+            state`` (state has a field named ``field``), ``step(key, state) -> (state,
+            info)`` with ``info`` a NamedTuple of arrays; called inside the programs, so
+            what it computes once (a Cholesky factor of fixed hyperparameters) is computed
+            once per window.
+        kernel: the kernel (hashable).
         field: the state's field stored per draw (``"f"``; ``"v"`` for an inducing-point
             sampler), with the state's ``hypers`` when it has them.
+        thinning: sweeps per stored draw.
+        options: the pair's keyword options as sorted ``(name, value)`` pairs.
 
-    Example:
-        >>> from numpyro.infer import MCMC
-        >>> # init, step = SPEC.gibbs.gibbs_kernel(data, kernel, hypers)
-        >>> # MCMC(GibbsKernel(init, step), num_warmup=100, num_samples=200).run(key)
+    Returns:
+        ``init(keys, args)``: (chain,) keys -> the chains' states; ``window(states, args)``:
+        ``WINDOW`` stored draws of every chain, returning the states and ``(draws, stats)``
+        with the per-sweep info of each stored sweep as statistics, each (chain, WINDOW,
+        ...).
     """
+    def pair(args):
+        data, hypers = args
+        return make_pair(data, kernel, hypers, **dict(options))
 
-    sample_field = "z"
+    def chain(step_fn, state):
+        def sweep(carry):
+            inner, key = carry
+            key, k_step = jax.random.split(key)
+            inner, info = step_fn(k_step, inner)
+            return (inner, key), info
 
-    def __init__(self, init_fn: Callable, step_fn: Callable, field: str = "f"):
-        self._init_fn = init_fn
-        self._step_fn = step_fn
-        self._field = field
+        def body(carry, _):
+            carry, info = sweep(carry)
+            if thinning > 1:
+                carry, infos = lax.scan(lambda c, _: sweep(c), carry, None, length=thinning - 1)
+                info = jax.tree.map(lambda x: x[-1], infos)
+            return carry, (_sample_field(carry[0], field), dict(info._asdict()))
 
-    @property
-    def model(self):
-        return None
+        return lax.scan(body, state, None, length=WINDOW)
 
-    def _sample_field(self, inner) -> dict:
-        return {self._field: getattr(inner, self._field),
-                **dict(getattr(inner, "hypers", None) or {})}
+    @jax.jit
+    def init(keys, args):
+        init_fn, _ = pair(args)
 
-    def _init_one(self, rng_key):
-        k_init, k_probe, k_next = jax.random.split(rng_key, 3)
-        inner = self._init_fn(k_init)
-        _, info = jax.eval_shape(self._step_fn, k_probe, inner)
-        info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), info)
-        return GibbsAdapterState(self._sample_field(inner), inner, info, k_next)
+        def one(key):
+            k_init, k_next = jax.random.split(key)
+            return init_fn(k_init), k_next
 
-    def _sample_one(self, state):
-        key, k_step = jax.random.split(state.rng_key)
-        inner, info = self._step_fn(k_step, state.inner)
-        return GibbsAdapterState(self._sample_field(inner), inner, info, key)
+        return jax.vmap(one)(keys)
 
-    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        # chain_method="vectorized" passes one key per chain: vmap the pair over chains.
-        # Compiled: MCMC calls init outside jit, where a model's init (a NumPyro HMC init
-        # when hyperparameters are sampled) would otherwise run op by op.
-        if is_prng_key(rng_key):
-            return jax.jit(self._init_one)(rng_key)
-        return jax.jit(jax.vmap(self._init_one))(rng_key)
+    @jax.jit
+    def window(states, args):
+        _, step_fn = pair(args)
+        # vmapped: a sweep's cost hardly varies between chains (docs/records/speed.md)
+        return jax.vmap(functools.partial(chain, step_fn))(states)
 
-    def sample(self, state, model_args, model_kwargs):
-        if is_prng_key(state.rng_key):
-            return self._sample_one(state)
-        return jax.vmap(self._sample_one)(state)
-
-
-def _chain_method(num_chains: int) -> str:
-    """One device per chain: "parallel"; otherwise "vectorized" (chains vmapped in one
-    compiled sweep: the Polya-Gamma sampler's loops compile slowly, once is enough)."""
-    method = chain_method(num_chains)
-    return "vectorized" if method == "sequential" and num_chains > 1 else method
+    return init, window
 
 
 GIBBS_OPTIONS = {
     "hyperparameters": None,
     "num_warmup": 200,
-    "num_samples": 500,
-    "num_chains": 2,
+    "num_samples": None,
+    "max_samples": None,
+    "num_chains": 4,
     "thinning": 1,
     "progress_bar": True,
     "kernel_options": None,
@@ -147,11 +148,11 @@ def check_gibbs_options(opts: dict) -> dict:
     if opts["hyper_algo"] not in HYPER_ALGORITHMS:
         raise ValueError(f"hyper_algo must be one of {list(HYPER_ALGORITHMS)}, got "
                          f"{opts['hyper_algo']!r}")
-    opts = check_options(opts, counts=("num_samples", "num_chains", "thinning",
+    opts = check_options(opts, counts=("num_samples", "max_samples", "num_chains", "thinning",
                                        "hyper_num_steps", "hyper_max_tree_depth",
                                        "num_inducing"),
                          non_negative=("num_warmup",), flags=("progress_bar",),
-                         optional=("num_inducing",))
+                         optional=("num_inducing", "num_samples", "max_samples"))
     if opts["num_inducing"] is not None and isinstance(opts["hyperparameters"], str):
         raise ValueError("the inducing-point Gibbs sampler (num_inducing) holds the kernel "
                          "hyperparameters and inducing inputs fixed: give hyperparameters "
@@ -189,16 +190,16 @@ def _run_inducing(spec, data, kernel, key, opts) -> dict:
         raise ValueError(f"model {spec.name!r} has no inducing-point Gibbs sampler; leave "
                          "num_inducing at None")
     hypers, info = _inducing_point(spec, data, kernel, key, opts)
-    init_fn, step_fn = spec.gibbs.inducing_kernel(data, kernel, hypers,
-                                                  **dict(opts["kernel_options"] or {}))
-    samples, stats = _sample(init_fn, step_fn, "v", key, opts)
+    samples, stats, run = _sample(spec.gibbs.inducing_kernel, hypers,
+                                  dict(opts["kernel_options"] or {}), "v", data, kernel, key,
+                                  opts)
     inducing = samples.pop("v")
     if not bool(np.all(np.isfinite(np.asarray(inducing)))):
         raise FloatingPointError("the inducing-point Gibbs sampler produced non-finite draws")
     info["num_inducing"] = int(hypers["inducing_inputs"].shape[0])
     return dict(hypers=as_draws(hypers), latent=None, inducing=inducing,
-                predictive_kind="inducing", point_hypers=True, info=info,
-                sample_stats=stats, **_checks(info, stats, "stochastic sparse CAVI"))
+                predictive_kind="inducing", point_hypers=True, info=_run_info(info, run),
+                sample_stats=stats, run=run, **_checks(info, stats, "stochastic sparse CAVI"))
 
 
 def _checks(info: dict, stats: dict, stage: str) -> dict:
@@ -210,20 +211,36 @@ def _checks(info: dict, stats: dict, stage: str) -> dict:
                 jitter=0.0 if jitter is None else float(np.max(jitter)))
 
 
-def _sample(init_fn, step_fn, field: str, key, opts) -> tuple[dict, dict]:
-    """NumPyro's ``MCMC`` over the pair: the stored fields (chain, draw, ...) by name and
-    the per-sweep info as sample statistics (chain, draw)."""
+def _sample(make_pair, hypers: dict, kernel_options: dict, field: str, spec_data, kernel, key,
+            opts) -> tuple[dict, dict, WindowedRun]:
+    """The model's sampler in windows until its chains pass their check
+    (``ppgpc.infer.mcmc``): the stored fields (chain, draw, ...) by name, the per-sweep
+    info as sample statistics (chain, draw), and how the run ended."""
     num_chains = int(opts["num_chains"])
-    mcmc = MCMC(GibbsKernel(init_fn, step_fn, field), num_warmup=int(opts["num_warmup"]),
-                num_samples=int(opts["num_samples"]), num_chains=num_chains,
-                thinning=int(opts["thinning"]), chain_method=_chain_method(num_chains),
-                progress_bar=bool(opts["progress_bar"]))
-    info_shape = jax.eval_shape(lambda k: step_fn(k, init_fn(k))[1], jax.random.PRNGKey(0))
-    info_fields = tuple(getattr(info_shape, "_fields", ()))
-    mcmc.run(key, extra_fields=tuple("info." + f for f in info_fields))
-    extra = mcmc.get_extra_fields(group_by_chain=True)
-    return (dict(mcmc.get_samples(group_by_chain=True)),
-            {f: np.asarray(extra["info." + f]) for f in info_fields})
+    thinning = int(opts["thinning"])
+    init, window = gibbs_programs(make_pair, kernel, field, thinning,
+                                  tuple(sorted(kernel_options.items())))
+    args = (spec_data, {k: jnp.asarray(v) for k, v in hypers.items()})
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_chains))
+    # warm-up in sweeps, counted in stored draws of ``thinning`` sweeps
+    samples, stats, run = sample_windows(
+        window, init(keys, args), args, num_warmup=-(-int(opts["num_warmup"]) // thinning),
+        num_samples=opts["num_samples"], max_samples=opts["max_samples"],
+        checked=lambda d: _real_draws(d, spec_data, field), desc="Gibbs",
+        progress=bool(opts["progress_bar"]))
+    return samples, stats, run._replace(num_warmup=int(opts["num_warmup"]))
+
+
+def _real_draws(draws: dict, data, field: str) -> dict:
+    """The draws the driver's convergence check looks at: the latent at the real rows of
+    padded data (``ppgpc.runtime.padding``), the inducing values at the real inducing
+    inputs, and any sampled hyperparameter."""
+    out = dict(draws)
+    if field == "f":
+        out["f"] = draws["f"][:, :, :num_real_rows(data)]
+    elif getattr(data, "inducing_mask", None) is not None:
+        out["v"] = draws["v"][:, :, :int(np.sum(np.asarray(data.inducing_mask)))]
+    return out
 
 
 def run_gibbs(spec, data, kernel, key, opts) -> dict:
@@ -248,8 +265,8 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
         info = {"hyperparameters": "given"}
     else:
         hypers, info = spec.gibbs.fit_hypers(data, kernel, progress=bool(opts["progress_bar"]))
-    init_fn, step_fn = spec.gibbs.gibbs_kernel(data, kernel, hypers, **kernel_options)
-    samples, stats = _sample(init_fn, step_fn, "f", key, opts)
+    samples, stats, run = _sample(spec.gibbs.gibbs_kernel, hypers, kernel_options, "f", data,
+                                  kernel, key, opts)
     latent = samples.pop("f")
     if not bool(np.all(np.isfinite(np.asarray(latent)))):
         raise FloatingPointError("the Gibbs sampler produced non-finite latent draws")
@@ -257,9 +274,16 @@ def run_gibbs(spec, data, kernel, key, opts) -> dict:
     if sample:
         info["hyper_divergences"] = int(np.sum(stats.get("hyper_diverging", 0)))
         return dict(hypers=samples, latent=latent, predictive_kind="latent",
-                    point_hypers=False, info=info, sample_stats=stats, **checks)
+                    point_hypers=False, info=_run_info(info, run), sample_stats=stats,
+                    run=run, **checks)
     return dict(hypers=as_draws(hypers), latent=latent, predictive_kind="latent",
-                point_hypers=True, info=info, sample_stats=stats, **checks)
+                point_hypers=True, info=_run_info(info, run), sample_stats=stats, run=run,
+                **checks)
+
+
+def _run_info(info: dict, run: WindowedRun) -> dict:
+    """``info`` with the draws per chain and why the run stopped."""
+    return {**info, "num_draws": run.num_draws, "stop_reason": run.stop_reason}
 
 
 def _is_sparse(opts: dict, num_samples: int) -> bool:

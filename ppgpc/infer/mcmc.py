@@ -1,19 +1,71 @@
-"""NUTS through NumPyro's ``MCMC``, with chains grouped and sample statistics named as ArviZ
-names them."""
+"""MCMC that runs as long as its own convergence check needs.
+
+Chains are stepped in compiled windows of ``WINDOW`` transitions (one ``lax.scan`` per chain,
+all chains in one program: ``over_chains``); after each window of draws the rank-normalised R-hat and
+the bulk and tail ESS of everything drawn so far are computed
+(``ppgpc.infer.convergence.chain_check``), and the run stops as soon as they pass (R-hat below
+``RHAT_MAX`` = 1.01, ESS of at least ``ESS_PER_CHAIN_MIN`` = 100 per chain; Vehtari et al.
+2021, section 4), once the draws per chain reach the floor a user asked for, or when they
+reach the cap. The same chains continue from window to window: nothing is warmed up twice
+and nothing compiles again.
+
+Two samplers share the loop (``sample_windows``):
+
+* NUTS (``run_nuts``): NumPyro's functional NUTS kernel (``numpyro.infer.hmc.hmc`` with a
+  ``potential_fn_gen``), whose potential is built inside the compiled program from the
+  model's arguments: the data, the kernel, fixed hyperparameters and, where the
+  hyperparameters are fixed, the Cholesky factor of the prior computed once before the run
+  (so no gradient recomputes it). The programs are built once per process for a model
+  function and a setting of NUTS (``_nuts_programs``) and take the data as arguments, so
+  every data set of a bucket's shape reuses them. Warm-up adapts the step size and a
+  diagonal (or dense) mass matrix by NumPyro's windowed scheme over ``num_warmup``
+  transitions (Stan's; Hoffman & Gelman 2014), inside the same window program: the
+  transition index in the state says whether a step adapts.
+* A model's own Gibbs sampler (``ppgpc.infer.gibbs``): its pure ``init``/``step`` pair, the
+  same windows.
+
+Sample statistics are named as ArviZ names them (diverging, n_steps, tree_depth,
+acceptance_rate, energy, lp, step_size for NUTS).
+"""
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer import MCMC, NUTS, init_to_median, init_to_value
+from jax import lax
+from numpyro.infer import init_to_median, init_to_value
+from numpyro.infer.hmc import hmc
+from numpyro.infer.util import constrain_fn, initialize_model, potential_energy
 
-__all__ = ["MCMCOutput", "run_nuts", "chain_method"]
+from ppgpc.infer.convergence import ChainCheck, chain_check
+from ppgpc.runtime.progress import bar
 
-_EXTRA_FIELDS = ("diverging", "num_steps", "accept_prob", "energy", "potential_energy",
-                 "adapt_state.step_size")
+__all__ = ["MCMCOutput", "WindowedRun", "run_nuts", "sample_windows", "over_chains", "WINDOW",
+           "DEFAULT_MAX_SAMPLES", "draw_limits"]
+
+WINDOW = 100
+"""Transitions (draws per chain) of one compiled window: the run checks convergence after
+each window of draws, so it overshoots the draws its check needs by less than one window."""
+
+DEFAULT_MAX_SAMPLES = 2000
+"""Draws per chain at which a run stops whether or not its check passed (it then warns)."""
+
+
+class WindowedRun(NamedTuple):
+    """How a windowed run ended."""
+
+    num_draws: int
+    """Draws per chain kept (after warm-up)."""
+    num_warmup: int
+    """Warm-up transitions per chain."""
+    stop_reason: str
+    """``"converged"`` (the check passed) or ``"max_samples"`` (the cap)."""
+    check: ChainCheck | None
+    """The last check of the loop (None when it never ran)."""
 
 
 class MCMCOutput(NamedTuple):
@@ -23,56 +75,221 @@ class MCMCOutput(NamedTuple):
     """Sample and deterministic sites by name."""
     sample_stats: dict
     """ArviZ names: diverging, tree_depth, n_steps, acceptance_rate, energy, lp, step_size."""
+    run: WindowedRun
 
 
-def chain_method(num_chains: int) -> str:
-    """"parallel" when JAX has a device per chain (GPUs, or forced CPU devices), else
-    "sequential": one CPU device runs chains one after the other."""
-    return "parallel" if jax.local_device_count() >= num_chains > 1 else "sequential"
+def draw_limits(num_samples, max_samples) -> tuple[int, int]:
+    """(floor, cap) of the draws per chain: ``num_samples`` (None: one window of
+    ``WINDOW``) is the floor, ``max_samples`` (None: ``DEFAULT_MAX_SAMPLES``) the cap,
+    raised to the floor when it is lower."""
+    floor = WINDOW if num_samples is None else int(num_samples)
+    cap = DEFAULT_MAX_SAMPLES if max_samples is None else int(max_samples)
+    return floor, max(cap, floor)
+
+
+CHECKPOINTS = (100, 200, 300, 500, 800, 1200, 2000, 3000, 5000, 8000)
+"""Draws per chain at which a run checks convergence (besides its floor and cap), growing
+by about half each time: a run keeps one of these few numbers of draws, so the programs
+that read its draws (predictions, exports) compile for a handful of shapes, not for every
+window; and it overshoots the draws its check needs by at most about half."""
+
+
+def checkpoints(floor: int, cap: int) -> tuple[int, ...]:
+    """The draws per chain at which a run with this floor and cap checks convergence."""
+    return tuple(sorted({c for c in CHECKPOINTS if floor <= c <= cap} | {floor, cap}))
+
+
+def over_chains(fn: Callable, states):
+    """``fn`` applied to every chain's state (leading axis), all in one program: one chain
+    after another (``lax.map``) on a CPU, where a batch of NUTS chains would wait at every
+    transition for its longest trajectory and batching gains little (a default
+    logistic-softmax fit on 200 points took 19 s against 26 s vmapped; docs/records/speed.md);
+    vmapped on an accelerator."""
+    if jax.default_backend() == "cpu":
+        return lax.map(fn, states)
+    return jax.vmap(fn)(states)
+
+
+def _concat(chunks: list) -> dict:
+    return {k: np.concatenate([c[k] for c in chunks], axis=1) for k in chunks[0]}
+
+
+def _first(tree: dict, count: int) -> dict:
+    """The first ``count`` draws of every (chain, draw, ...) array of ``tree``."""
+    return {k: v[:, :count] for k, v in tree.items()}
+
+
+def _after(tree, start: int, stop: int):
+    """Draws ``start:stop`` of every (chain, draw, ...) array of ``tree``, on the host."""
+    return {k: np.asarray(v)[:, start:stop] for k, v in jax.device_get(tree).items()}
+
+
+def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_samples,
+                   max_samples, checked: Callable[[dict], dict], desc: str,
+                   progress: bool) -> tuple[dict, dict, WindowedRun]:
+    """Run ``window_fn`` until the chains pass their check.
+
+    The transitions form one stream per chain: the first ``num_warmup`` are discarded, the
+    rest are draws. When the draws reach a checkpoint (``checkpoints``: the floor, the
+    ``CHECKPOINTS`` between floor and cap, the cap), the convergence check
+    (``ppgpc.infer.convergence.chain_check``) runs on the draws up to it, while the device
+    already runs the next window; when it passes, or at the cap, the run keeps exactly the
+    checkpoint's draws.
+
+    Args:
+        window_fn: ``(states, args) -> (states, (draws, stats))``, ``WINDOW`` transitions of
+            every chain; draws and stats are dicts of (chain, WINDOW, ...) arrays.
+        states: the chains' states (a pytree with a leading chain axis).
+        args: the data the program takes as its argument.
+        num_warmup: transitions discarded first.
+        num_samples, max_samples: floor and cap of the kept draws per chain
+            (``draw_limits``).
+        checked: ``draws -> {name: (chain, draw, ...)}``, what the check looks at.
+        desc, progress: the progress bar's label and whether to show it.
+
+    Returns:
+        (draws, stats, run): the kept draws and statistics by name, and how it ended.
+    """
+    floor, cap = draw_limits(num_samples, max_samples)
+    stops = list(checkpoints(floor, cap))
+    num_warmup = int(num_warmup)
+    draws, stats, last, reason = [], [], None, "max_samples"
+    done = drawn = 0
+    with bar(num_warmup + stops[0], desc, progress, unit="draw") as progress_bar:
+        pending = window_fn(states, args)
+        while True:
+            states, (d, s) = pending
+            start = min(max(num_warmup - done, 0), WINDOW)
+            done += WINDOW
+            if start < WINDOW:
+                draws.append(_after(d, start, WINDOW))
+                stats.append(_after(s, start, WINDOW))
+                drawn += WINDOW - start
+            # the next window runs on the device while the host checks the draws
+            pending = window_fn(states, args) if drawn < cap else None
+            if start == WINDOW:  # warm-up only
+                jax.block_until_ready(d)
+            progress_bar.update(WINDOW)
+            while stops and drawn >= stops[0]:
+                kept = stops.pop(0)
+                last = chain_check(checked(_first(_concat(draws), kept)))
+                ess = min(last.min_ess_bulk, last.min_ess_tail)
+                progress_bar.set_postfix({"R-hat": f"{last.max_rhat:.3f}", "ESS": f"{ess:.0f}"})
+                if last.mixed:
+                    reason, stops = "converged", []
+            if not stops and last is not None:
+                break
+            if hasattr(progress_bar, "total"):
+                progress_bar.total = num_warmup + stops[0]
+                progress_bar.refresh()
+    if pending is not None:
+        # let the next window finish before anything else runs: two programs with batched
+        # LAPACK calls at once can deadlock XLA's CPU pool (jaxlib 0.10; docs/records/speed.md)
+        jax.block_until_ready(pending)
+    draws, stats = _first(_concat(draws), kept), _first(_concat(stats), kept)
+    return draws, stats, WindowedRun(kept, num_warmup, reason, last)
+
+
+# ------------------------------------------------------------------ NUTS
+def _model_potential(model, *args):
+    return functools.partial(_potential, model, args)
+
+
+def _potential(model, args, z):
+    return potential_energy(model, args, {}, z)
+
+
+@functools.lru_cache(maxsize=64)
+def _nuts_programs(model: Callable, num_warmup: int, target_accept: float, max_tree_depth: int,
+                   dense_mass: bool, keep: tuple | None):
+    """(init, window) programs of NUTS on ``model(*args)`` for one setting, built once per
+    process; both take the model's arguments as an argument.
+
+    ``init(keys, args, init_values)``: (chain,) keys -> the chains' ``HMCState``, started at
+    ``init_values`` (constrained values by site name) or, when that is empty, at the prior
+    medians. ``window(states, args)``: ``WINDOW`` transitions of every chain, returning the
+    states and ``(draws, stats)``: the constrained and deterministic sites (those in ``keep``
+    when given) and the per-transition statistics, each (chain, WINDOW, ...).
+    """
+    init_kernel, sample_kernel = hmc(potential_fn_gen=functools.partial(_model_potential, model),
+                                     algo="NUTS")
+
+    def init_one(key, args, init_values):
+        k_params, k_kernel = jax.random.split(key)
+        strategy = init_to_value(values=init_values) if init_values else init_to_median()
+        params = initialize_model(k_params, model, init_strategy=strategy,
+                                  model_args=args).param_info
+        return init_kernel(params, num_warmup, target_accept_prob=target_accept,
+                           max_tree_depth=max_tree_depth, dense_mass=dense_mass,
+                           model_args=args, rng_key=k_kernel)
+
+    @jax.jit
+    def init(keys, args, init_values):
+        return jax.vmap(init_one, in_axes=(0, None, None))(keys, args, init_values)
+
+    def record(z, args):
+        sites = constrain_fn(model, args, {}, z, return_deterministic=True)
+        return sites if keep is None else {k: v for k, v in sites.items() if k in keep}
+
+    def chain(state, args):
+        def body(s, _):
+            s = sample_kernel(s, model_args=args)
+            stats = {"diverging": s.diverging, "n_steps": s.num_steps,
+                     "acceptance_rate": s.accept_prob, "energy": s.energy,
+                     "lp": -s.potential_energy, "step_size": s.adapt_state.step_size}
+            return s, (record(s.z, args), stats)
+
+        return lax.scan(body, state, None, length=WINDOW)
+
+    @jax.jit
+    def window(states, args):
+        return over_chains(lambda s: chain(s, args), states)
+
+    return init, window
 
 
 def run_nuts(
     key: jax.Array,
-    model: Callable[[], None],
+    model: Callable[..., None],
+    args: tuple,
     *,
     num_warmup: int = 500,
-    num_samples: int = 1000,
+    num_samples: int | None = None,
+    max_samples: int | None = None,
     num_chains: int = 4,
     init_values: dict | None = None,
     target_accept: float = 0.8,
     max_tree_depth: int = 10,
     dense_mass: bool = False,
     progress_bar: bool = True,
+    keep: tuple | None = None,
+    checked: Callable[[dict], dict] | None = None,
 ) -> MCMCOutput:
-    """Run NUTS on a NumPyro model that takes no arguments.
+    """NUTS on ``model(*args)`` until its chains pass the convergence check.
 
     Args:
-        key: PRNG key.
-        model: the model (bind data with functools.partial).
+        key: PRNG key (one chain's key is ``fold_in(key, chain)``).
+        model: a NumPyro model function; ``args`` its arguments (arrays and pytrees: the
+            programs take them as arguments, so the same shapes compile nothing new).
+        num_warmup: adaptation transitions per chain.
+        num_samples: the least draws per chain kept (None: one window); ``max_samples`` the
+            most (``draw_limits``).
         init_values: starting values by site name (defaults to prior medians).
         target_accept, max_tree_depth, dense_mass: NUTS settings.
-        progress_bar: NumPyro's progress bar (one per chain when sequential).
+        progress_bar: a progress bar of the draws, with the running R-hat and ESS.
+        keep: the sites to record per draw (None: every sample and deterministic site).
+        checked: ``draws -> draws`` the check looks at (default: every recorded site).
     """
-    init = init_to_value(values=init_values) if init_values else init_to_median()
-    kernel = NUTS(
-        model, target_accept_prob=target_accept, max_tree_depth=max_tree_depth,
-        dense_mass=dense_mass, init_strategy=init,
-    )
-    mcmc = MCMC(
-        kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-        chain_method=chain_method(num_chains), progress_bar=progress_bar,
-    )
-    mcmc.run(key, extra_fields=_EXTRA_FIELDS)
-    samples = mcmc.get_samples(group_by_chain=True)
-    extra = mcmc.get_extra_fields(group_by_chain=True)
-    num_steps = np.asarray(extra["num_steps"])
-    stats = {
-        "diverging": np.asarray(extra["diverging"]),
-        "n_steps": num_steps,
-        "tree_depth": np.floor(np.log2(np.maximum(num_steps, 1))).astype(np.int64) + 1,
-        "acceptance_rate": np.asarray(extra["accept_prob"]),
-        "energy": np.asarray(extra["energy"]),
-        "lp": -np.asarray(extra["potential_energy"]),
-        "step_size": np.asarray(extra["adapt_state.step_size"]),
-    }
-    return MCMCOutput({k: jnp.asarray(v) for k, v in samples.items()}, stats)
+    init, window = _nuts_programs(model, int(num_warmup), float(target_accept),
+                                  int(max_tree_depth), bool(dense_mass), keep)
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_chains))
+    values = {k: jnp.asarray(v) for k, v in (init_values or {}).items()}
+    states = init(keys, args, values)
+    samples, stats, run = sample_windows(
+        window, states, args, num_warmup=num_warmup, num_samples=num_samples,
+        max_samples=max_samples, checked=checked or (lambda d: d), desc="NUTS",
+        progress=progress_bar)
+    num_steps = np.asarray(stats["n_steps"])
+    stats["tree_depth"] = np.floor(np.log2(np.maximum(num_steps, 1))).astype(np.int64) + 1
+    return MCMCOutput({k: jnp.asarray(v) for k, v in samples.items()}, stats, run)
+

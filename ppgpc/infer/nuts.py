@@ -20,6 +20,7 @@ from ppgpc.infer.common import as_draws, jitted, register_method
 from ppgpc.infer.exact import OPTIMIZER_OPTIONS, point_hypers
 from ppgpc.infer.mcmc import run_nuts
 from ppgpc.models.spec import JITTER_SITE
+from ppgpc.runtime.padding import num_real_rows
 from ppgpc.validation import check_options, check_probability
 
 __all__ = ["NUTS_OPTIONS", "run_nuts_method", "check_nuts_options"]
@@ -27,7 +28,8 @@ __all__ = ["NUTS_OPTIONS", "run_nuts_method", "check_nuts_options"]
 NUTS_OPTIONS = {
     "form": "collapsed",
     "num_warmup": 500,
-    "num_samples": 1000,
+    "num_samples": None,
+    "max_samples": None,
     "num_chains": 4,
     "hyperparameters": None,
     "sample_hyperparameters": False,
@@ -36,10 +38,10 @@ NUTS_OPTIONS = {
     "dense_mass": False,
     "progress_bar": True,
 }
-"""Options of ``"nuts"`` and their defaults: four chains of 1000 draws, what the R-hat and
-ESS thresholds of ``ppgpc.infer.convergence`` assume (Vehtari et al. 2021); with two chains
-of 500 the largest R-hat over a few hundred latent entries exceeds 1.01 even for
-independent draws."""
+"""Options of ``"nuts"`` and their defaults: four chains (what the R-hat and ESS thresholds
+of ``ppgpc.infer.convergence`` assume; Vehtari et al. 2021) warmed up for 500 transitions,
+then drawn in windows until the check passes (``ppgpc.infer.mcmc``): ``num_samples`` draws
+per chain at least when given, ``max_samples`` (default ``DEFAULT_MAX_SAMPLES``) at most."""
 
 _FORMS = {"collapsed": "conjugate", "latent": "latent"}
 """The capability group each form of NUTS needs."""
@@ -60,13 +62,23 @@ def _one_latent_draw_per_hyper_draw(keys, spec, data, kernel, flat_hypers):
     return latent, jnp.max(jitter)
 
 
+def _checked_latent(num_real: int, draws: dict) -> dict:
+    """What the windowed check looks at: the latent at the real (not padded) rows and any
+    sampled hyperparameter (not the whitened latent, a transform of the same)."""
+    out = {k: v for k, v in draws.items() if k not in ("f", "f_white", JITTER_SITE)}
+    out["f"] = draws["f"][:, :, :num_real]
+    return out
+
+
 def check_nuts_options(opts: dict) -> dict:
     """NUTS settings, checked before NumPyro sees them (it would fail deep inside, or, for
     ``target_accept`` outside (0, 1), run a sampler that cannot adapt)."""
     check_probability("target_accept", opts["target_accept"], kind="a probability")
-    return check_options(opts, counts=("num_samples", "num_chains", "max_tree_depth"),
+    return check_options(opts, counts=("num_samples", "max_samples", "num_chains",
+                                       "max_tree_depth"),
                          non_negative=("num_warmup",),
-                         flags=("dense_mass", "sample_hyperparameters", "progress_bar"))
+                         flags=("dense_mass", "sample_hyperparameters", "progress_bar"),
+                         optional=("num_samples", "max_samples"))
 
 
 def run_nuts_method(spec, data, kernel, key, opts) -> dict:
@@ -80,8 +92,9 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
         raise ValueError(f"model {spec.name!r} has no {form} form for NUTS (missing the "
                          f"{_FORMS[form]!r} capability){hint}")
     k_mcmc, k_latent = jax.random.split(key)
-    mcmc_opts = {k: opts[k] for k in ("num_warmup", "num_samples", "num_chains", "target_accept",
-                                      "max_tree_depth", "dense_mass", "progress_bar")}
+    mcmc_opts = {k: opts[k] for k in ("num_warmup", "num_samples", "max_samples", "num_chains",
+                                      "target_accept", "max_tree_depth", "dense_mass",
+                                      "progress_bar")}
     info: dict = {"form": form}
     optimizers = ()
 
@@ -90,8 +103,8 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
         init, opt_info, _ = point_hypers(spec, data, kernel, opts["hyperparameters"], True,
                                          OPTIMIZER_OPTIONS)
         info.update({"init_" + k: v for k, v in opt_info.items()})
-        model = functools.partial(spec.conjugate.collapsed_model, data, kernel)
-        out = run_nuts(k_mcmc, model, init_values=init, **mcmc_opts)
+        out = run_nuts(k_mcmc, spec.conjugate.collapsed_model, (data, kernel),
+                       init_values=init, **mcmc_opts)
         hypers = {k: v for k, v in out.samples.items() if k in init}
         C, S = next(iter(hypers.values())).shape[:2]
         flat = {k: v.reshape((C * S,) + v.shape[2:]) for k, v in hypers.items()}
@@ -103,15 +116,20 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
         point = False
     else:
         if opts["sample_hyperparameters"]:
-            fixed, point = None, False
+            fixed, point, factor = None, False, None
         else:
             fixed, opt_info, check = point_hypers(spec, data, kernel, opts["hyperparameters"],
                                                   False, OPTIMIZER_OPTIONS)
             info.update(opt_info)
             optimizers = () if check is None else (check,)
             point = True
-        model = functools.partial(spec.latent.latent_model, data, kernel, fixed)
-        out = run_nuts(k_mcmc, model, **mcmc_opts)
+            # the prior's factor once, not at every gradient
+            factor = None if spec.latent.prior_factor is None else jitted(
+                spec.latent.prior_factor)(data, kernel, fixed)
+        real = num_real_rows(data)
+        out = run_nuts(k_mcmc, spec.latent.latent_model, (data, kernel, fixed, factor),
+                       keep=None if fixed is None else ("f", JITTER_SITE),
+                       checked=functools.partial(_checked_latent, real), **mcmc_opts)
         samples = dict(out.samples)
         # the models record their Cholesky jitter as a deterministic site
         jitter = jnp.max(samples.pop(JITTER_SITE, jnp.zeros(())))
@@ -124,12 +142,17 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
         else:
             hypers = as_draws(fixed)
 
+    info["num_draws"] = out.run.num_draws
+    info["stop_reason"] = out.run.stop_reason
     info["divergences"] = int(np.sum(out.sample_stats["diverging"]))
     if not bool(jnp.all(jnp.isfinite(latent))):
         raise FloatingPointError("NUTS produced non-finite latent draws")
     return dict(hypers=hypers, latent=latent, predictive_kind="latent" if form == "latent"
                 else "conjugate", point_hypers=point, info=info,
-                sample_stats=out.sample_stats, optimizers=optimizers, jitter=float(jitter))
+                sample_stats=out.sample_stats, optimizers=optimizers, jitter=float(jitter),
+                # the windows' last check looked at the draws the driver checks, except
+                # on the collapsed form (hyperparameters only)
+                run=out.run._replace(check=None) if form == "collapsed" else out.run)
 
 
 register_method("nuts", run_nuts_method, (("conjugate",), ("latent",)), NUTS_OPTIONS,

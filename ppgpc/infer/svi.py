@@ -18,9 +18,12 @@ natural-gradient steps of size gamma instead (``ppgpc.infer.natgrad``; warm-up a
 ``natural_gradient_schedule``), and the optimiser above moves the other sites only (Salimbeni
 et al. 2018's combination of natural gradients for q(u) and Adam for hyperparameters).
 Steps run in jitted windows of ``window`` steps (one ``lax.scan`` each); after each window
-the mean ELBO estimate of the window is compared with the previous one, and the run stops
-when the relative change stays below ``tol`` for ``patience`` windows in a row, or after
-``max_iter`` steps (rounded up to a whole number of windows). A tqdm progress bar shows the running
+the mean ELBO estimates of the window are compared with the previous window's, and the run
+stops when the ELBO has settled (the convergence check's own test: the change is within
+three standard errors of its Monte Carlo noise, below ``SETTLED_PER_POINT`` nats per
+training point, or below ``tol`` relative) for ``patience`` windows in a row, or after
+``max_iter`` steps (rounded up to a whole number of windows); ``tol=None`` runs all
+``max_iter`` steps. A tqdm progress bar shows the running
 ELBO.
 
 Validation monitor (option ``validation_data=(X_val, y_val)``, held-out inputs scaled as the
@@ -356,9 +359,9 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
                     and stale >= opts["validation_patience"]:
                 stopped_on = "validation"
                 break
-            if opts["tol"] is not None and len(means) > 1:
-                change = abs(means[-1] - means[-2]) / max(abs(means[-1]), 1.0)
-                calm = calm + 1 if change < opts["tol"] else 0
+            if opts["tol"] is not None and len(trace) > 1:
+                # the convergence check's own test (``_settled``) decides when to stop
+                calm = calm + 1 if _settled(trace[-1], trace[-2], opts["tol"], N)[0] else 0
                 if calm >= opts["patience"]:
                     converged, stopped_on = True, "elbo"
                     break
@@ -413,20 +416,28 @@ SETTLED_PER_POINT = 1e-3
 than this many nats per training point over the last window (or by less than its noise)."""
 
 
+def _settled(last, before, tol, num_points: int) -> tuple[bool, float]:
+    """Whether the ELBO has settled between two windows of per-step estimates, and its
+    relative change: the windows' means differ by less than three standard errors of that
+    difference (the per-step estimates are noisy: each mean has sd / sqrt(window)), by less
+    than ``SETTLED_PER_POINT`` per training point, or by less than ``tol`` relative (a
+    deterministic objective has no noise)."""
+    last, before = np.asarray(last), np.asarray(before)
+    difference = abs(last.mean() - before.mean())
+    change = float(difference / max(abs(last.mean()), 1.0))
+    noise = np.sqrt(last.var(ddof=1) / last.size + before.var(ddof=1) / before.size)
+    settled = (difference < 3.0 * noise or difference < SETTLED_PER_POINT * num_points
+               or (tol is not None and change < tol))
+    return bool(settled), change
+
+
 def _svi_check(windows: list, info: dict, tol, num_points: int) -> OptimizerCheck:
     """The SVI stage's ``OptimizerCheck``. Converged when the ELBO test or the validation
-    monitor stopped it, or when the last two windows' mean ELBO differ by less than ``tol``
-    relative, by less than ``SETTLED_PER_POINT`` per training point, or by less than three
-    standard errors of that difference (the per-step ELBO estimates are noisy: each mean
-    has sd / sqrt(window))."""
+    monitor stopped it, or when the last two windows' mean ELBO have settled
+    (``_settled``)."""
     change = settled = None
     if len(windows) > 1:
-        last, before = np.asarray(windows[-1]), np.asarray(windows[-2])
-        difference = abs(last.mean() - before.mean())
-        change = difference / max(abs(last.mean()), 1.0)
-        noise = np.sqrt(last.var(ddof=1) / last.size + before.var(ddof=1) / before.size)
-        settled = (difference < 3.0 * noise or difference < SETTLED_PER_POINT * num_points
-                   or (tol is not None and change < tol))
+        settled, change = _settled(windows[-1], windows[-2], tol, num_points)
     converged = info["stopped_on"] in ("elbo", "validation") or bool(settled)
     return optimizer_check("SVI", converged=converged, iterations=info["svi_steps"],
                            stop_reason=info["stopped_on"], last_change=change,

@@ -11,9 +11,10 @@ mechanics behind that, shared by the models and the driver:
   keeps (memory mappings counted, caches cleared past a ceiling);
 * ``blocks``: sums over the data in fixed-size blocks, on one device or across the devices
   of a mesh (``Placement``, ``sum_blocks``), so memory is one block's, never O(N M);
-* ``progress``: progress lines and bars on stderr for long loops, silent when disabled.
+* ``progress``: progress lines and bars on stderr for long loops, silent when disabled;
+* ``threads``: one BLAS thread inside a fit, the user's setting restored after it.
 """
 
-from ppgpc.runtime import blocks, padding, programs, progress
+from ppgpc.runtime import blocks, padding, programs, progress, threads
 
-__all__ = ["padding", "programs", "blocks", "progress"]
+__all__ = ["padding", "programs", "blocks", "progress", "threads"]

@@ -18,9 +18,9 @@ released (``jax.clear_caches()``, then a garbage collection so that the executab
 freed, and on glibc ``malloc_trim(0)``, which hands the freed heap back to the system:
 without it the resident memory stays at its peak) and the record starts again from the new
 signature. A fit at a signature already held releases only when the process holds more than
-``CEILING_MEMORY_MAPS``: programs that no later fit reuses (NumPyro's ``MCMC`` compiles its
-sampling loop for every run, which the Gibbs samplers use) grow a process without any new
-shape. The mappings are the resource that runs out, and what one shape costs differs
+``CEILING_MEMORY_MAPS``: programs that no later fit reuses (a model's programs compiled
+for every fit, such as the Gibbs samplers' at every new number of training points, which
+are not padded) grow a process without any new shape. The mappings are the resource that runs out, and what one shape costs differs
 threefold between models (an ILR fit padded to a bucket about 1,000 mappings, a
 logistic-softmax NUTS fit about 3,000), so a bound on them releases only when needed: a
 learning curve that cycles through a few sizes keeps all of them.

@@ -138,7 +138,7 @@ def test_short_gibbs_chains_warn_once_naming_r_hat():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = fit("logistic_softmax", X, y, method="gibbs", num_warmup=20,
-                     num_samples=20, num_chains=2, progress_bar=False)
+                     num_samples=20, max_samples=20, num_chains=2, progress_bar=False)
     messages = _convergence_warnings(caught)
     assert len(messages) == 1 and "R-hat" in messages[0] and "2 chain(s)" in messages[0]
     report = ConvergenceReport.from_dict(result.info["convergence"])
@@ -164,8 +164,8 @@ def test_an_optimiser_stopped_early_warns_and_a_converged_fit_does_not():
 
 @pytest.mark.parametrize("method, options", [
     ("cavi", {"learn_hyperparameters": False, "max_iter": 30}),
-    ("gibbs", {"num_warmup": 5, "num_samples": 5, "num_chains": 1, "progress_bar": False}),
-    ("nuts", {"form": "latent", "num_warmup": 5, "num_samples": 5, "num_chains": 1,
+    ("gibbs", {"num_warmup": 5, "num_samples": 5, "max_samples": 5, "num_chains": 1, "progress_bar": False}),
+    ("nuts", {"form": "latent", "num_warmup": 5, "num_samples": 5, "max_samples": 5, "num_chains": 1,
               "progress_bar": False}),
 ])
 def test_the_jitter_of_a_singular_kernel_matrix_is_reported_not_warned(method, options):

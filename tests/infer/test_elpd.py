@@ -85,7 +85,7 @@ def test_exact_loo_is_the_loo_nll_and_az_compare_ranks_with_it(problem):
     assert table.index[0] == best and table.loc[best, "elpd_diff"] == 0.0
     with pytest.raises(ValueError, match="point hyperparameters"):
         exact_loo(fit("ilr_gp", X, y, method="nuts", form="latent", num_warmup=5,
-                      num_samples=5, num_chains=1, progress_bar=False))
+                      num_samples=5, max_samples=5, num_chains=1, progress_bar=False))
 
 
 PSIS_REPEATS = 8

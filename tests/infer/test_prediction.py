@@ -35,7 +35,7 @@ def fitted(name: str):
         return fit("dirichlet_gp", X, y, method="exact", seed=2)
     if name == "ilr_latent":
         return fit("ilr_gp", X, y, method="nuts", form="latent", num_warmup=50,
-                   num_samples=50, num_chains=1, progress_bar=False, seed=3)
+                   num_samples=50, max_samples=50, num_chains=1, progress_bar=False, seed=3)
     if name == "lsm_gibbs":  # latent draws, point (given) hyperparameters; shared fit
         return fitted_cases.fitted("logistic_softmax", "gibbs")
     return fit("softmax_svgp", X, y, method="svi", model_options={"num_inducing": 10},

@@ -316,7 +316,7 @@ def test_nuts_on_the_full_softmax_gp():
     hypers = {"kernel_variance": 2.0, "kernel_lengthscale": np.array([1.5, 1.5])}
     n = 40 if SMALL else 200
     res = fit("softmax_svgp", X, y, method="nuts", form="latent", hyperparameters=hypers,
-              num_warmup=n, num_samples=n, num_chains=1, progress_bar=False,
+              num_warmup=n, num_samples=n, max_samples=n, num_chains=1, progress_bar=False,
               model_options={"num_inducing": 1})
     assert res.latent.shape == (1, n, 24, 2) and res.predictive_kind == "latent"
     probs = res.predict_proba(X)
@@ -332,7 +332,7 @@ def test_estimator_nuts_takes_hyperparameters_from_a_preliminary_svi_fit():
     n = 40 if SMALL else 200
     clf = SoftmaxSVGPClassifier(
         inference="nuts", num_inducing=4,
-        inference_options={"num_warmup": n, "num_samples": n, "num_chains": 1})
+        inference_options={"num_warmup": n, "num_samples": n, "max_samples": n, "num_chains": 1})
     clf.fit(X, y)
     res = clf.result_
     assert res.method == "nuts" and res.latent.shape == (1, n, 24, 2)

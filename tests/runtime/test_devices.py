@@ -1,5 +1,6 @@
 """The collapsed sparse models and the minibatch ELBOs on several devices (``devices``;
-``ppgpc.runtime.blocks``), and MCMC chains one per device.
+``ppgpc.runtime.blocks``). MCMC chains run in one program on one device
+(``ppgpc.infer.mcmc.over_chains``), so there is no chain placement to check.
 
 JAX fixes its devices when it starts, so the multi-device checks run ``device_checks.py``
 in subprocesses: four forced host devices in one process, and two processes joined by
@@ -62,19 +63,8 @@ def test_four_devices_give_the_one_device_bound_gradient_posterior_and_predictio
         assert r["proba"] <= 1e-8, r
 
 
-CHAIN_TOLERANCE = {"nuts": 1e-7, "gibbs": 1e-12}
-"""Largest relative difference of the draws of chains run one per device ("parallel",
-pmap) and the same chains on one device: NUTS's vectorised (vmap), Gibbs's one after
-another ("sequential"; why not vectorised: ``device_checks.chain_checks``). The keys are
-the same. Gibbs's per-chain program is too, and its draws agree to the last bit (measured
-0). NUTS's batched and unbatched programs round differently (1e-16), which its step-size
-adaptation and leapfrog trajectories amplify (measured 4e-11 relative under the suite's XLA
-flags, 2e-10 under XLA's defaults); a different decision on any chain (an accepted
-proposal, a tree depth) would show as a difference of order 1."""
-
-
 @pytest.mark.slow
-def test_four_devices_give_the_one_device_minibatch_elbos_steps_fits_and_chains():
+def test_four_devices_give_the_one_device_minibatch_elbos_steps_and_fits():
     records = _four_device_records("minibatch")
     elbos = [r for r in records if r["check"] == "minibatch elbo"]
     assert {r["case"] for r in elbos} == {"svgpc", "uncollapsed-ilr price per latent"}
@@ -90,12 +80,6 @@ def test_four_devices_give_the_one_device_minibatch_elbos_steps_fits_and_chains(
     for r in fits:
         assert r["devices"] == 4, r
         assert r["proba"] <= 1e-8, r
-    chains = [r for r in records if r["check"] == "chains"]
-    assert {r["case"] for r in chains} == set(CHAIN_TOLERANCE)
-    for r in chains:
-        assert r["chain_method"] == r["gibbs_chain_method"] == "parallel", r
-        assert r["reference"] == {"nuts": "vectorized", "gibbs": "sequential"}[r["case"]], r
-        assert r["draws"] <= CHAIN_TOLERANCE[r["case"]], r
 
 
 def _free_port() -> int:

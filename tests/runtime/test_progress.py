@@ -1,8 +1,6 @@
 """``progress``: every estimator shows the loops of a fit on stderr by default, and
 ``progress=False`` writes nothing there."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -14,8 +12,6 @@ from ppgpc.runtime.progress import bar, note
 # the short fits stop the optimisers early on purpose
 pytestmark = pytest.mark.filterwarnings("ignore::ppgpc.ConvergenceWarning")
 
-NUMPYRO_SHOWS_BARS = not ("CI" in os.environ or "PYTEST_XDIST_WORKER" in os.environ)
-"""numpyro.infer.MCMC drops its progress bar in these environments, whatever it is asked."""
 
 CASES = {
     # the epsilon search (one line per tau) and the final L-BFGS (a line as it starts, one
@@ -30,11 +26,14 @@ CASES = {
     "LSM-CAVI": (lambda **kw: LogisticSoftmaxGPClassifier(
         inference="cavi", **kw, inference_options={"max_iter": 5, "num_draws": 20}),
         ("CAVI",)),
-    # Gibbs: the CAVI fit of the hyperparameters, then NumPyro's sampler bar (which NumPyro
-    # itself turns off under pytest-xdist and where CI is set: NUMPYRO_SHOWS_BARS)
-    "LSM-Gibbs": (lambda **kw: LogisticSoftmaxGPClassifier(**kw, inference_options={
-        "num_warmup": 5, "num_samples": 5, "num_chains": 1}),
-        ("CAVI", "sample") if NUMPYRO_SHOWS_BARS else ("CAVI",)),
+    # the default NUTS: the CAVI fit of the hyperparameters, then the bar of the draws
+    "LSM-NUTS": (lambda **kw: LogisticSoftmaxGPClassifier(**kw, inference_options={
+        "num_warmup": 5, "num_samples": 5, "max_samples": 5, "num_chains": 1}),
+        ("CAVI", "NUTS")),
+    "LSM-Gibbs": (lambda **kw: LogisticSoftmaxGPClassifier(inference="gibbs", **kw,
+                                                           inference_options={
+        "num_warmup": 5, "num_samples": 5, "max_samples": 5, "num_chains": 1}),
+        ("CAVI", "Gibbs")),
     "SVGP": (lambda **kw: SoftmaxSVGPClassifier(num_inducing=6, **kw, inference_options={
         "max_iter": 20, "num_draws": 20}), ("SVI",)),
 }

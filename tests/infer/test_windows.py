@@ -1,0 +1,153 @@
+"""Fits that run as long as their own check needs: NUTS and Gibbs draw in windows until
+R-hat and ESS pass (``ppgpc.infer.mcmc``), SVI steps until its ELBO settles
+(``ppgpc.infer.svi``), and a fit holds OpenBLAS at one thread (``ppgpc.runtime.threads``)."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import threadpoolctl
+
+from conftest import toy_problem
+from ppgpc import ConvergenceWarning
+from ppgpc.infer import fit
+from ppgpc.infer.convergence import ChainCheck, ConvergenceReport, chain_check
+from ppgpc.infer.mcmc import CHECKPOINTS, DEFAULT_MAX_SAMPLES, checkpoints, draw_limits
+from ppgpc.runtime.threads import blas_limited
+
+HYPERS = {"kernel_variance": 2.0, "kernel_lengthscale": 1.5}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return toy_problem(40, 3, seed=21)
+
+
+def _report(result) -> ConvergenceReport:
+    return ConvergenceReport.from_dict(result.info["convergence"])
+
+
+def test_the_checkpoints_run_from_floor_to_cap():
+    assert draw_limits(None, None) == (100, DEFAULT_MAX_SAMPLES)
+    assert draw_limits(250, 100) == (250, 250)  # the cap never below the floor
+    assert checkpoints(100, 2000) == tuple(c for c in CHECKPOINTS if c <= 2000)
+    assert checkpoints(250, 900) == (250, 300, 500, 800, 900)
+    assert checkpoints(60, 60) == (60,)
+
+
+def test_nuts_stops_at_the_first_checkpoint_whose_check_passes(problem):
+    """The default NUTS run ends converged, at a checkpoint below its cap; its draws at
+    the checkpoint before fail the same check (so it did not run on past the need)."""
+    X, y = problem
+    result = fit("logistic_softmax", X, y, method="nuts", form="latent", hyperparameters=HYPERS,
+                 progress_bar=False, seed=3)
+    report = _report(result)
+    draws = result.info["num_draws"]
+    assert result.info["stop_reason"] == "converged" and report.converged
+    assert report.chains.stop_reason == "converged" and report.chains.num_warmup == 500
+    assert draws in CHECKPOINTS and draws < DEFAULT_MAX_SAMPLES
+    assert result.latent.shape[:2] == (4, draws)
+    assert "4 chains x" in report.summary() and "stopped when the check passed" in \
+        report.summary()
+    earlier = [c for c in CHECKPOINTS if c < draws]
+    if earlier:
+        assert not chain_check({"f": np.asarray(result.latent)[:, :earlier[-1]]}).mixed
+
+
+def test_num_samples_is_a_floor(problem):
+    X, y = problem
+    result = fit("logistic_softmax", X, y, method="nuts", form="latent", hyperparameters=HYPERS,
+                 num_samples=650, progress_bar=False)
+    assert result.info["num_draws"] >= 650
+    assert result.info["num_draws"] in (650,) + CHECKPOINTS
+
+
+def test_gibbs_at_its_cap_warns_with_advice_that_works_in_one_step(problem):
+    """Gibbs stopped at a cap too low for its check warns naming ``max_samples``, sized from
+    the R-hat and ESS it reached; a new user who follows the advice gets a converged fit."""
+    X, y = problem
+    with pytest.warns(ConvergenceWarning, match=r"max_samples=\d+") as caught:
+        short = fit("logistic_softmax", X, y, method="gibbs", hyperparameters=HYPERS,
+                    num_warmup=100, max_samples=100, progress_bar=False, seed=4)
+    assert short.info["stop_reason"] == "max_samples" and short.info["num_draws"] == 100
+    advised = int(str(caught[0].message).split("max_samples=")[1].split(")")[0])
+    assert advised == _report(short).chains.draws_needed() > 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        again = fit("logistic_softmax", X, y, method="gibbs", hyperparameters=HYPERS,
+                    num_warmup=100, max_samples=advised, progress_bar=False, seed=4)
+    assert _report(again).converged and again.info["num_draws"] <= advised
+
+
+def test_the_draws_needed_scale_with_the_ess_and_r_hat_reached():
+    def check(rhat, ess, draws=400):
+        return ChainCheck(num_chains=4, num_draws=draws, max_rhat=rhat, min_ess_bulk=ess,
+                          min_ess_tail=ess, divergences=0, worst="f[0, 0]",
+                          stop_reason="max_samples")
+    # ESS 200 of 400 needed at 400 draws: twice the draws, a quarter more, in hundreds
+    assert check(1.005, 200.0).draws_needed() == 1000
+    # R-hat 1.03 three times the excess allowed
+    assert check(1.03, 1000.0).draws_needed() == 1500
+    assert check(math.nan, math.nan).draws_needed() == 1000
+    assert check(1.005, 500.0).mixed and not check(1.011, 500.0).mixed
+
+
+def test_svi_stops_when_its_elbo_settles_and_the_check_agrees(problem):
+    """The default SVGP fit stops before ``max_iter`` because the convergence check's own
+    test held for ``patience`` windows; a fit with ``tol=None`` runs every step."""
+    from ppgpc import SoftmaxSVGPClassifier
+
+    X, y = problem
+    est = SoftmaxSVGPClassifier(progress=False).fit(X, y)
+    info = est.result_.info
+    assert info["stopped_on"] == "elbo" and info["svi_converged"]
+    assert info["svi_steps"] < SoftmaxSVGPClassifier.FULL_BATCH_STEPS[0]
+    assert est.convergence_.converged
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # (300 steps, on purpose)
+        fixed = fit("softmax_svgp", X, y, method="svi", max_iter=300, tol=None,
+                    progress_bar=False, model_options={"num_inducing": 10})
+    assert fixed.info["svi_steps"] == 300 and fixed.info["stopped_on"] == "max_iter"
+
+
+def _blas_threads() -> list[int]:
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info()
+            if i["user_api"] == "blas"]
+
+
+def test_a_fit_runs_with_one_blas_thread_and_restores_the_users_setting(problem,
+                                                                        monkeypatch):
+    from ppgpc.infer import common
+
+    X, y = problem
+    seen = []
+    entry = common.get_method("map")
+
+    def spy(*args, **kwargs):
+        seen.append(_blas_threads())
+        return entry.runner(*args, **kwargs)
+
+    monkeypatch.setitem(common._METHODS, "map", entry._replace(runner=spy))
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        fit("ilr_gp", X, y, method="map")
+        after = _blas_threads()
+        with pytest.raises(RuntimeError):
+            with blas_limited():
+                assert set(_blas_threads()) == {1}
+                raise RuntimeError("restored on an error too")
+        assert _blas_threads() == before
+    assert seen and all(set(s) == {1} for s in seen)
+    assert after == before and set(before) == {2}
+
+
+def test_the_blas_limit_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("PPGPC_BLAS_THREADS", "0")
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        with blas_limited():
+            assert set(_blas_threads()) == {2}
+    monkeypatch.setenv("PPGPC_BLAS_THREADS", "two")
+    with pytest.raises(ValueError, match="PPGPC_BLAS_THREADS must be a whole number"):
+        with blas_limited():
+            pass
