@@ -115,7 +115,10 @@ def gibbs_programs(make_pair: Callable, kernel, field: str = "f", thinning: int 
 
     @jax.jit
     def window(states, args):
-        _, step_fn = pair(args)
+        init_fn, step_fn = pair(args)
+        # a pair's init configures its step (NumPyro's functional HMC of sampled
+        # hyperparameters sets its adaptation schedule there); its result is unused
+        init_fn(jax.random.PRNGKey(0))
         # vmapped: a sweep's cost hardly varies between chains (docs/records/speed.md)
         return jax.vmap(functools.partial(chain, step_fn))(states)
 

@@ -1,13 +1,13 @@
 """MCMC that runs as long as its own convergence check needs.
 
-Chains are stepped in compiled windows of ``WINDOW`` transitions (one ``lax.scan`` per chain,
-all chains in one program: ``over_chains``); after each window of draws the rank-normalised R-hat and
-the bulk and tail ESS of everything drawn so far are computed
-(``ppgpc.infer.convergence.chain_check``), and the run stops as soon as they pass (R-hat below
-``RHAT_MAX`` = 1.01, ESS of at least ``ESS_PER_CHAIN_MIN`` = 100 per chain; Vehtari et al.
-2021, section 4), once the draws per chain reach the floor a user asked for, or when they
-reach the cap. The same chains continue from window to window: nothing is warmed up twice
-and nothing compiles again.
+Chains are stepped in compiled windows of ``WINDOW`` transitions (one ``lax.scan`` per
+chain, all chains in one program: ``over_chains``). When the draws per chain reach a
+checkpoint (``CHECKPOINTS``: 100, 200, 300, 500, 800, ...; and the floor a user asked for),
+the rank-normalised R-hat and the bulk and tail ESS of the draws so far are computed
+(``ppgpc.infer.convergence.chain_check``), and the run stops as soon as they pass (R-hat
+below ``RHAT_MAX`` = 1.01, ESS of at least ``ESS_PER_CHAIN_MIN`` = 100 per chain; Vehtari
+et al. 2021, section 4), or at the cap. The same chains continue from window to window:
+nothing is warmed up twice and nothing compiles again.
 
 Two samplers share the loop (``sample_windows``):
 
@@ -48,8 +48,8 @@ __all__ = ["MCMCOutput", "WindowedRun", "run_nuts", "sample_windows", "over_chai
            "DEFAULT_MAX_SAMPLES", "draw_limits"]
 
 WINDOW = 100
-"""Transitions (draws per chain) of one compiled window: the run checks convergence after
-each window of draws, so it overshoots the draws its check needs by less than one window."""
+"""Transitions (draws per chain) of one compiled window; every checkpoint is a whole number
+of windows after the warm-up (when the warm-up is one)."""
 
 DEFAULT_MAX_SAMPLES = 2000
 """Draws per chain at which a run stops whether or not its check passed (it then warns)."""
@@ -101,9 +101,8 @@ def checkpoints(floor: int, cap: int) -> tuple[int, ...]:
 
 def over_chains(fn: Callable, states):
     """``fn`` applied to every chain's state (leading axis), all in one program: one chain
-    after another (``lax.map``) on a CPU, where a batch of NUTS chains would wait at every
-    transition for its longest trajectory and batching gains little (a default
-    logistic-softmax fit on 200 points took 19 s against 26 s vmapped; docs/records/speed.md);
+    after another (``lax.map``) on a CPU, where a batch of NUTS chains waits at every
+    transition for its longest trajectory and batching gains little (docs/records/speed.md);
     vmapped on an accelerator."""
     if jax.default_backend() == "cpu":
         return lax.map(fn, states)

@@ -157,9 +157,9 @@ def test_the_methods_that_do_not_pad_run_at_their_own_size():
                             ("cavi", {"batch_size": 16})):
         assert not spec.pads_fit(method, options)
     X, y = toy_problem(37, 3, seed=4)
-    result = fit(spec, X, y, method="gibbs", num_warmup=5, num_samples=5, max_samples=5, num_chains=1,
-                 progress_bar=False, hyperparameters={"kernel_variance": 2.0,
-                                                      "kernel_lengthscale": 1.0})
+    result = fit(spec, X, y, method="gibbs", num_warmup=5, num_samples=5, max_samples=5,
+                 num_chains=1, progress_bar=False,
+                 hyperparameters={"kernel_variance": 2.0, "kernel_lengthscale": 1.0})
     assert result.latent.shape[2] == 37
     assert result.predict_proba(X[:4]).shape == (4, 3)
 
@@ -394,6 +394,32 @@ def test_the_default_svgp_estimator_compiles_nothing_at_a_new_size(monkeypatch, 
         with count_compilations() as compiled:
             SoftmaxSVGPClassifier(progress=False, **options).fit(X, y).predict_proba(X[:5])
     assert compiled == [], compiled
+
+
+def test_gibbs_refits_on_new_data_of_the_same_size_compile_and_grow_nothing(monkeypatch):
+    """The Gibbs programs take the data and the hyperparameters as arguments
+    (``ppgpc.infer.gibbs.gibbs_programs``): after one fit, fits on other data of the same
+    size with other hyperparameters, and their predictions, compile nothing, and the
+    process's memory mappings stay where they stood (within 50)."""
+    from ppgpc.runtime.programs import memory_maps
+
+    _hold_programs(monkeypatch)
+    short = dict(method="gibbs", num_warmup=20, num_samples=100, max_samples=100,
+                 num_chains=2, progress_bar=False)
+    X, y = toy_problem(40, 3, seed=15)
+    fit("logistic_softmax", X, y, hyperparameters={"kernel_variance": 2.0,
+                                                   "kernel_lengthscale": 1.0},
+        **short).predict_proba(X[:5])
+    maps = memory_maps()
+    with count_compilations() as compiled:
+        for seed in (16, 17, 18):
+            X, y = toy_problem(40, 3, seed=seed)
+            fit("logistic_softmax", X, y, seed=seed, hyperparameters={
+                "kernel_variance": 1.0 + seed / 10, "kernel_lengthscale": 1.5},
+                **short).predict_proba(X[:5])
+    assert compiled == [], compiled
+    if maps is not None:
+        assert memory_maps() <= maps + 50, (maps, memory_maps())
 
 
 def test_latent_form_predictions_compile_nothing_at_a_new_size(monkeypatch):

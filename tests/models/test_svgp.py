@@ -925,13 +925,18 @@ def test_estimator_validation_fraction_holds_out_a_stratified_share():
 
 
 def test_default_steps_depend_on_whether_a_step_sees_every_point():
-    """max_iter / learning_rate left at None: full-batch SVI takes FULL_BATCH_STEPS (2000 at
-    0.1), minibatch SVI MINIBATCH_STEPS (5000 at 0.01); given values win."""
+    """max_iter / learning_rate left at None: full-batch SVI takes at most FULL_BATCH_STEPS
+    (2000 at 0.1), minibatch SVI at most MINIBATCH_STEPS (5000 at 0.01), each stopping
+    earlier when its ELBO settles (``tol=None``: every step); given values win."""
     X, y = toy_problem(30, 3, seed=9)
-    full = SoftmaxSVGPClassifier(num_inducing=5).fit(X, y)
+    full = SoftmaxSVGPClassifier(num_inducing=5, inference_options={"tol": None}).fit(X, y)
     assert full.result_.info["svi_steps"] == SoftmaxSVGPClassifier.FULL_BATCH_STEPS[0] == 2000
     assert full.score(X, y) > 0.9
-    mini = SoftmaxSVGPClassifier(num_inducing=5, inference_options={"batch_size": 10}).fit(X, y)
+    settled = SoftmaxSVGPClassifier(num_inducing=5).fit(X, y)
+    assert settled.result_.info["stopped_on"] == "elbo"
+    assert settled.result_.info["svi_steps"] < 2000 and settled.score(X, y) > 0.9
+    mini = SoftmaxSVGPClassifier(num_inducing=5, inference_options={"batch_size": 10,
+                                                                     "tol": None}).fit(X, y)
     assert mini.result_.info["svi_steps"] == SoftmaxSVGPClassifier.MINIBATCH_STEPS[0] == 5000
     given = SoftmaxSVGPClassifier(num_inducing=5, inference_options={
         "max_iter": 100, "learning_rate": 0.05}).fit(X, y)

@@ -161,6 +161,8 @@ ESTIMATORS = {{
     "ILR": lambda: ppgpc.ILRGPClassifier(progress=False),
     "GPD": lambda: ppgpc.DirichletGPClassifier(progress=False),
     "LSM": lambda: ppgpc.LogisticSoftmaxGPClassifier(progress=False, inference="cavi"),
+    "LSM-NUTS": lambda: ppgpc.LogisticSoftmaxGPClassifier(progress=False, inference_options={{
+        "num_warmup": 100, "num_samples": 100, "max_samples": 100}}),
     "SVGPC": lambda: ppgpc.SoftmaxSVGPClassifier(progress=False, inference_options={{
         "max_iter": 200}}),
 }}
@@ -212,14 +214,14 @@ def test_a_process_fitting_many_sizes_stops_growing():
                     reason="memory mappings are read from /proc/self/maps (Linux)")
 def test_every_estimator_at_sizes_of_held_buckets_compiles_and_grows_nothing():
     """One process fits each of the four estimators (defaults, but the logistic-softmax GP
-    by its full CAVI, and 200 SVI steps) at training sizes 20-84 in three buckets (64, 80,
-    96): all 65 at ``PPGPC_TEST_SIZE=full``, every third (22) at the small size; and at two
-    more feature and class counts, releases off. (The logistic-softmax default, NUTS, pads
-    too, but NumPyro's ``MCMC`` compiles its sampling loop for every run, about 1,900
-    mappings a fit: ``CEILING_MEMORY_MAPS`` bounds those.) Once each bucket and count has
-    been fitted (the first five fits), the other fits (71 or 28) and their predictions
-    compile nothing, and the process's mappings and resident memory stay within what one
-    fit's arrays come and go by (200 mappings, 80 MiB) of where they stood."""
+    by its full CAVI, and 200 SVI steps; and the logistic-softmax GP's default NUTS, its
+    CAVI fit of the kernel included, at 100 draws per chain so that every fit keeps the
+    same number of draws) at training sizes 20-84 in three buckets (64, 80, 96): all 65 at
+    ``PPGPC_TEST_SIZE=full``, every third (22) at the small size; and at two more feature
+    and class counts, releases off. Once each bucket and count has been fitted (the first
+    five fits), the other fits (71 or 28) and their predictions compile nothing, and the
+    process's mappings and resident memory stay within what one fit's arrays come and go
+    by (200 mappings, 80 MiB) of where they stood."""
     sizes = range(20, 85, 3 if SMALL else 1)
     assert {padding.bucket(n) for n in sizes} == {64, 80, 96}
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
