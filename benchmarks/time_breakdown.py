@@ -55,6 +55,7 @@ def load(table):
     if table == "wine":
         from ppgpc.datasets import load as load_shipped, paper_split
         X, y = load_shipped("wine")
+        y = np.unique(y, return_inverse=True)[1]  # classes 0..C-1 for the NLL
         s = paper_split(X, y, seed=0)
         return (np.concatenate([s.X_train, s.X_val]), np.concatenate([s.y_train, s.y_val]),
                 s.X_test, s.y_test)
