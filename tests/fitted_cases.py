@@ -25,7 +25,8 @@ from ppgpc.models import available, get_spec
 
 N, C, D = 30, 3, 2
 NUM_PRED = 6
-SHORT_MCMC = {"num_warmup": 40, "num_samples": 60, "max_samples": 60, "num_chains": 2, "progress_bar": False}
+SHORT_MCMC = {"num_warmup": 40, "num_samples": 60, "max_samples": 60, "num_chains": 2,
+              "progress_bar": False}
 
 METHOD_OPTIONS = {
     "exact": {"num_draws": 60},

@@ -164,8 +164,10 @@ def test_an_optimiser_stopped_early_warns_and_a_converged_fit_does_not():
 
 @pytest.mark.parametrize("method, options", [
     ("cavi", {"learn_hyperparameters": False, "max_iter": 30}),
-    ("gibbs", {"num_warmup": 5, "num_samples": 5, "max_samples": 5, "num_chains": 1, "progress_bar": False}),
-    ("nuts", {"form": "latent", "num_warmup": 5, "num_samples": 5, "max_samples": 5, "num_chains": 1,
+    ("gibbs", {"num_warmup": 5, "num_samples": 5, "max_samples": 5, "num_chains": 1,
+               "progress_bar": False}),
+    ("nuts", {"form": "latent", "num_warmup": 5, "num_samples": 5, "max_samples": 5,
+              "num_chains": 1,
               "progress_bar": False}),
 ])
 def test_the_jitter_of_a_singular_kernel_matrix_is_reported_not_warned(method, options):

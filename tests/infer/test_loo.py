@@ -81,7 +81,8 @@ def test_model_loo_equals_refits(problem, model, options):
 
 def test_loo_refuses_a_sampled_fit(problem):
     X, y = problem
-    result = fit("ilr_gp", X, y, method="nuts", form="latent", num_warmup=10, num_samples=10, max_samples=10,
+    result = fit("ilr_gp", X, y, method="nuts", form="latent", num_warmup=10, num_samples=10,
+                 max_samples=10,
                  num_chains=1, progress_bar=False)
     with pytest.raises(ValueError, match="point hyperparameters"):
         loo_latent(result)

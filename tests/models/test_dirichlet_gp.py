@@ -163,7 +163,8 @@ def test_class_means_are_one_level_plus_the_centred_log_class_frequencies():
             for method in ("exact", "map")}
     fits["sparse"] = fit("dirichlet_gp_sparse", X, y, method="map", num_draws=20,
                          model_options={"num_inducing": 6})
-    fits["nuts"] = fit("dirichlet_gp", X, y, method="nuts", num_warmup=30, num_samples=20, max_samples=20,
+    fits["nuts"] = fit("dirichlet_gp", X, y, method="nuts", num_warmup=30, num_samples=20,
+                       max_samples=20,
                        num_chains=1, progress_bar=False)
     for name, result in fits.items():
         level = np.asarray(result.hypers["mean"]).reshape(-1, 3) - offsets
@@ -202,7 +203,8 @@ def test_nuts_on_the_latent_form_matches_the_closed_form_posterior():
     X, y = toy_problem(12 if SMALL else 20, 3, seed=3)
     samples = 500 if SMALL else 1200
     nuts = fit("dirichlet_gp", X, y, method="nuts", form="latent", hyperparameters=HYPERS,
-               model_options={"alpha_eps": 0.05}, num_warmup=500, num_samples=samples, max_samples=samples,
+               model_options={"alpha_eps": 0.05}, num_warmup=500, num_samples=samples,
+               max_samples=samples,
                num_chains=2, progress_bar=False, seed=1)
     data = nuts.data
     K = np.asarray(gram(nuts.kernel, {"variance": 10.0, "lengthscale": jnp.asarray([1.2, 0.9])},

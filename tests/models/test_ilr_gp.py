@@ -134,7 +134,8 @@ def test_nuts_on_the_latent_form_matches_the_closed_form_posterior():
     options = {"epsilon": 0.99, "tau": 0.05}
     samples = 600 if SMALL else 1500
     nuts = fit("ilr_gp", X, y, method="nuts", form="latent", hyperparameters=hypers,
-               model_options=options, num_warmup=400, num_samples=samples, max_samples=samples, num_chains=2,
+               model_options=options, num_warmup=400, num_samples=samples,
+               max_samples=samples, num_chains=2,
                progress_bar=False, seed=1)
     data = nuts.data
     K = np.asarray(gram(nuts.kernel, {"variance": 20.0, "lengthscale": jnp.asarray([1.2, 0.9])},
@@ -153,7 +154,8 @@ def test_nuts_on_the_latent_form_matches_the_closed_form_posterior():
 def test_nuts_over_hyperparameters_runs_and_predicts():
     X, y = toy_problem(20, 3, seed=4)
     samples = 100 if SMALL else 300
-    result = fit("ilr_gp", X, y, method="nuts", num_warmup=samples, num_samples=samples, max_samples=samples,
+    result = fit("ilr_gp", X, y, method="nuts", num_warmup=samples, num_samples=samples,
+                 max_samples=samples,
                  num_chains=2, progress_bar=False, model_options={"epsilon": 0.99})
     assert result.hypers["kernel_variance"].shape == (2, samples)
     assert result.latent.shape == (2, samples, 20, 2)

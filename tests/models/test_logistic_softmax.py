@@ -154,7 +154,8 @@ def gibbs_fit():
     X, y = toy_problem(14 if SMALL else 20, 3, seed=3)
     samples = 1000 if SMALL else 2000
     result = fit("logistic_softmax", X, y, method="gibbs", hyperparameters=HYPERS,
-                 num_warmup=200, num_samples=samples, max_samples=samples, num_chains=2, progress_bar=False, seed=2)
+                 num_warmup=200, num_samples=samples, max_samples=samples, num_chains=2,
+                 progress_bar=False, seed=2)
     return result, X, y
 
 
@@ -166,7 +167,8 @@ def test_gibbs_matches_nuts_on_the_plain_model(gibbs_fit):
     (``conftest.compare_samplers``)."""
     gibbs, X, y = gibbs_fit
     nuts = fit("logistic_softmax", X, y, method="nuts", form="latent", hyperparameters=HYPERS,
-               num_warmup=300, num_samples=600 if SMALL else 1000, max_samples=600 if SMALL else 1000, num_chains=2,
+               num_warmup=300, num_samples=600 if SMALL else 1000,
+               max_samples=600 if SMALL else 1000, num_chains=2,
                progress_bar=False, seed=1)
     cmp = compare_samplers(*(to_inference_data(res).posterior["f"].values
                              for res in (gibbs, nuts)))
@@ -366,7 +368,8 @@ def test_gibbs_with_sampled_hyperparameters_stores_a_draw_per_sweep():
     (not a point estimate), exported to ArviZ beside f, and predictions average over them."""
     X, y = toy_problem(8, 2, seed=3)
     res = fit("logistic_softmax", X[:, :1], y, method="gibbs", kernel="rbf",
-              hyperparameters="sample", num_warmup=60, num_samples=60, max_samples=60, num_chains=2,
+              hyperparameters="sample", num_warmup=60, num_samples=60, max_samples=60,
+              num_chains=2,
               progress_bar=False, seed=0)
     assert not res.point_hypers and res.info["hyperparameters"].startswith("sampled")
     for name in ("kernel_variance", "kernel_lengthscale"):

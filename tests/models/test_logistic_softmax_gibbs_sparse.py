@@ -94,7 +94,8 @@ def inducing_fit():
     X, y, hypers = _problem()
     result = fit("logistic_softmax", X, y, method="gibbs", num_inducing=NUM_INDUCING,
                  hyperparameters=hypers, num_warmup=200,
-                 num_samples=1000 if SMALL else 2000, max_samples=1000 if SMALL else 2000, num_chains=2, progress_bar=False,
+                 num_samples=1000 if SMALL else 2000, max_samples=1000 if SMALL else 2000,
+                 num_chains=2, progress_bar=False,
                  seed=2)
     return result, X, y, hypers
 
@@ -215,7 +216,8 @@ def test_estimator_default_inducing_gibbs_needs_no_exact_size():
     labels = np.array(["a", "b", "c"])[y]
     clf = LogisticSoftmaxGPClassifier(
         num_inducing=6, inference="gibbs", max_exact_points=20, progress=False, seed=3,
-        inference_options={"num_warmup": 50, "num_samples": 100, "max_samples": 100, "num_chains": 1})
+        inference_options={"num_warmup": 50, "num_samples": 100, "max_samples": 100,
+                           "num_chains": 1})
     clf.fit(X, labels)
     res = clf.result_
     assert res.predictive_kind == "inducing" and res.inducing.shape == (1, 100, 6, 3)
