@@ -89,7 +89,7 @@ class ChainCheck:
     worst: str
     """The entry with the largest R-hat, e.g. ``"f[12, 2]"``."""
     stop_reason: str = ""
-    """Why the run stopped: ``"converged"`` (its check passed after a window of draws),
+    """Why the run stopped: ``"converged"`` (its check passed at a checkpoint of draws),
     ``"max_samples"`` (it reached its cap first), or empty for a run of fixed length."""
     num_warmup: int = 0
     """Warm-up transitions per chain before the draws."""

@@ -5,8 +5,8 @@ A model provides ``spec.gibbs.gibbs_kernel(data, kernel, hypers, **kernel_option
 a pure pair ``init(key) -> state`` and ``step(key, state) -> (state, info)`` over NamedTuples
 whose state has a field ``f`` (N, L) (BlackJAX style). ``gibbs_programs`` builds the pair
 inside compiled windows that take the data and hyperparameters as arguments (so a data
-set of the same shapes compiles nothing), the chains vmapped in one program, and ``ppgpc.infer.mcmc.sample_windows`` runs the
-windows until R-hat and ESS pass (at least ``num_samples`` draws per chain when given, at
+set of the same shapes compiles nothing), the chains vmapped in one program, and
+``ppgpc.infer.mcmc.sample_windows`` runs the windows until R-hat and ESS pass (at least ``num_samples`` draws per chain when given, at
 most ``max_samples``); ``num_warmup`` sweeps are discarded first and ``thinning`` sweeps
 make one stored draw.
 
@@ -43,7 +43,7 @@ from jax import lax
 from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
 from ppgpc.infer.cavi import cavi_check, integer_seed
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
-from ppgpc.infer.mcmc import WINDOW, WindowedRun, sample_windows
+from ppgpc.infer.mcmc import WINDOW, WindowedRun, chain_keys, sample_windows
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.validation import check_options
 
@@ -224,7 +224,7 @@ def _sample(make_pair, hypers: dict, kernel_options: dict, field: str, spec_data
     init, window = gibbs_programs(make_pair, kernel, field, thinning,
                                   tuple(sorted(kernel_options.items())))
     args = (spec_data, {k: jnp.asarray(v) for k, v in hypers.items()})
-    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_chains))
+    keys = chain_keys(key, num_chains)
     # warm-up in sweeps, counted in stored draws of ``thinning`` sweeps
     samples, stats, run = sample_windows(
         window, init(keys, args), args, num_warmup=-(-int(opts["num_warmup"]) // thinning),

@@ -44,8 +44,9 @@ from numpyro.infer.util import constrain_fn, initialize_model, potential_energy
 from ppgpc.infer.convergence import ChainCheck, chain_check
 from ppgpc.runtime.progress import bar
 
-__all__ = ["MCMCOutput", "WindowedRun", "run_nuts", "sample_windows", "over_chains", "WINDOW",
-           "DEFAULT_MAX_SAMPLES", "draw_limits"]
+__all__ = ["MCMCOutput", "WindowedRun", "run_nuts", "sample_windows", "over_chains",
+           "chain_keys", "WINDOW", "DEFAULT_MAX_SAMPLES", "draw_limits", "CHECKPOINTS",
+           "checkpoints"]
 
 WINDOW = 100
 """Transitions (draws per chain) of one compiled window; every checkpoint is a whole number
@@ -97,6 +98,11 @@ window; and it overshoots the draws its check needs by at most about half."""
 def checkpoints(floor: int, cap: int) -> tuple[int, ...]:
     """The draws per chain at which a run with this floor and cap checks convergence."""
     return tuple(sorted({c for c in CHECKPOINTS if floor <= c <= cap} | {floor, cap}))
+
+
+def chain_keys(key: jax.Array, num_chains: int) -> jax.Array:
+    """(num_chains,) keys, chain c's ``fold_in(key, c)``."""
+    return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_chains))
 
 
 def over_chains(fn: Callable, states):
@@ -281,7 +287,7 @@ def run_nuts(
     """
     init, window = _nuts_programs(model, int(num_warmup), float(target_accept),
                                   int(max_tree_depth), bool(dense_mass), keep)
-    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_chains))
+    keys = chain_keys(key, num_chains)
     values = {k: jnp.asarray(v) for k, v in (init_values or {}).items()}
     states = init(keys, args, values)
     samples, stats, run = sample_windows(

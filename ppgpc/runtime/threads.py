@@ -3,10 +3,9 @@
 JAX's CPU Cholesky factorisations and triangular solves call the OpenBLAS that SciPy ships,
 and OpenBLAS's idle worker threads spin while they wait for the next call. One process
 alone barely notices; two processes on the same cores (two notebooks, a fit beside a test
-run) each spin a full pool against the other's work and run many times slower (two fits on
-two cores: 312 s against 31 s alone with OpenBLAS's default threads, 39 s with one thread
-each; ``benchmarks/side_by_side.py``, docs/records/speed.md). A fit's matrices are small
-enough that one thread costs little alone.
+run) each spin a full pool against the other's work and run many times slower
+(``benchmarks/side_by_side.py``; the measurements in docs/records/speed.md). A fit's
+matrices are small enough that one thread costs little alone.
 
 ``blas_limited`` is a context manager (and decorator) that sets every loaded BLAS library
 to one thread with threadpoolctl (scikit-learn's own dependency) for the duration of a fit,
