@@ -46,4 +46,4 @@ for label, s in (("padded", spec), ("unpadded", dataclasses.replace(spec, pad=No
         jax.block_until_ready(r.latent)
         times.append(time.perf_counter() - t)
     print(f"N=2000 exact ILR {label}: first {times[0]:.2f} s, second {times[1]:.2f} s, "
-          f"iterations {r.info['optimizer_iterations']}", flush=True)
+          f"iterations {r.info.optimizer.iterations}", flush=True)

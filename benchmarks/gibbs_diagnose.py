@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import ppgpc  # noqa: F401  (float64)
+import ppgpc.runtime  # noqa: F401  (float64: ppgpc's JAX code sets it)
 from ppgpc.gp import linalg
 from ppgpc.gp.kernels import RBF, gram, kernel_params
 from ppgpc.models import logistic_softmax as lsm

@@ -110,8 +110,8 @@ def main(argv=None) -> int:
                 "mean count by chain, first / last tenth of the draws: " + ", ".join(
                     f"{c[:tenth].mean():.2f} / {c[-tenth:].mean():.2f}" for c in count),
                 f"kernel variance {float(np.ravel(res.hypers['kernel_variance'])[0]):.2f}; "
-                f"preliminary fit: {info['hyperparameters']}, "
-                f"{info.get('cavi_iterations')} iterations; diagnostics "
+                f"preliminary fit: {info.hyperparameters}, "
+                f"{info.cavi and info.cavi.iterations} iterations; diagnostics "
                 f"{time.perf_counter() - start:.0f} s"])
         n_train = run.estimator.result_.data.X.shape[0]
         print(f"{model:16s} {n_train:6d} {run.accuracy:6.3f} {run.nll:6.3f} {run.ece:6.3f} "

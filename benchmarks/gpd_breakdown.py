@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import ppgpc  # noqa: F401  (float64)
+import ppgpc.runtime  # noqa: F401  (float64: ppgpc's JAX code sets it)
 from ppgpc.experiments import print_table_header
 from ppgpc.gp import simplex
 from ppgpc.infer import fit

@@ -63,7 +63,7 @@ def ppgpc_rows(X, y):
         result = fit("logistic_softmax", X, y, seed=2, **kwargs)
         seconds = time.perf_counter() - start
         ess = min_bulk_ess(result.latent)
-        rows.append((label, result.info["num_draws"], seconds, ess, ess / seconds, ""))
+        rows.append((label, result.info.sampler.num_draws, seconds, ess, ess / seconds, ""))
     return rows
 
 

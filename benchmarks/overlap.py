@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-import ppgpc  # noqa: F401  (float64)
+import ppgpc.runtime  # noqa: F401  (float64: ppgpc's JAX code sets it)
 from ppgpc import DirichletGPClassifier, ILRGPClassifier
 from ppgpc.datasets.synthetic import mixture_problem
 from ppgpc.evaluation import metrics

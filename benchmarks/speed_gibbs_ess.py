@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import ppgpc  # noqa: F401  (float64)
+import ppgpc.runtime  # noqa: F401  (float64: ppgpc's JAX code sets it)
 from ppgpc.gp.kernels import RBF
 from ppgpc.models import logistic_softmax as lsm
 from ppgpc.models.logistic_softmax import gibbs as lsm_gibbs

@@ -154,7 +154,7 @@ def _child(args) -> int:
     counter = _CompileCounter()  # before ppgpc's import, which may compile
     import warnings
 
-    import ppgpc  # noqa: F401  (float64, the persistent cache from PPGPC_COMPILATION_CACHE)
+    import ppgpc.runtime  # noqa: F401  (float64, the cache from PPGPC_COMPILATION_CACHE)
 
     data = _fit_data(args.dataset, args.seed)
     with warnings.catch_warnings():

@@ -5,7 +5,7 @@ own):
 
 * ``s/epoch``: wall time of one epoch (N / B SVI steps) after compilation: the driver
   times every window of SVI steps but the first (which includes compilation) and reports
-  seconds per step x N / B (``FitResult.info["seconds_per_epoch"]``);
+  seconds per step x N / B (``FitResult.info.svi.seconds_per_epoch``);
 * ``compile+1st window s``: wall time of ``svi.init`` plus the first window of steps;
 * ``fit s``: the whole ``fit`` (data preparation with k-means++ inducing inputs, SVI,
   drawing ``num_draws`` whitened inducing draws);
@@ -63,7 +63,7 @@ def _peak_mb() -> float:
 
 def _one(args) -> dict:
     if args.model == "baseline":
-        import ppgpc  # noqa: F401
+        import ppgpc.runtime  # noqa: F401  (float64)
         from ppgpc.infer import fit  # noqa: F401
 
         return {"peak_mb": _peak_mb()}
@@ -84,9 +84,9 @@ def _one(args) -> dict:
     start = time.perf_counter()
     result.predict_proba(X[:1000])
     predict_s = time.perf_counter() - start
-    info = result.info
-    first = fit_s - info["seconds_per_step"] * (info["svi_steps"] - args.window)
-    return {"source": source, "s_per_epoch": info["seconds_per_epoch"], "fit_s": fit_s,
+    info = result.info.svi
+    first = fit_s - info.seconds_per_step * (info.steps - args.window)
+    return {"source": source, "s_per_epoch": info.seconds_per_epoch, "fit_s": fit_s,
             "first_window_s": first, "predict_s": predict_s, "peak_mb": _peak_mb()}
 
 

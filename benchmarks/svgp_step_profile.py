@@ -2,7 +2,7 @@
 
 Each part of the minibatch ELBO is timed on its own, forward and forward plus gradient
 (``jax.grad`` of a scalar of the part's output), with the model's own functions
-(``models/svgp.py``), at one layout (docs/math.md section 4):
+(``models/svgp/``), at one layout (docs/math.md section 4):
 
 * ``K_mm Cholesky``: the kernel at the inducing inputs and its Cholesky factor (one per
   latent in the per-latent layout);
@@ -64,11 +64,10 @@ def main(argv=None) -> None:
     from numpyro.infer import SVI, TraceMeanField_ELBO
     from numpyro.optim import optax_to_numpyro
 
-    import ppgpc  # noqa: F401  (enables float64)
-    from ppgpc.gp import linalg
+    from ppgpc.gp import linalg  # (the first import of ppgpc's JAX code enables float64)
     from ppgpc.gp.kernels import RBF, gram
     from ppgpc.models import svgp
-    from ppgpc.models import svgp
+    from ppgpc.models.svgp import conditional as svgp_conditional
     from ppgpc.gp.sparse import map_outputs
 
     N, D, C, B, M = 13500, 16, 26, args.batch_size, args.num_inducing
@@ -89,10 +88,10 @@ def main(argv=None) -> None:
     q_tril = jnp.asarray(np.tril(gen.normal(size=(L, M, M))) * 0.05) + jnp.eye(M)
 
     def chol(p, Z):
-        return svgp._chol_mm(data, kernel, p, Z)
+        return svgp_conditional._chol_mm(data, kernel, p, Z)
 
     def kmb(p, Z):
-        return svgp._per_latent(data, lambda p, z: gram(kernel, p, z, Xb))(p, Z)
+        return svgp_conditional._per_latent(data, lambda p, z: gram(kernel, p, z, Xb))(p, Z)
 
     chol_mm, K = chol(params, Z), kmb(params, Z)
 

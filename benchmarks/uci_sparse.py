@@ -241,16 +241,17 @@ def main(argv=None) -> int:
             print(f"{dataset:8s} {model:14s} {n_train:6d} {cells}", flush=True)
             if model in SVI_SPARSE_MODELS:
                 for run in runs:
-                    info = run.estimator.result_.info
-                    print(f"    seed {run.seed}: final ELBO / N {info['elbo'] / n_train:.4f} "
-                          f"(mean of the last window), {info['svi_steps']} steps, "
-                          f"{info['seconds_per_step']:.3f} s/step", flush=True)
-                    if "validation_nll" in info:
+                    svi = run.estimator.result_.info.svi
+                    held = run.estimator.result_.info.validation
+                    print(f"    seed {run.seed}: final ELBO / N {svi.elbo / n_train:.4f} "
+                          f"(mean of the last window), {svi.steps} steps, "
+                          f"{svi.seconds_per_step:.3f} s/step", flush=True)
+                    if held is not None:
                         trace = " ".join(f"{step}:{nll:.4f}" for step, nll in
-                                         zip(info["validation_steps"], info["validation_nll"]))
-                        print(f"    seed {run.seed}: validation ({info['validation_size']} "
-                              f"points) NLL best {info['best_validation_nll']:.4f} at step "
-                              f"{info['best_step']} (kept: {info['restored_best']}); by "
+                                         zip(held.steps, held.nll))
+                        print(f"    seed {run.seed}: validation ({held.size} "
+                              f"points) NLL best {held.best_nll:.4f} at step "
+                              f"{held.best_step} (kept: {held.restored_best}); by "
                               f"step: {trace}", flush=True)
     return 0
 

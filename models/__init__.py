@@ -20,6 +20,8 @@ the groups it needs. Every model module builds its specs the same way, from expl
 
 from __future__ import annotations
 
+from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
+
 import importlib
 
 __all__ = ["available", "get_spec"]

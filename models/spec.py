@@ -43,7 +43,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from ppgpc.gp import sparse
 
-__all__ = ["ModelSpec", "Conjugate", "Latent", "Gibbs", "CAVI", "SVI", "Inducing",
+__all__ = ["ModelSpec", "Conjugate", "Latent", "HyperFit", "Gibbs", "CAVI", "SVI", "Inducing",
            "CAPABILITIES", "conjugate_spec", "collapsed_sparse_spec",
            "JITTER_SITE", "record_jitter"]
 
@@ -106,11 +106,36 @@ class Latent(NamedTuple):
             ``latent_model(data, kernel, fixed_hypers, factor)`` then takes instead of
             computing it, so that a sampler with fixed hyperparameters factorises once per
             run instead of once per gradient.
+        fit_hypers: optional ``(data, kernel, *, progress) -> HyperFit``: the point
+            hyperparameters NUTS on this form holds fixed when none are given, for a model
+            without a collapsed form to fit them by type-II ML (the logistic-softmax GP's
+            CAVI fit).
     """
 
     latent_model: Callable[..., None]
     latent_conditional: Callable[..., Any]
     prior_factor: Optional[Callable[..., Any]] = None
+    fit_hypers: Optional[Callable[..., Any]] = None
+
+
+class HyperFit(NamedTuple):
+    """Point hyperparameters a model fitted itself by an iterative objective (the CAVI fit
+    that ``Gibbs.fit_hypers`` and ``Gibbs.fit_inducing`` return), and how that went."""
+
+    values: dict
+    """Hyperparameter values by site name (with ``inducing_inputs`` (M, D) for
+    ``fit_inducing``)."""
+    how: str
+    """How they were obtained, e.g. ``"CAVI ELBO (type-II MAP)"``."""
+    elbo: float
+    """The objective's final value."""
+    iterations: int
+    converged: bool
+    relative_change: float | None
+    """Relative change of the objective over the last iteration (or window); None after a
+    single value."""
+    stochastic: bool = False
+    """Fitted on minibatches."""
 
 
 class Gibbs(NamedTuple):
@@ -120,14 +145,14 @@ class Gibbs(NamedTuple):
         gibbs_kernel: ``(data, kernel, hypers, **kernel_options) -> (init, step)``: a pure
             pair ``init(key) -> state``, ``step(key, state) -> (state, info)`` over
             NamedTuples whose state has a field ``f`` (N, L).
-        fit_hypers: ``(data, kernel) -> (hypers, info)``: the point hyperparameters the
-            sweep runs with when none are given.
+        fit_hypers: ``(data, kernel) -> HyperFit``: the point hyperparameters the sweep
+            runs with when none are given.
         inducing_kernel: ``(data, kernel, hypers) -> (init, step)``, a model with an
             inducing-point sampler (method option ``num_inducing``): ``hypers`` holds the
             kernel's and ``inducing_inputs`` (M, D), all fixed; the state has a field ``v``
             (M, L) of whitened inducing values, stored per draw and predicted through the
             ``inducing`` group (predictive kind ``"inducing"``).
-        fit_inducing: ``(data, kernel, num_inducing, *, seed, progress) -> (hypers, info)``:
+        fit_inducing: ``(data, kernel, num_inducing, *, seed, progress) -> HyperFit``:
             the point (kernel hyperparameters and ``inducing_inputs``) that sampler runs
             with when no hyperparameters are given.
     """

@@ -464,7 +464,7 @@ cmp_lsm"""),
 SVGPC's default model mixes its latents before the link, softmax(W f), with a learned L x L
 matrix W; under it W f is a GP whose outputs are correlated (covariance var W W^T), which
 is not the model NUTS samples here (independent latents, W = I, `latent_model` of
-`models/svgp.py`). Comparing the two would blame the model difference on the
+`models/svgp/`). Comparing the two would blame the model difference on the
 variational approximation. So this section fits the SVGP with W held at the identity
 (`learn_mixing=False`, a model option of `softmax_svgp` reached through `ppgpc.fit`) and
 M = N inducing points: the model, the inducing set and the kernel hyperparameters (NUTS

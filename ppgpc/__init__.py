@@ -26,51 +26,17 @@ Public API (imported on first use, so ``import ppgpc`` is quick and silent):
     compare_posteriors, ConformalClassifier, skce_test, fit_temperature, fit_dirichlet:
         from ``ppgpc.evaluation``.
 
-Importing ppgpc turns on JAX's float64 mode and its persistent compilation cache
-(``ppgpc._config``) without importing JAX: at once if JAX is imported already, else the
-moment JAX is (``_configure_jax``).
+``import ppgpc`` imports no JAX and changes nothing in the process. The first import of
+ppgpc's JAX code (any subpackage that holds some: an estimator, ``ppgpc.infer``,
+``ppgpc.gp``, ...) turns on JAX's float64 mode and its persistent compilation cache
+(``ppgpc._config``; each such subpackage imports it before anything else).
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
 from typing import TYPE_CHECKING
 
-
-class _ConfigureJaxOnImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when ``jax`` is about to be imported it removes itself, lets the
-    other finders find JAX, and runs ``ppgpc._config`` as soon as JAX's module has run."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "jax":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        run_jax = spec.loader.exec_module
-
-        def exec_module(module):
-            run_jax(module)
-            importlib.import_module("ppgpc._config")
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-def _configure_jax() -> None:
-    """float64 and the compilation cache for every JAX array and program of the process:
-    now if JAX is imported, else as soon as it is (nothing of JAX is imported here)."""
-    if "jax" in sys.modules:
-        importlib.import_module("ppgpc._config")
-    elif not any(isinstance(f, _ConfigureJaxOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _ConfigureJaxOnImport())
-
-
-_configure_jax()
 
 if TYPE_CHECKING:  # what the names below resolve to, for readers and static tools
     from ppgpc import (datasets, estimators, evaluation, experiments, gp, infer, io, models,

@@ -1,5 +1,6 @@
-"""Process-wide configuration that ppgpc needs, applied once, as soon as both ppgpc and JAX
-are imported (``import ppgpc`` arranges it without importing JAX itself).
+"""Process-wide configuration that ppgpc needs, applied once, when ppgpc's own JAX code is
+first imported (each subpackage that holds JAX code imports this module before anything
+else; ``import ppgpc`` alone imports no JAX and sets nothing).
 
 1. float64. GP algebra (Cholesky factors of kernel matrices, log-determinants, triangular
    solves) loses several digits in float32: a 1000 x 1000 RBF Gram matrix with a small noise

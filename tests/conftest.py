@@ -42,7 +42,7 @@ if _WORKERS > 1:
 
     threadpool_limits(limits=_BLAS_THREADS, user_api="blas")
 
-import ppgpc  # noqa: E402,F401  (float64 before any JAX code in the tests)
+import ppgpc.runtime  # noqa: E402,F401  (float64 before any JAX code in the tests)
 
 TEST_SIZE = os.environ.get("PPGPC_TEST_SIZE", "small").lower()
 SMALL = TEST_SIZE == "small"
@@ -142,7 +142,7 @@ def assert_exact_fit_classifies(result, X, y, *, num_classes: int, min_accuracy:
     assert probs.shape == (len(X), num_classes)
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
     assert np.mean(probs.argmax(1) == y) > min_accuracy
-    assert result.info["optimizer_converged"]
+    assert result.info.optimizer.converged
 
 
 def assert_estimator_conventions(clf, X, labels, classes: list, *, min_accuracy: float):
@@ -192,7 +192,7 @@ def assert_nuts_matches_gaussian_posterior(nuts, mean, sd, *, min_ess: float,
     z_sd = (s - sd) / summary["mcse_sd"].values.reshape(N, L)
     assert np.max(np.abs(z_mean)) < max_abs_z, np.max(np.abs(z_mean))
     assert np.max(np.abs(z_sd)) < max_abs_z, np.max(np.abs(z_sd))
-    assert nuts.info["divergences"] == 0
+    assert nuts.info.sampler.divergences == 0
 
 
 def grid_moments(log_post, m1, m2):

@@ -97,7 +97,7 @@ def fit_checks() -> None:
         print(json.dumps({"check": "fit", "case": model,
                           "proba": relative(runs[1].predict_proba(Xs),
                                             runs[0].predict_proba(Xs)),
-                          "devices": runs[1].info.get("devices")}), flush=True)
+                          "devices": runs[1].info.devices}), flush=True)
     for cls, options in ((ILRGPClassifier, {"epsilon": 0.99}),
                          (DirichletGPClassifier, {"alpha_eps": 0.01})):
         runs = [cls(**options, inference="collapsed", num_inducing=8, progress=False,
@@ -106,7 +106,7 @@ def fit_checks() -> None:
         print(json.dumps({"check": "estimator", "case": cls.__name__,
                           "proba": relative(runs[1].predict_proba(Xs),
                                             runs[0].predict_proba(Xs)),
-                          "devices": runs[1].result_.info.get("devices")}), flush=True)
+                          "devices": runs[1].result_.info.devices}), flush=True)
 
 
 def svgp_checks() -> None:
@@ -158,13 +158,13 @@ def svgp_checks() -> None:
             for devices in (None, 4)]
     print(json.dumps({"check": "fit", "case": "ilr_gp_uncollapsed",
                       "proba": relative(runs[1].predict_proba(Xs), runs[0].predict_proba(Xs)),
-                      "devices": runs[1].info.get("devices")}), flush=True)
+                      "devices": runs[1].info.devices}), flush=True)
     runs = [SoftmaxSVGPClassifier(num_inducing=8, progress=False, inference_options={
         "batch_size": BATCH, "max_iter": 30, "window": 10, "num_draws": 50, **extra}).fit(X, y)
         for extra in ({}, {"devices": 4})]
     print(json.dumps({"check": "estimator", "case": "SoftmaxSVGPClassifier",
                       "proba": relative(runs[1].predict_proba(Xs), runs[0].predict_proba(Xs)),
-                      "devices": runs[1].result_.info.get("devices")}), flush=True)
+                      "devices": runs[1].result_.info.devices}), flush=True)
 
 
 BATCH = 50
@@ -193,7 +193,7 @@ def stochastic_cavi_checks() -> None:
     hypers = logistic_softmax.initial_hypers(data, kernel)
     Z = data.X[:8]
     start = lsc.cavi_init(hypers, Z, X.shape[0], 3)
-    state = lss.svi_init(X.shape[0], 3, 8)
+    state = lss.stochastic_cavi_init(X.shape[0], 3, 8)
     outs = []
     for d in (data, placed):
         # the fit's first window (same static settings, so the fit below reuses the
@@ -204,7 +204,7 @@ def stochastic_cavi_checks() -> None:
             Z, state, start.opt_state, 0.05, 1.0, 0.6, num_iters=10, batch_size=BATCH,
             class_batch_size=3, learn_hypers=True, learn_inducing=True, include_prior=True,
             num_steps=1, placement=d.placement)
-        full = lss.svi_full_elbo(d.onehot, d.X, kernel, window[0], window[1], window[2],
+        full = lss.full_data_elbo(d.onehot, d.X, kernel, window[0], window[1], window[2],
                                  d.placement)
         outs.append((window, full))
     (step_1, full_1), (step_4, full_4) = outs
@@ -220,7 +220,7 @@ def stochastic_cavi_checks() -> None:
             for devices in (None, 4)]
     print(json.dumps({"check": "fit", "case": "logistic_softmax stochastic cavi",
                       "proba": relative(runs[1].predict_proba(Xs), runs[0].predict_proba(Xs)),
-                      "devices": runs[1].info.get("devices")}), flush=True)
+                      "devices": runs[1].info.devices}), flush=True)
 
 
 def distributed(process_id: int, num_processes: int, port: int) -> None:
@@ -237,7 +237,7 @@ def distributed(process_id: int, num_processes: int, port: int) -> None:
     result = fit("ilr_gp_sparse", X, y, devices=len(jax.devices()), **DISTRIBUTED_FIT)
     print(json.dumps({"check": "distributed", "process": process_id,
                       "global_devices": len(jax.devices()),
-                      "devices": result.info.get("devices"),
+                      "devices": result.info.devices,
                       "proba": np.asarray(result.predict_proba(toy(40, seed=7)[0])).tolist()}),
           flush=True)
     jax.distributed.shutdown()
@@ -249,7 +249,7 @@ DISTRIBUTED_FIT = dict(method="exact", model_options={"num_inducing": 8}, max_it
 
 
 if __name__ == "__main__":
-    import ppgpc  # noqa: F401  (float64, as every ppgpc user gets it)
+    import ppgpc.runtime  # noqa: F401  (float64, as every ppgpc user gets it)
 
     if sys.argv[1] == "single":
         bound_checks()

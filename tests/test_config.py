@@ -32,13 +32,14 @@ def _cache_dir_in_fresh_process(tmp_path, **env):
     environ = {k: v for k, v in os.environ.items()
                if k not in ("JAX_COMPILATION_CACHE_DIR", "PPGPC_COMPILATION_CACHE")}
     environ.update(env, XDG_CACHE_HOME=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", "import ppgpc, jax; "
+    out = subprocess.run([sys.executable, "-c", "import ppgpc.infer, jax; "
                           "print(jax.config.jax_compilation_cache_dir)"],
                          env=environ, capture_output=True, text=True, check=True)
     return out.stdout.strip()
 
 
-def test_import_turns_the_cache_on_and_the_variable_turns_it_off(tmp_path):
+def test_importing_ppgpcs_jax_code_turns_the_cache_on_and_the_variable_turns_it_off(
+        tmp_path):
     assert _cache_dir_in_fresh_process(tmp_path) == str(tmp_path / "ppgpc" / "jax")
     assert _cache_dir_in_fresh_process(tmp_path, PPGPC_COMPILATION_CACHE="0") == "None"
     assert _cache_dir_in_fresh_process(
@@ -47,10 +48,11 @@ def test_import_turns_the_cache_on_and_the_variable_turns_it_off(tmp_path):
 
 def test_import_sets_float64_and_no_thread_count_and_float32_can_be_scoped():
     """What the user guide's "Process-wide settings" (docs/guide.md) promise, in a fresh
-    process: importing ppgpc (before NumPy) turns float64 on, leaves OPENBLAS_NUM_THREADS
-    unset, and a ``jax.enable_x64(False)`` block still gets float32 defaults."""
+    process: importing an estimator (before NumPy) turns float64 on, leaves
+    OPENBLAS_NUM_THREADS unset, and a ``jax.enable_x64(False)`` block still gets float32
+    defaults."""
     environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    code = ("import ppgpc, os, jax, jax.numpy as jnp\n"
+    code = ("from ppgpc import ILRGPClassifier; import os, jax, jax.numpy as jnp\n"
             "print(os.environ.get('OPENBLAS_NUM_THREADS'), jnp.ones(2).dtype)\n"
             "with jax.enable_x64(False):\n"
             "    x = jnp.ones(2); print(x.dtype, jax.jit(lambda a: a * 2.0)(x).dtype)\n"
@@ -59,3 +61,30 @@ def test_import_sets_float64_and_no_thread_count_and_float32_can_be_scoped():
                          text=True, check=True)
     assert out.stdout.split() == ["None", "float64", "float32", "float32", "float32",
                                   "float64"]
+
+
+@pytest.mark.parametrize("first", ["import jax; import ppgpc", "import ppgpc; import jax"])
+def test_import_ppgpc_alone_imports_no_jax_and_changes_nothing(first):
+    """``import ppgpc`` (before or after JAX) leaves JAX's settings and Python's import
+    machinery as they were; the first import of ppgpc's JAX code sets float64 and the cache."""
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("JAX_COMPILATION_CACHE_DIR", "PPGPC_COMPILATION_CACHE")}
+    code = ("import sys\nhooks = list(sys.meta_path)\n"
+            f"{first}\n"
+            "print(sys.meta_path == hooks, jax.config.jax_enable_x64,\n"
+            "      jax.config.jax_compilation_cache_dir)\n"
+            "import ppgpc.gp\n"
+            "print(sys.meta_path == hooks, jax.config.jax_enable_x64,\n"
+            "      jax.config.jax_compilation_cache_dir is not None)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split() == ["True", "False", "None", "True", "True", "True"]
+
+
+def test_no_module_of_ppgpc_patches_the_import_machinery():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = [str(p.relative_to(root)) for folder in ("ppgpc", "models")
+             for p in (root / folder).rglob("*.py") if "meta_path" in p.read_text()]
+    assert found == []

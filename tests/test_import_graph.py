@@ -37,7 +37,7 @@ LAYERS = [
     ("model contract", ["ppgpc.models.spec"]),
     ("models", ["ppgpc.models", "ppgpc.models.*"]),
     ("evaluation", ["ppgpc.evaluation", "ppgpc.evaluation.*"]),
-    ("inference methods", ["ppgpc.infer.convergence",
+    ("inference methods", ["ppgpc.infer.convergence", "ppgpc.infer.records",
                            "ppgpc.infer.common", "ppgpc.infer.optimize", "ppgpc.infer.natgrad",
                            "ppgpc.infer.sites", "ppgpc.infer.mcmc", "ppgpc.infer.exact",
                            "ppgpc.infer.nuts", "ppgpc.infer.gibbs", "ppgpc.infer.cavi",

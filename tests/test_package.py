@@ -40,11 +40,11 @@ def test_an_unknown_name_is_an_attribute_error_naming_it():
         raise AssertionError("ppgpc.metrics resolved")
 
 
-def test_float64_is_on_whichever_is_imported_first():
+def test_float64_is_on_whichever_of_ppgpcs_jax_code_and_jax_is_imported_first():
     code = ("import {first}, {second}\n"
             "import jax.numpy as jnp\n"
             "print(jnp.ones(1).dtype)\n")
-    for first, second in (("ppgpc", "jax"), ("jax", "ppgpc")):
+    for first, second in (("ppgpc.gp", "jax"), ("jax", "ppgpc.gp")):
         out = subprocess.run([sys.executable, "-c", code.format(first=first, second=second)],
                              capture_output=True, text=True, check=True).stdout
         assert out.strip() == "float64", (first, second)

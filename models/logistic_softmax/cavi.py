@@ -42,6 +42,7 @@ from ppgpc.gp import linalg
 from ppgpc.gp.kernels import gram, gram_diag, kernel_log_prior, kernel_params
 from ppgpc.polyagamma import polyagamma_mean
 from ppgpc.runtime.padding import mask_gram
+from ppgpc.runtime.programs import jit
 from ppgpc.runtime.progress import bar as progress_bar
 
 __all__ = [
@@ -412,8 +413,8 @@ CAVI_WINDOW = 50
 inside a window, and the ELBO trace comes back once per window."""
 
 
-@functools.partial(jax.jit, static_argnames=("kernel", "learn_hypers", "learn_inducing",
-                                             "include_prior", "num_steps"))
+@functools.partial(jit, static_argnames=("kernel", "learn_hypers", "learn_inducing",
+                                         "include_prior", "num_steps"))
 def _cavi_window(Y, X, kernel, carry: CAVICarry, learning_rate, limit, tol, mask, *,
                  learn_hypers, learn_inducing, include_prior, num_steps):
     """Up to ``limit`` (<= ``CAVI_WINDOW``) ``cavi_step`` calls in one ``lax.while_loop``,

@@ -24,7 +24,7 @@ from ppgpc.models.logistic_softmax.gibbs import gibbs_kernel
 from ppgpc.models.logistic_softmax.gibbs_inducing import inducing_gibbs_kernel
 from ppgpc.models.logistic_softmax.link import log_link
 from ppgpc.models.logistic_softmax.stochastic_cavi import run_stochastic_cavi
-from ppgpc.models.spec import CAVI, Gibbs, Inducing, Latent, ModelSpec, record_jitter
+from ppgpc.models.spec import CAVI, Gibbs, HyperFit, Inducing, Latent, ModelSpec, record_jitter
 from ppgpc.polyagamma import PolyaGamma
 from ppgpc.runtime.blocks import Placement, replicate
 from ppgpc.runtime.padding import mask_gram, pad_rows, real_rows_only, row_mask
@@ -268,7 +268,7 @@ def fit_cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing:
 
 
 def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
-    """Kernel hyperparameters on the full CAVI ELBO, and facts for ``info``.
+    """Kernel hyperparameters on the full CAVI ELBO (a ``HyperFit``).
 
     Type-II MAP by default (ELBO plus the kernel's log-prior): with ARD lengthscales, type-II
     ML on the ELBO can run the lengthscales and the variance off to large values without
@@ -276,10 +276,9 @@ def fit_hypers(data: LSMData, kernel, *, include_prior: bool = True, **options):
     """
     res = fit_cavi(data, kernel, None, include_prior=include_prior, **options)
     kind = "type-II MAP" if include_prior else "type-II ML"
-    info = {"hyperparameters": f"CAVI ELBO ({kind})", "elbo": float(res.elbo[-1]),
-            "cavi_iterations": int(len(res.elbo)), "cavi_converged": bool(res.converged),
-            "cavi_relative_change": res.relative_change}
-    return res.hypers, info
+    return HyperFit(res.hypers, f"CAVI ELBO ({kind})", elbo=float(res.elbo[-1]),
+                    iterations=int(len(res.elbo)), converged=bool(res.converged),
+                    relative_change=res.relative_change)
 
 
 INDUCING_FIT_BATCH = 128
@@ -297,7 +296,7 @@ def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *, seed: int =
                         batch_size: int | None = None,
                         max_iter: int = INDUCING_FIT_ITERATIONS, **options):
     """Kernel hyperparameters and M inducing inputs for the inducing-point Gibbs sampler,
-    and facts for ``info``: the point of the stochastic sparse CAVI (``cavi`` with
+    the point of the stochastic sparse CAVI (``cavi`` with
     ``num_inducing`` and minibatches of ``INDUCING_FIT_BATCH`` points, ``max_iter``
     iterations: type-II MAP of the hyperparameters and the inducing inputs on the sparse
     ELBO, as ``LogisticSoftmaxGPClassifier(inference="cavi", num_inducing=M,
@@ -308,7 +307,7 @@ def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *, seed: int =
     not the full-batch sparse CAVI: docs/records/gibbs.md.
 
     Returns:
-        ``(hypers, info)``: ``hypers`` has the ``kernel_*`` sites and ``inducing_inputs``
+        A ``HyperFit`` whose values have the ``kernel_*`` sites and ``inducing_inputs``
         (M, D) (the training inputs themselves when M = N).
     """
     N = data.onehot.shape[0]
@@ -317,12 +316,11 @@ def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *, seed: int =
                seed=seed, progress=progress, batch_size=batch_size, max_iter=max_iter,
                **options)
     kind = "type-II MAP" if include_prior else "type-II ML"
-    info = {"hyperparameters": f"stochastic sparse CAVI ELBO ({kind}, inducing inputs "
-                               f"learnt; {batch_size} points per step)",
-            "elbo": float(res.elbo[-1]), "cavi_iterations": int(max_iter),
-            "cavi_converged": bool(res.converged),
-            "cavi_relative_change": res.relative_change}
-    return {**res.hypers, "inducing_inputs": res.inducing}, info
+    return HyperFit({**res.hypers, "inducing_inputs": res.inducing},
+                    f"stochastic sparse CAVI ELBO ({kind}, inducing inputs learnt; "
+                    f"{batch_size} points per step)", elbo=float(res.elbo[-1]),
+                    iterations=int(max_iter), converged=bool(res.converged),
+                    relative_change=res.relative_change, stochastic=True)
 
 
 SPEC = ModelSpec(
@@ -335,7 +333,7 @@ SPEC = ModelSpec(
     log_link=log_link,
     initial_hypers=initial_hypers,
     latent=Latent(latent_model=latent_model, latent_conditional=latent_conditional,
-                  prior_factor=prior_factor),
+                  prior_factor=prior_factor, fit_hypers=fit_hypers),
     gibbs=Gibbs(gibbs_kernel=gibbs_kernel, fit_hypers=fit_hypers,
                 inducing_kernel=inducing_gibbs_kernel, fit_inducing=fit_inducing_hypers),
     cavi=CAVI(cavi=fit_cavi, sample_q_f=sample_q_f, sample_q_v=sample_q_v),

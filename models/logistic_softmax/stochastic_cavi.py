@@ -1,6 +1,6 @@
 """Stochastic CAVI for the augmented logistic-softmax GP: data minibatches and class
 subsampling (appendix A.3, Algorithm 2; docs/math.md section 3), as an init/step pair over
-``SVIState`` looped on the device in windows between full-data ELBO evaluations.
+``StochasticCAVIState`` looped on the device in windows between full-data ELBO evaluations.
 
 One step draws a minibatch B of points and K of classes, updates their local parameters,
 takes a natural-gradient step on q(v^c), c in K, with the Robbins-Monro step size
@@ -10,7 +10,7 @@ updates, natural targets, the optimiser) are ``ppgpc.models.logistic_softmax.cav
 
 On the devices of a mesh (``placement``, from the driver's ``devices``) each step splits its
 minibatch over them (``stochastic_step_on_devices``, and the Adam steps' likelihood sum),
-and so does every full-data ELBO evaluation (``svi_full_elbo``), with
+and so does every full-data ELBO evaluation (``full_data_elbo``), with
 ``ppgpc.runtime.blocks.sum_and_map_blocks``: the sums over points meet in one ``psum``, the local
 parameters of each point come back from the device that updated them, and q(v), the
 hyperparameters and the optimiser state stay replicated.
@@ -33,21 +33,22 @@ from ppgpc.models.logistic_softmax.cavi import (CAVIResult, CAVIState, Projectio
                                                 moments_from_natural, natural_targets, project,
                                                 projection, q_f, weighted_grams)
 from ppgpc.runtime.blocks import Placement, layout, sum_and_map_blocks, sum_blocks
+from ppgpc.runtime.programs import jit
 from ppgpc.runtime.progress import bar as progress_bar
 
 __all__ = [
-    "SVIState",
+    "StochasticCAVIState",
     "minibatch",
     "stochastic_step",
     "stochastic_step_on_devices",
-    "svi_init",
-    "svi_step",
-    "svi_full_elbo",
+    "stochastic_cavi_init",
+    "stochastic_cavi_step",
+    "full_data_elbo",
     "run_stochastic_cavi",
 ]
 
 
-class SVIState(NamedTuple):
+class StochasticCAVIState(NamedTuple):
     """Stochastic CAVI state: q(v^c) in natural form (the Robbins-Monro averages live there),
     plus the local parameters of every point (updated when the point is visited)."""
 
@@ -75,7 +76,8 @@ def minibatch(key, num_points: int, num_classes: int, batch_size: int,
     return B, K
 
 
-def stochastic_step(Y, proj_B: Projection, state: SVIState, B, K, rho) -> SVIState:
+def stochastic_step(Y, proj_B: Projection, state: StochasticCAVIState, B, K,
+                    rho) -> StochasticCAVIState:
     """One iteration of Algorithm 2 (appendix A.3) on the points B and classes K.
 
     1. q(f_ic) for i in B, c in K from the current q(v^c);
@@ -103,8 +105,8 @@ devices: ``stochastic_step_on_devices``.
     return _moved(state, B, K, rho, prec_hat, eta_hat, (c, alpha, gamma))
 
 
-def stochastic_step_on_devices(Y, X_B, kernel, params, Z, state: SVIState, B, K, rho,
-                               placement: Placement) -> SVIState:
+def stochastic_step_on_devices(Y, X_B, kernel, params, Z, state: StochasticCAVIState, B, K, rho,
+                               placement: Placement) -> StochasticCAVIState:
     """``stochastic_step`` with the minibatch split over the devices of
     ``placement.mesh`` (``ppgpc.runtime.blocks.sum_and_map_blocks``): each device projects its
     share of the points B on the replicated chol(K_mm), updates their local parameters
@@ -136,30 +138,30 @@ def stochastic_step_on_devices(Y, X_B, kernel, params, Z, state: SVIState, B, K,
     return _moved(state, B, K, rho, jnp.eye(Z.shape[0]) + scale * grams, scale * R, local)
 
 
-def _moved(state: SVIState, B, K, rho, prec_hat, eta_hat, local) -> SVIState:
+def _moved(state: StochasticCAVIState, B, K, rho, prec_hat, eta_hat, local) -> StochasticCAVIState:
     """Step 3 of ``stochastic_step`` and the local parameters (c, alpha, gamma) of B x K
     written back."""
     c, alpha, gamma = local
     prec = state.prec.at[K].set((1.0 - rho) * state.prec[K] + rho * prec_hat)
     eta1 = state.eta1.at[:, K].set((1.0 - rho) * state.eta1[:, K] + rho * eta_hat)
     rows, cols = B[:, None], K[None, :]
-    return SVIState(prec=prec, eta1=eta1, alpha=state.alpha.at[B].set(alpha),
+    return StochasticCAVIState(prec=prec, eta1=eta1, alpha=state.alpha.at[B].set(alpha),
                     gamma=state.gamma.at[rows, cols].set(gamma),
                     c=state.c.at[rows, cols].set(c))
 
 
-def svi_init(N, C, M) -> SVIState:
+def stochastic_cavi_init(N, C, M) -> StochasticCAVIState:
     """The starting state: q(v) the prior (precision I, natural mean 0), local parameters
     as ``init_q``'s."""
     start = init_q(N, C, M)  # q(v) = prior: precision I, natural mean 0
-    return SVIState(prec=start.S, eta1=start.m, alpha=start.alpha, gamma=start.gamma,
+    return StochasticCAVIState(prec=start.S, eta1=start.m, alpha=start.alpha, gamma=start.gamma,
                     c=start.c)
 
 
-@functools.partial(jax.jit, static_argnames=("kernel", "batch_size", "class_batch_size",
-                                             "learn_hypers", "learn_inducing",
-                                             "include_prior", "num_steps", "placement"))
-def svi_step(key, Y, X, kernel, log_hypers, Z, state, opt_state, rho, learning_rate, *,
+@functools.partial(jit, static_argnames=("kernel", "batch_size", "class_batch_size",
+                                         "learn_hypers", "learn_inducing",
+                                         "include_prior", "num_steps", "placement"))
+def stochastic_cavi_step(key, Y, X, kernel, log_hypers, Z, state, opt_state, rho, learning_rate, *,
              batch_size, class_batch_size, learn_hypers, learn_inducing, include_prior,
              num_steps, placement: Placement = Placement()):
     """One step of the stochastic CAVI:
@@ -220,20 +222,20 @@ def _lik_sum(kernel, params, Z, m_K, S_K, rows, num_classes: int, placement: Pla
                       (params, chol_mm, Z, m_K, S_K), rows, mesh=placement.mesh)
 
 
-@functools.partial(jax.jit, static_argnames=("kernel", "num_iters", "batch_size",
-                                             "class_batch_size", "learn_hypers",
-                                             "learn_inducing", "include_prior", "num_steps",
-                                             "placement"))
+@functools.partial(jit, static_argnames=("kernel", "num_iters", "batch_size",
+                                         "class_batch_size", "learn_hypers",
+                                         "learn_inducing", "include_prior", "num_steps",
+                                         "placement"))
 def _stochastic_window(key, start, Y, X, kernel, log_hypers, Z, state, opt_state,
                        learning_rate, step_size_delay, step_size_power, *, num_iters,
                        batch_size, class_batch_size, learn_hypers, learn_inducing,
                        include_prior, num_steps, placement):
-    """Iterations t = start, ..., start + num_iters - 1 of ``svi_step`` in one
+    """Iterations t = start, ..., start + num_iters - 1 of ``stochastic_cavi_step`` in one
     ``lax.scan``: minibatch key fold_in(key, t), step size rho_t = (t + delay)^-power."""
     def body(carry, t):
         log_hypers, Z, state, opt_state = carry
         rho = (t + step_size_delay) ** -step_size_power
-        out = svi_step.__wrapped__(
+        out = stochastic_cavi_step.__wrapped__(
             jax.random.fold_in(key, t), Y, X, kernel, log_hypers, Z, state, opt_state, rho,
             learning_rate, batch_size=batch_size, class_batch_size=class_batch_size,
             learn_hypers=learn_hypers, learn_inducing=learn_inducing,
@@ -245,8 +247,8 @@ def _stochastic_window(key, start, Y, X, kernel, log_hypers, Z, state, opt_state
     return carry
 
 
-@functools.partial(jax.jit, static_argnames=("kernel", "placement"))
-def svi_full_elbo(Y, X, kernel, log_hypers, Z, state: SVIState,
+@functools.partial(jit, static_argnames=("kernel", "placement"))
+def full_data_elbo(Y, X, kernel, log_hypers, Z, state: StochasticCAVIState,
                   placement: Placement = Placement()):
     """The full-data ELBO at the current q(v) and hyperparameters, with every point's local
     parameters updated first (one local sweep from the stored alpha); returns the ELBO and
@@ -291,9 +293,9 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
                         step_size_power: float, elbo_every: int,
                         progress: bool = False,
                         placement: Placement = Placement()) -> CAVIResult:
-    """The stochastic CAVI loop: ``svi_init``, then ``elbo_every`` steps at a time on the
-    device (step t's minibatch key is fold_in(key, t)), each window followed by the
-    full-data ELBO (``svi_full_elbo``), until ``max_iter`` steps or a relative change of
+    """The stochastic CAVI loop: ``stochastic_cavi_init``, then ``elbo_every`` steps at a
+    time on the device (step t's minibatch key is fold_in(key, t)), each window followed by the
+    full-data ELBO (``full_data_elbo``), until ``max_iter`` steps or a relative change of
     consecutive evaluations below ``tol``.
 
     Args:
@@ -303,7 +305,7 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
         step_size_delay, step_size_power: rho_t = (t + delay)^-power.
         progress: show the iterations and the ELBO on stderr (``ppgpc.runtime.progress.bar``).
         placement: one device, or a mesh whose devices split each minibatch and the
-            full-data ELBO (``svi_step``, ``svi_full_elbo``); the result is the same.
+            full-data ELBO (``stochastic_cavi_step``, ``full_data_elbo``); the result is the same.
 
     Returns:
         ``CAVIResult`` whose ELBO trace holds one value per evaluation.
@@ -311,7 +313,7 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
     N, C = Y.shape
     start = cavi_init(hypers, Z, N, C)
     log_hypers, opt_state, state = start.log_hypers, start.opt_state, start.q
-    sstate = svi_init(N, C, Z.shape[0])
+    sstate = stochastic_cavi_init(N, C, Z.shape[0])
     trace, converged, done = [], False, 0
     bar = progress_bar(max_iter, "CAVI (stochastic)", progress, unit="it")
     while done < max_iter:
@@ -324,7 +326,7 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
             include_prior=bool(include_prior), num_steps=int(steps_per_iteration),
             placement=placement)
         done += steps
-        value, state = svi_full_elbo(Y, X, kernel, log_hypers, Z, sstate, placement)
+        value, state = full_data_elbo(Y, X, kernel, log_hypers, Z, sstate, placement)
         trace.append(float(value))
         bar.update(steps)
         bar.set_postfix(elbo=f"{trace[-1]:.6g}", refresh=False)

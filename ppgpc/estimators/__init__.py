@@ -17,6 +17,7 @@ Example:
     True
 """
 
+from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
 from ppgpc.estimators.base import GPClassifierBase, saveable_estimators
 from ppgpc.estimators.gpd import DirichletGPClassifier
 from ppgpc.estimators.ilr import ILRGPClassifier

@@ -12,7 +12,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from ppgpc.datasets import Standardizer
 
 __all__ = ["fit_standardizer", "warn_of_collapsed_noise", "fitted_noise_scale",
-           "is_fitted_attribute", "iterations", "check_class_labels", "OUTLIER_SCORE",
+           "is_fitted_attribute", "check_class_labels", "OUTLIER_SCORE",
            "COLLAPSED_NOISE_SCALE"]
 
 OUTLIER_SCORE = 20.0
@@ -105,19 +105,6 @@ def fitted_noise_scale(result):
 def is_fitted_attribute(name: str) -> bool:
     """scikit-learn's convention: fitted state is in attributes named ``something_``."""
     return name.endswith("_") and not name.startswith("_")
-
-
-_ITERATION_COUNTS = ("svi_steps", "cavi_iterations", "optimizer_iterations",
-                     "init_optimizer_iterations")
-"""``FitResult.info`` entries that count an optimiser's iterations, in the order ``n_iter_``
-reads them: SVI steps, CAVI iterations, L-BFGS / Adam iterations of type-II ML or MAP (of
-the final fit, or of the fit that started NUTS)."""
-
-
-def iterations(info: dict) -> int:
-    """The iterations of the optimiser that fitted a result (``_ITERATION_COUNTS``), 0 where
-    none ran (hyperparameters given, or sampled by MCMC)."""
-    return next((int(info[k]) for k in _ITERATION_COUNTS if k in info), 0)
 
 
 def check_class_labels(y: np.ndarray) -> None:

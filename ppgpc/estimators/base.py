@@ -29,7 +29,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from ppgpc.estimators._common import (check_class_labels, fit_standardizer, fitted_noise_scale,
-                                      is_fitted_attribute, iterations, warn_of_collapsed_noise)
+                                      is_fitted_attribute, warn_of_collapsed_noise)
 from ppgpc.evaluation import metrics
 from ppgpc.infer import convergence, fit as run_inference
 from ppgpc.infer.convergence import ConvergenceReport
@@ -113,9 +113,9 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         feature_names_in_: (D,) the column names, when X had string column names (a
             pandas DataFrame); prediction then needs the same names in the same order.
         n_iter_: iterations of the optimiser that the final fit records in
-            ``result_.info``: SVI steps, CAVI iterations, or L-BFGS / Adam iterations of
-            type-II ML / MAP (for NUTS and Gibbs, of the fit of their hyperparameters); 0
-            where it ran none (hyperparameters given or sampled).
+            ``result_.info`` (``FitInfo.iterations``): SVI steps, CAVI iterations, or
+            L-BFGS / Adam iterations of type-II ML / MAP (for NUTS and Gibbs, of the fit of
+            their hyperparameters); 0 where it ran none (hyperparameters given or sampled).
         standardizer_: the input scaling fitted on X (None with ``standardize=False``).
         hyperparameters_: the fitted hyperparameters by name (a property).
         result_: the driver's ``FitResult``, fitted on the scaled inputs and carrying the
@@ -271,10 +271,11 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                 # estimator's do
                 self.result_ = dataclasses.replace(self._fit_driver(Xs, codes, C, options),
                                                    input_scaling=self.standardizer_)
-            report = ConvergenceReport.from_dict(self.result_.info["convergence"]).merged(
+            report = self.result_.info.convergence.merged(
                 grid_edges=tuple(collected.grid_edges))
-            self.result_.info["convergence"] = report.to_dict(estimator=True)
-            self.n_iter_ = iterations(self.result_.info)
+            self.result_ = dataclasses.replace(
+                self.result_, info=dataclasses.replace(self.result_.info, convergence=report))
+            self.n_iter_ = self.result_.info.iterations
         except BaseException:
             # a failed fit leaves the previous fit (or none) in place, never a mixture of
             # new labels and scaling with an old posterior
@@ -296,8 +297,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         raises one ``ppgpc.ConvergenceWarning`` when it finds a problem. None for a model
         saved before ppgpc kept the report."""
         self._check_fitted()
-        report = self.result_.info.get("convergence")
-        return None if report is None else ConvergenceReport.from_dict(report)
+        return self.result_.info.convergence
 
     def _check_settings(self) -> None:
         """Check the constructor settings ``fit`` needs before any work: the shared ones,

@@ -3,18 +3,14 @@ augmentation (Gibbs, CAVI) or NUTS."""
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
+
 
 from ppgpc.estimators.base import GPClassifierBase, shared_doc
 from ppgpc.estimators.options import check_minibatch_options, hold_out
 from ppgpc.evaluation import metrics
 from ppgpc.gp.inducing import resolve_num_inducing
-from ppgpc.gp.kernels import make_kernel
-from ppgpc.infer.cavi import cavi_check
-from ppgpc.infer.convergence import ConvergenceReport
-from ppgpc.models.logistic_softmax import fit_hypers, pad, prepare
-from ppgpc.runtime.padding import bucket
-from ppgpc.runtime.programs import training_signature, use_training_shape
+from ppgpc.infer.records import ValidationInfo
 from ppgpc.validation import MAX_EXACT_POINTS, check_count
 
 __all__ = ["LogisticSoftmaxGPClassifier"]
@@ -59,8 +55,8 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
 {SHARED_DOC}
 
     Attributes (after fit): those of ``GPClassifierBase`` (classes_, n_features_in_,
-    n_iter_, result_ ...). With ``validation_fraction``, ``result_.info`` has the held-out
-    NLL of the fit (``validation_nll``, ``best_validation_nll``, ``validation_size``).
+    n_iter_, result_ ...). With ``validation_fraction``, ``result_.info.validation`` has the
+    held-out NLL of the fit (``nll``, ``best_nll``, ``size``).
 
 {EXAMPLE}
     """
@@ -118,25 +114,11 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             return self._cavi(X, y, num_classes, given, options)
         if method == "gibbs" and self.num_inducing is not None:
             options.setdefault("num_inducing", int(self.num_inducing))
-        stages = ()
         if method == "nuts":
+            # the hyperparameters, unless given or sampled, are the model's CAVI fit, which
+            # the driver runs (``Latent.fit_hypers``)
             options.setdefault("form", given.get("form", "latent"))
-            if given.get("hyperparameters") is None and not given.get("sample_hyperparameters"):
-                # padded as the driver pads its fits, and recorded as a training shape as
-                # the driver records them (``ppgpc.runtime.programs``), so that a release falls
-                # before this fit's programs compile, not between them and their next use
-                data = pad(prepare(X, y, num_classes), bucket(len(y)))
-                kernel = make_kernel(self.kernel)
-                use_training_shape(training_signature((kernel, data),
-                                                      (self.model_name, "cavi", "kernel")))
-                hypers, info = fit_hypers(data, kernel, progress=bool(self.progress))
-                options["hyperparameters"] = {k: np.asarray(v) for k, v in hypers.items()}
-                stages = (cavi_check(info),)
-        result = super()._fit_driver(X, y, num_classes, model_options, method=method, **options)
-        if stages:  # the CAVI fit of the hyperparameters ran here, not in the driver
-            report = ConvergenceReport.from_dict(result.info["convergence"])
-            result.info["convergence"] = report.merged(optimizers=stages).to_dict()
-        return result
+        return super()._fit_driver(X, y, num_classes, model_options, method=method, **options)
 
     def _cavi(self, X, y, num_classes, given: dict, options: dict):
         """The CAVI fit: full, sparse or stochastic, on all points or with a stratified
@@ -155,8 +137,9 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
         if held_out is not None:
             X_val, y_val = held_out
             nll = float(metrics.nll(result.predict_proba(X_val), y_val))
-            steps = int(result.info["cavi_iterations"])
-            result.info.update(validation_nll=[nll], validation_steps=[steps],
-                               best_validation_nll=nll, best_step=steps,
-                               validation_size=int(len(y_val)))
+            steps = result.info.cavi.iterations
+            validation = ValidationInfo(nll=(nll,), steps=(steps,), best_nll=nll,
+                                        best_step=steps, size=int(len(y_val)))
+            result = dataclasses.replace(
+                result, info=dataclasses.replace(result.info, validation=validation))
         return result

@@ -48,12 +48,12 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             ``learning_rate`` (default 2000 steps at 0.1 when a step sees every point, 5000
             at 0.01 with minibatches: ``FULL_BATCH_STEPS``, ``MINIBATCH_STEPS``),
             ``validation_fraction`` (a stratified share held out; SVI keeps the iterate with the
-            lowest held-out NLL, its trace in ``result_.info["validation_nll"]``); and any other SVI
-            option, e.g. ``natural_gradient`` (a step size in (0, 1] for natural-gradient steps on
-            q(v)).
+            lowest held-out NLL, its trace in ``result_.info.validation.nll``); and any other
+            SVI option, e.g. ``natural_gradient`` (a step size in (0, 1] for natural-gradient
+            steps on q(v)).
 
     Attributes (after fit): those of ``GPClassifierBase`` (classes_, n_features_in_,
-    n_iter_, result_: ``result_.info`` has the ELBO, steps and seconds per epoch,
+    n_iter_, result_: ``result_.info.svi`` has the ELBO, steps and seconds per epoch,
     ``result_.sample_stats["elbo"]`` the ELBO trace).
 
 {EXAMPLE}

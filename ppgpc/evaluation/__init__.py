@@ -19,6 +19,7 @@ Everything here takes predicted probabilities (n, C) and labels, or an ArviZ
   posterior, Gibbs against NUTS), with Monte Carlo standard errors and an energy test.
 """
 
+from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
 from ppgpc.evaluation import (calibration, chain_diagnostics, conformal, diagnostics, metrics,
                               plotting, posteriors, recalibration)
 from ppgpc.evaluation.calibration import skce_test

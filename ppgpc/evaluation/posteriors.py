@@ -41,18 +41,18 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ppgpc.evaluation.chain_diagnostics import ess_bulk
+from ppgpc.runtime.programs import jit
 from ppgpc.validation import check_count, check_probability, check_seed
 
 __all__ = ["PosteriorComparison", "compare_posteriors", "energy_test"]
 
 
 # ------------------------------------------------------------------ energy statistic
-@jax.jit
+@jit
 def _energy_statistics(dist, valid, masks):
     """Energy distances (V-statistics) between the two groups named by each row of
     ``masks`` (P, n) (1 for group a, 0 otherwise) among the ``valid`` (n,) points, given

@@ -22,6 +22,7 @@ How they fit: ``kernels`` gives K, ``linalg`` factors it, ``exact`` or ``sparse`
 on (transformed) targets, ``whitened`` turns a posterior into draws the driver stores.
 """
 
+from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
 from ppgpc.gp import exact, inducing, kernels, kmeans, linalg, simplex, sparse, whitened
 
 __all__ = ["kernels", "linalg", "exact", "sparse", "whitened", "inducing", "kmeans", "simplex"]

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ppgpc.runtime.blocks import block_rows, map_rows
+from ppgpc.runtime.programs import jit
 
 __all__ = ["kmeans_plus_plus", "kmeans_plus_plus_indices", "lloyd", "kmeans"]
 
@@ -39,7 +40,7 @@ def _sq_dist_to(X: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.sum(d * d, axis=1)
 
 
-@functools.partial(jax.jit, static_argnames=("num_centers",))
+@functools.partial(jit, static_argnames=("num_centers",))
 def kmeans_plus_plus_indices(key: jax.Array, X: jax.Array, num_centers: int,
                              weights=None) -> jax.Array:
     """Row indices (k,) of the k-means++ seeds of X (N, D).
@@ -87,14 +88,14 @@ def kmeans_plus_plus_indices(key: jax.Array, X: jax.Array, num_centers: int,
     return idx
 
 
-@functools.partial(jax.jit, static_argnames=("num_centers",))
+@functools.partial(jit, static_argnames=("num_centers",))
 def kmeans_plus_plus(key: jax.Array, X: jax.Array, num_centers: int, weights=None) -> jax.Array:
     """The k-means++ seeds themselves, (k, D) rows of X."""
     X = jnp.asarray(X)
     return X[kmeans_plus_plus_indices(key, X, num_centers, weights)]
 
 
-@functools.partial(jax.jit, static_argnames=("num_iters",))
+@functools.partial(jit, static_argnames=("num_iters",))
 def lloyd(X: jax.Array, centers: jax.Array, num_iters: int = 10, weights=None) -> jax.Array:
     """``num_iters`` Lloyd steps from ``centers`` (k, D): assign each row of X to its nearest
     centre, move each centre to the mean of its rows (an empty cluster keeps its centre).
@@ -119,7 +120,7 @@ def lloyd(X: jax.Array, centers: jax.Array, num_iters: int = 10, weights=None) -
     return lax.fori_loop(0, num_iters, step, centers)
 
 
-@functools.partial(jax.jit, static_argnames=("num_centers", "num_iters"))
+@functools.partial(jit, static_argnames=("num_centers", "num_iters"))
 def kmeans(key: jax.Array, X: jax.Array, num_centers: int, num_iters: int = 10,
            weights=None) -> jax.Array:
     """k-means++ seeds refined by ``num_iters`` Lloyd steps: (k, D) centres; ``weights``:

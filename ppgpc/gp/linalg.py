@@ -22,6 +22,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.linalg import solve_triangular
 
+from ppgpc.runtime.programs import jit
+
 __all__ = [
     "Cholesky",
     "cholesky",
@@ -44,7 +46,7 @@ class Cholesky(NamedTuple):
     """(...) the diagonal jitter added (0.0 when A factorised as it was)."""
 
 
-@jax.jit
+@jit
 def _factor_with_retries(A: jax.Array, max_tries: int, rows) -> tuple[jax.Array, jax.Array]:
     # jit-compiled on its own so that calls outside any jit (NumPyro tracing a model
     # eagerly, for instance) hit the compilation cache: an eager ``lax.while_loop`` whose

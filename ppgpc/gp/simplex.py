@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import ndtri  # a host scalar: no XLA program for one number
 
+from ppgpc.runtime.programs import jit
+
 __all__ = [
     "helmert_basis",
     "helmert_transpose_apply",
@@ -66,7 +68,7 @@ def helmert_basis(num_classes: int) -> jax.Array:
     return jnp.asarray(_helmert_basis_host(num_classes))
 
 
-@jax.jit
+@jit
 def helmert_transpose_apply(x: jax.Array) -> jax.Array:
     """V^T x in O(C): (..., C) -> (..., C-1)."""
     C = x.shape[-1]
@@ -75,7 +77,7 @@ def helmert_transpose_apply(x: jax.Array) -> jax.Array:
     return (partial_sums - j * x[..., 1:]) * _helmert_weights(C - 1, x.dtype)
 
 
-@jax.jit
+@jit
 def helmert_apply(z: jax.Array) -> jax.Array:
     """V z in O(C): (..., C-1) -> (..., C)."""
     L = z.shape[-1]

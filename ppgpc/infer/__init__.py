@@ -13,25 +13,28 @@ it needs (``common.supported_methods``; new methods through ``register_method``)
 * ``svi`` (``svi``, ``natgrad``): NumPyro SVI with optax, natural-gradient steps on
   Gaussian variational factors.
 
-Every method returns a ``FitResult`` (``results``), one frozen form whose predictions are
-pure functions of its draws (``predictive``). ``convergence`` says whether to trust a fit
-(R-hat and ESS from ``ppgpc.evaluation.chain_diagnostics``, divergences, optimiser convergence,
-Cholesky jitter; the check also decides when samplers and SVI stop), ``ConvergenceWarning``
-when it finds a problem; ``arviz_export``
-(``to_inference_data``, with the dims of ``dims``) and ``elpd`` (``exact_loo``,
-``psis_loo``) give ArviZ objects, imported on first use; ``loo`` scores a conjugate fit's
-closed-form leave-one-out for choosing a smoothing level.
+Every runner hands the driver a ``RunOutput`` (``records``), and every fit returns a
+``FitResult`` (``results``), one frozen form whose predictions are pure functions of its
+draws (``predictive``) and whose ``info`` is a typed ``FitInfo`` (``records``).
+``convergence`` says whether to trust a fit (R-hat and ESS from
+``ppgpc.evaluation.chain_diagnostics``, divergences, optimiser convergence, Cholesky
+jitter; the check also decides when samplers and SVI stop), ``ConvergenceWarning`` when it
+finds a problem; ``arviz_export`` (``to_inference_data``, with the dims of ``dims``) and
+``elpd`` (``exact_loo``, ``psis_loo``) give ArviZ objects, imported on first use; ``loo``
+scores a conjugate fit's closed-form leave-one-out for choosing a smoothing level.
 """
 
+from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
 from ppgpc.infer.common import register_method, supported_methods
 from ppgpc.infer.convergence import ConvergenceReport, ConvergenceWarning
 from ppgpc.infer.dims import arviz_dims
 from ppgpc.infer.driver import fit
+from ppgpc.infer.records import FitInfo, RunOutput
 from ppgpc.infer.results import FitResult
 from ppgpc.models.spec import ModelSpec
 
-__all__ = ["fit", "supported_methods", "register_method", "FitResult", "ModelSpec",
-           "ConvergenceReport", "ConvergenceWarning",
+__all__ = ["fit", "supported_methods", "register_method", "FitResult", "FitInfo", "RunOutput",
+           "ModelSpec", "ConvergenceReport", "ConvergenceWarning",
            "to_inference_data", "arviz_dims", "exact_loo", "psis_loo"]
 
 

@@ -16,7 +16,7 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
   or [latent, inducing, feature] with one set per latent; the others as above). The
   posterior of such a fit is p(f | y, theta_hat), for which theta_hat is a constant of the
   model, as ArviZ's schema describes ``constant_data``. Each such variable, and the group,
-  has ``attrs["point_estimate"]`` naming how it was obtained (``info["hyperparameters"]``:
+  has ``attrs["point_estimate"]`` naming how it was obtained (``info.hyperparameters``:
   ``"type-II ML"``, ``"type-II MAP"``, ``"CAVI ELBO (type-II MAP)"``, ``"SVI ELBO (type-II
   ML)"``, ... or ``"given"``). Kept out of ``posterior``, they get no spurious ESS, R-hat or
   KDE from ``az.summary``/``az.plot_posterior``; kept without a draw dim, they broadcast
@@ -71,6 +71,7 @@ from ppgpc.infer import predictive
 from ppgpc.infer.dims import arviz_dims, hyperparameter_dims
 from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS, stream_key
 from ppgpc.models.spec import Inducing
+from ppgpc.runtime.programs import jit
 
 __all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims",
            "arviz_dims", "LABEL_GROUPS"]
@@ -80,7 +81,7 @@ _BLOCK = 512  # training inputs per block of an on-demand latent (as FitResult d
 MAX_EXPORT_BYTES = 2 ** 30
 """Largest training-latent array (chain x draw x N x L float64) exported without ``thin``."""
 
-@functools.partial(jax.jit, static_argnames=("log_link",))
+@functools.partial(jit, static_argnames=("log_link",))
 def _categorical_parts(key, log_link, latent, y):
     """log p(y_i | f_i) (chain, draw, N) and labels drawn from p(y | f_i) (chain, draw, N)."""
     logp = log_link(latent)
@@ -88,7 +89,7 @@ def _categorical_parts(key, log_link, latent, y):
     return loglik, jax.random.categorical(key, logp, axis=-1)
 
 
-@functools.partial(jax.jit, static_argnames=("log_link",))
+@functools.partial(jit, static_argnames=("log_link",))
 def _predictive_parts(key, log_link, f_pred):
     """p(y* = c | f*_s) (chain, draw, n, C) and labels drawn from it (chain, draw, n)."""
     logp = log_link(f_pred)
@@ -308,7 +309,7 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         coords["inducing"] = np.arange(np.shape(result.hypers["inducing_inputs"])[-2])
     idata = az.from_dict(**groups, coords=coords, dims=dims)
     if point:
-        kind = str(result.info.get("hyperparameters", "point estimate"))
+        kind = str(result.info.hyperparameters or "point estimate")
         idata.constant_data = idata.constant_data.assign(
             _point_variables(point, dims, coords, kind))
         idata.constant_data.attrs["point_estimate"] = kind
@@ -347,13 +348,13 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         "ppgpc_predictive_kind": result.predictive_kind,
         "ppgpc_point_hypers": int(bool(result.point_hypers)),
         "ppgpc_settings": json.dumps(result.settings, sort_keys=True, default=str),
-        "ppgpc_info": json.dumps(result.info, sort_keys=True, default=str),
+        "ppgpc_info": json.dumps(result.info.to_dict(), sort_keys=True, default=str),
         "ppgpc_seed": int(result.seed),
     }
-    report = result.info.get("convergence")
+    report = result.info.convergence
     if report is not None:  # the fit's ConvergenceReport: a verdict and its one-line summary
-        attrs["ppgpc_converged"] = int(bool(report["converged"]))
-        attrs["ppgpc_convergence"] = report["summary"]
+        attrs["ppgpc_converged"] = int(bool(report.converged))
+        attrs["ppgpc_convergence"] = report.summary()
     for group in idata.groups():
         if group in LABEL_GROUPS:  # attribute, not item: setting an item lists it twice
             setattr(idata, group, idata[group].assign_coords(

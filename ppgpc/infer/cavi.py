@@ -15,7 +15,7 @@ fitted model's Cholesky factor), and two ways to sample its variational posterio
   formed, so the driver exempts the sparse version from ``max_exact_points``.
 
 The ELBO trace is kept as ``sample_stats["elbo"]`` of shape (1, iterations) plus
-``info["elbo"]`` (the final value).
+``info.cavi.elbo`` (the final value).
 
 Options ``batch_size`` and ``class_batch_size`` (``None``: all points / all classes; giving
 either selects the stochastic version, with step size rho_t = (t + step_size_delay) ^
@@ -34,9 +34,12 @@ import numpy as np
 
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
 from ppgpc.infer.convergence import optimizer_check
+from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput
+from ppgpc.models.spec import HyperFit
 from ppgpc.validation import check_options
 
-__all__ = ["run_cavi", "check_cavi_options", "integer_seed", "cavi_check", "CAVI_OPTIONS"]
+__all__ = ["run_cavi_method", "check_cavi_options", "integer_seed", "cavi_info", "cavi_check",
+           "CAVI_OPTIONS"]
 
 CAVI_OPTIONS = {
     "hyperparameters": None,
@@ -78,18 +81,27 @@ def integer_seed(key) -> int:
     return int(np.asarray(jax.random.key_data(key)).ravel()[-1])
 
 
-def cavi_check(info: dict, stage: str = "CAVI"):
-    """The ``OptimizerCheck`` of a CAVI fit from its ``info`` entries (``cavi_converged``,
-    ``cavi_iterations``, ``cavi_relative_change``: the relative change of the last two ELBO
-    values, which the fit compares with ``tol``)."""
-    converged = bool(info["cavi_converged"])
-    return optimizer_check(stage, converged=converged, iterations=info["cavi_iterations"],
-                           stop_reason="relative ELBO change" if converged else "max_iter",
-                           last_change=info.get("cavi_relative_change"),
-                           measure="relative ELBO change")
+def _optional_float(value) -> float | None:
+    return None if value is None else float(value)
 
 
-def run_cavi(spec, data, kernel, key, opts) -> dict:
+def cavi_info(fit: HyperFit) -> CAVIInfo:
+    """The ``CAVIInfo`` of a model's own CAVI fit of its hyperparameters (``HyperFit``)."""
+    return CAVIInfo(iterations=int(fit.iterations), converged=bool(fit.converged),
+                    relative_change=_optional_float(fit.relative_change), elbo=float(fit.elbo),
+                    stochastic=bool(fit.stochastic))
+
+
+def cavi_check(cavi: CAVIInfo, stage: str = "CAVI"):
+    """The ``OptimizerCheck`` of a CAVI fit from its ``CAVIInfo`` (``relative_change``: the
+    relative change of the last two ELBO values, which the fit compares with ``tol``)."""
+    return optimizer_check(stage, converged=cavi.converged, iterations=cavi.iterations,
+                           stop_reason="relative ELBO change" if cavi.converged
+                           else "max_iter",
+                           last_change=cavi.relative_change, measure="relative ELBO change")
+
+
+def run_cavi_method(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"cavi"`` (``ppgpc.infer.register_method``)."""
     given = opts["hyperparameters"]
     hypers = None if given is None else check_hyperparameters(spec, data, kernel, given)
@@ -118,15 +130,15 @@ def run_cavi(spec, data, kernel, key, opts) -> dict:
     kind = "MAP" if opts["include_prior"] else "ML"
     learnt = given is None or bool(opts["learn_hyperparameters"])
     trace = np.asarray(res.elbo)
-    info = {"hyperparameters": f"CAVI ELBO (type-II {kind})" if learnt else "given",
-            "elbo": float(trace[-1]),
-            "cavi_iterations": int(len(trace)), "cavi_converged": bool(res.converged),
-            "cavi_relative_change": res.relative_change,
-            "cavi_stochastic": bool(stochastic)}
+    cavi = CAVIInfo(iterations=int(len(trace)), converged=bool(res.converged),
+                    relative_change=_optional_float(res.relative_change), elbo=float(trace[-1]),
+                    stochastic=bool(stochastic))
+    info = FitInfo(hyperparameters=f"CAVI ELBO (type-II {kind})" if learnt else "given",
+                   cavi=cavi)
     stage = "stochastic CAVI" if stochastic else "CAVI"
-    return dict(fields, point_hypers=True, info=info,
-                sample_stats={"elbo": trace[None]}, optimizers=(cavi_check(info, stage),),
-                jitter=res.jitter)
+    return RunOutput(**fields, point_hypers=True, info=info,
+                     sample_stats={"elbo": trace[None]}, optimizers=(cavi_check(cavi, stage),),
+                     jitter=res.jitter)
 
 
 def _is_sparse(opts: dict, num_samples: int) -> bool:
@@ -145,5 +157,5 @@ def _devices_refusal(opts: dict) -> str | None:
     return None
 
 
-register_method("cavi", run_cavi, ("cavi", "inducing", "latent"), CAVI_OPTIONS,
+register_method("cavi", run_cavi_method, ("cavi", "inducing", "latent"), CAVI_OPTIONS,
                 scalable=_is_sparse, check=check_cavi_options, devices=_devices_refusal)

@@ -6,9 +6,9 @@ method exactly when it fills one of the method's alternatives of groups (and doe
 the method in ``excluded_methods``), so no generic module special-cases a model; when it
 does not, ``unsupported_reason`` names the group that is missing.
 
-A runner is ``runner(spec, data, kernel, key, options) -> dict`` with the ``FitResult``
-fields ``hypers`` (by site name, (chain, draw, ...)), ``latent``, ``predictive_kind``,
-``point_hypers``, ``info`` and optionally ``sample_stats`` and ``inducing``; the driver
+A runner is ``runner(spec, data, kernel, key, options) -> RunOutput``
+(``ppgpc.infer.records``: the draws by site name, (chain, draw, ...), how they predict, a
+typed ``FitInfo`` of what the run did, and what the convergence report reads); the driver
 (``ppgpc.infer.fit``) checks the inputs, runs it and builds the ``FitResult``.
 """
 
@@ -17,13 +17,13 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ppgpc.models import available as available_models, get_spec
 from ppgpc.models.spec import CAPABILITIES, ModelSpec
 from ppgpc.runtime.blocks import resolve_mesh
+from ppgpc.runtime.programs import jit
 
 __all__ = ["as_draws", "check_hyperparameters", "POSITIVE_HYPERS", "register_method",
            "Method", "get_method", "method_names", "supported_methods", "unsupported_reason",
@@ -84,7 +84,7 @@ def check_hyperparameters(spec: ModelSpec, data, kernel, given: dict) -> dict:
 def jitted(fn: Callable, static_argnames: tuple = ()) -> Callable:
     """A cached ``jax.jit`` of a model function (kernels are static pytrees already), so
     that one model function is compiled once per process and shape, not once per fit."""
-    return jax.jit(fn, static_argnames=static_argnames)
+    return jit(fn, static_argnames=static_argnames)
 
 
 def resolve_spec(model) -> ModelSpec:
@@ -139,9 +139,8 @@ def register_method(name: str, runner, requires, defaults: dict, *,
 
     Args:
         name: the method's name, e.g. ``"gibbs"``.
-        runner: ``runner(spec, data, kernel, key, options) -> dict`` with the ``FitResult``
-            fields ``hypers``, ``latent``, ``predictive_kind``, ``point_hypers``, ``info`` and
-            optionally ``sample_stats`` and ``inducing``.
+        runner: ``runner(spec, data, kernel, key, options) ->
+            ppgpc.infer.records.RunOutput``.
         requires: the capability groups of ``ModelSpec`` the method needs: one name
             (``"svi"``), a tuple of names that must all be filled (``("gibbs",
             "latent")``), or a tuple of such alternatives, any one of which suffices

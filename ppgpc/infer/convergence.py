@@ -2,7 +2,7 @@
 
 Every fit (``ppgpc.infer.fit``, and every estimator's ``fit``) ends with a
 ``ConvergenceReport`` built from what the run itself measured, kept as a JSON dict in the
-result's ``info["convergence"]`` (so saves and the ArviZ export carry it) and on an
+result's ``info.convergence`` (so saves and the ArviZ export carry it) and on an
 estimator as ``convergence_``. When the report finds a problem, one
 ``ConvergenceWarning`` is raised for the fit, with a one-line summary and what to do.
 
@@ -250,8 +250,8 @@ class ConvergenceReport:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self, *, estimator: bool = False) -> dict:
-        """A JSON-ready dict (``info["convergence"]``; its summary phrased for an estimator's
-        ``inference_options`` with ``estimator``); ``from_dict`` reads it back."""
+        """A JSON-ready dict (a save of ``info.convergence``; its summary phrased for an
+        estimator's ``inference_options`` with ``estimator``); ``from_dict`` reads it back."""
         return {"method": self.method, "converged": self.converged,
                 "summary": self.summary(estimator=estimator),
                 "chains": None if self.chains is None else dataclasses.asdict(self.chains),

@@ -16,7 +16,6 @@ result holds the unpadded data.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 import jax
@@ -30,6 +29,7 @@ from ppgpc.infer.common import (DEVICES_OPTION, check_devices, check_method_opti
                                 method_names, register_method, resolve_spec, size_limited,
                                 supported_methods, unsupported_reason)
 from ppgpc.infer.convergence import ConvergenceReport, chain_check, relative_jitter, warn_if_needed
+from ppgpc.infer.records import RunOutput
 from ppgpc.infer.results import FitResult
 from ppgpc.runtime.blocks import num_shards
 from ppgpc.runtime.padding import bucket, first_rows
@@ -146,11 +146,13 @@ def fit(
     start = time.perf_counter()
     with blas_limited():  # one BLAS thread during the run (``ppgpc.runtime.threads``)
         out = runner(spec, run_data, kernel, jax.random.PRNGKey(seed), opts)
+    if not isinstance(out, RunOutput):
+        raise TypeError(f"the runner of method {method!r} returned {type(out).__name__}, not "
+                        "a ppgpc.infer.records.RunOutput")
     if run_data is not data:
-        _real_part(out, run_data, num_points)
-    out["info"]["fit_seconds"] = time.perf_counter() - start
+        out = _real_part(out, run_data, num_points)
+    fit_seconds = time.perf_counter() - start
     report = _assess(method, out)
-    out["info"]["convergence"] = report.to_dict()
     settings = {
         "method": method,
         "kernel": getattr(kernel, "name", type(kernel).__name__),
@@ -159,44 +161,45 @@ def fit(
         "model_options": model_options,
         "method_options": {k: v for k, v in opts.items() if k != "hyperparameters"},
     }
-    info = {k: (float(v) if isinstance(v, (np.floating, float)) and not math.isnan(v) else v)
-            for k, v in out.pop("info").items()}
+    devices = None
     if mesh is not None:  # as a count: a Mesh does not go into a save's JSON
-        settings["method_options"][DEVICES_OPTION] = info["devices"] = num_shards(mesh)
+        settings["method_options"][DEVICES_OPTION] = devices = num_shards(mesh)
+    info = dataclasses.replace(out.info, fit_seconds=fit_seconds, convergence=report,
+                               devices=devices)
     result = FitResult(spec=spec, kernel=kernel, data=data, method=method, settings=settings,
-                       info=info, seed=int(seed), **out)
+                       info=info, seed=int(seed), hypers=out.hypers, latent=out.latent,
+                       predictive_kind=out.predictive_kind, point_hypers=out.point_hypers,
+                       sample_stats=dict(out.sample_stats), inducing=out.inducing)
     warn_if_needed(report)
     return result
 
 
-def _real_part(out: dict, run_data, num_points: int) -> None:
+def _real_part(out: RunOutput, run_data, num_points: int) -> RunOutput:
     """A padded fit's output cut to the real rows: the latent draws at the training inputs,
     and the inducing draws and inputs where the inducing inputs were padded with the rows
     (the prepared data's ``inducing_mask``; ``ppgpc.runtime.padding``)."""
-    if out.get("latent") is not None:
-        out["latent"] = first_rows(out["latent"], num_points, axis=2)
+    if out.latent is not None:
+        out = out._replace(latent=first_rows(out.latent, num_points, axis=2))
     inducing_mask = getattr(run_data, "inducing_mask", None)
-    if inducing_mask is not None and out.get("inducing") is not None:
+    if inducing_mask is not None and out.inducing is not None:
         M = int(np.sum(np.asarray(inducing_mask)))
-        out["inducing"] = first_rows(out["inducing"], M, axis=2)
-        hypers = dict(out["hypers"])
+        hypers = dict(out.hypers)
         hypers["inducing_inputs"] = first_rows(hypers["inducing_inputs"], M, axis=-2)
-        out["hypers"] = hypers
+        out = out._replace(inducing=first_rows(out.inducing, M, axis=2), hypers=hypers)
+    return out
 
 
-def _assess(method: str, out: dict) -> ConvergenceReport:
-    """The ``ConvergenceReport`` of a runner's output (``ppgpc.infer.convergence``); takes
-    the runner's ``optimizers`` and ``jitter`` out of it."""
-    optimizers = tuple(out.pop("optimizers", ()))
-    jitter = relative_jitter(out.pop("jitter", 0.0), out["hypers"])
-    run = out.pop("run", None)  # a windowed sampler's WindowedRun (ppgpc.infer.mcmc)
+def _assess(method: str, out: RunOutput) -> ConvergenceReport:
+    """The ``ConvergenceReport`` of a runner's output (``ppgpc.infer.convergence``): its
+    optimisation stages, its largest jitter and, for a sampler, its chains."""
+    jitter = relative_jitter(out.jitter, out.hypers)
+    run = out.run  # a windowed sampler's WindowedRun (ppgpc.infer.mcmc)
     chains = None
     if get_method(method).sampler:
-        draws = {"f": out["latent"]} if out.get("latent") is not None else {
-            "v": out["inducing"]}
-        if not out["point_hypers"]:
-            draws.update(out["hypers"])
-        stats = out.get("sample_stats") or {}
+        draws = {"f": out.latent} if out.latent is not None else {"v": out.inducing}
+        if not out.point_hypers:
+            draws.update(out.hypers)
+        stats = out.sample_stats or {}
         divergences = sum(int(np.sum(stats[k])) for k in ("diverging", "hyper_diverging")
                           if k in stats)
         if run is not None and run.check is not None:  # the same draws, checked last
@@ -207,5 +210,5 @@ def _assess(method: str, out: dict) -> ConvergenceReport:
             how = {} if run is None else {"stop_reason": run.stop_reason,
                                           "num_warmup": run.num_warmup}
             chains = chain_check(draws, divergences, **how)
-    return ConvergenceReport(method=method, chains=chains, optimizers=optimizers,
+    return ConvergenceReport(method=method, chains=chains, optimizers=tuple(out.optimizers),
                              max_jitter=jitter)

@@ -62,6 +62,7 @@ from jax.scipy.special import logsumexp
 from ppgpc.infer.arviz_export import training_latent
 from ppgpc.infer.loo import loo_latent
 from ppgpc.infer.results import FitResult, stream_key
+from ppgpc.runtime.programs import jit
 
 __all__ = ["exact_loo", "psis_loo", "EXACT_LOO_DRAWS", "NOISY_UTILITY_DRAWS"]
 
@@ -77,14 +78,14 @@ utility
 for a fit that predicts from noisy pseudo-observations (GPD ``predict_from="noisy"``)."""
 
 
-@functools.partial(jax.jit, static_argnames=("spec",))
+@functools.partial(jit, static_argnames=("spec",))
 def _full_predictive(spec, kernel, data, hypers):
     """The full-data latent predictive at the training inputs: mean (N, L), var (N, L)."""
     posterior = spec.conjugate.condition(data, kernel, hypers)
     return spec.conjugate.predict(data, kernel, hypers, posterior, data.X)
 
 
-@functools.partial(jax.jit, static_argnames=("log_link", "num_draws"))
+@functools.partial(jit, static_argnames=("log_link", "num_draws"))
 def _log_predictive(key, log_link, mean, var, y, num_draws):
     """(N,) log E[p(y_i | f_i)], f_i ~ N(mean_i, var_i), S draws shared by the points."""
     eps = jax.random.normal(key, (num_draws, 1, mean.shape[-1]), dtype=mean.dtype)
@@ -160,7 +161,7 @@ def exact_loo(result: FitResult, *, key=None, num_draws: int = EXACT_LOO_DRAWS) 
     return _elpd_data(loo_i, lppd_i, int(num_draws), warning=False)
 
 
-@functools.partial(jax.jit, static_argnames=("log_link", "pseudo_log_lik"))
+@functools.partial(jit, static_argnames=("log_link", "pseudo_log_lik"))
 def _log_terms(log_link, pseudo_log_lik, data, hypers, f, y):
     """(log ratios, categorical log-likelihood), each (chain, draw, N)."""
     logp = log_link(f)
@@ -176,7 +177,7 @@ def _predicts_from_noise(result: FitResult) -> bool:
     return getattr(getattr(result.data, "options", None), "predict_from", "latent") == "noisy"
 
 
-@functools.partial(jax.jit, static_argnames=("log_link", "num_draws"))
+@functools.partial(jit, static_argnames=("log_link", "num_draws"))
 def _noisy_log_utility(key, log_link, f, noise_sd, y, num_draws):
     """(S, N) log mean_k p(y_i | f_i^(s) + noise_sd_i eps_sk), K draws eps_sk per posterior
     draw, shared by the points."""

@@ -13,25 +13,42 @@ type-II optimum, or checked given values) also starts the collapsed form of ``"n
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
 from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, register_method
-from ppgpc.infer.convergence import optimizer_check
+from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
+from ppgpc.infer.records import FitInfo, OptimizerInfo, RunOutput
 from ppgpc.infer.sites import optimize_sites
+from ppgpc.runtime.programs import jit
 from ppgpc.validation import check_options
 
-__all__ = ["OPTIMIZER_OPTIONS", "point_hypers", "check_posterior", "run_exact", "run_map",
-           "check_optimizer_options"]
+__all__ = ["OPTIMIZER_OPTIONS", "PointHypers", "point_hypers", "check_posterior", "run_exact",
+           "run_map", "check_optimizer_options"]
 
 OPTIMIZER_OPTIONS = {"hyperparameters": None, "num_draws": 1000, "max_iter": 500, "tol": 1e-6,
                      "optimizer": "lbfgs", "learning_rate": 0.1, "progress_bar": False}
 """Options of ``"exact"`` and ``"map"`` and their defaults."""
 
 
-def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict):
+class PointHypers(NamedTuple):
+    """Point hyperparameters and how they were obtained (``point_hypers``)."""
+
+    values: dict
+    """Hyperparameter values by site name."""
+    how: str
+    """``"given"``, ``"type-II ML"`` or ``"type-II MAP"`` (``FitInfo.hyperparameters``)."""
+    optimizer: OptimizerInfo | None
+    """The optimisation, None when the values were given."""
+    check: OptimizerCheck | None
+    """Its ``OptimizerCheck`` for the fit's ``ConvergenceReport``, None when given."""
+
+
+def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict) -> PointHypers:
     """Given hyperparameters (checked), or the type-II ML / MAP optimum of the collapsed
-    model; plus facts for ``info``.
+    model.
 
     Args:
         spec: the model's spec; without given values it needs the ``conjugate`` capability.
@@ -39,14 +56,9 @@ def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict):
         given: hyperparameter values by site name, or None to optimise.
         include_prior: type-II MAP (True) or ML (False).
         opts: ``max_iter``, ``tol``, ``optimizer``, ``learning_rate``, ``progress_bar``.
-
-    Returns:
-        (hypers by site name, info dict, the optimiser's ``OptimizerCheck`` or None when the
-        values were given).
     """
     if given is not None:
-        return (check_hyperparameters(spec, data, kernel, given), {"hyperparameters": "given"},
-                None)
+        return PointHypers(check_hyperparameters(spec, data, kernel, given), "given", None, None)
     if not spec.has("conjugate"):
         raise ValueError(
             f"model {spec.name!r} has no collapsed form to fit hyperparameters by type-II ML; "
@@ -61,20 +73,16 @@ def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict):
     check = optimizer_check(f"{kind} ({opts['optimizer']})", converged=opt.converged,
                             iterations=opt.num_iterations, stop_reason=opt.stop_reason,
                             last_change=opt.grad_norm)
-    info = {
-        "hyperparameters": "type-II MAP" if include_prior else "type-II ML",
-        "log_marginal_likelihood" if not include_prior else "log_posterior": opt.objective,
-        "optimizer": opts["optimizer"],
-        "optimizer_iterations": opt.num_iterations,
-        "optimizer_evaluations": opt.num_evaluations,
-        "optimizer_grad_norm": opt.grad_norm,
-        "optimizer_converged": opt.converged,
-        "optimizer_stop_reason": opt.stop_reason,
-    }
-    return opt.params, info, check
+    record = OptimizerInfo(
+        optimizer=str(opts["optimizer"]),
+        objective="log_posterior" if include_prior else "log_marginal_likelihood",
+        value=float(opt.objective), iterations=int(opt.num_iterations),
+        evaluations=int(opt.num_evaluations), grad_norm=float(opt.grad_norm),
+        converged=bool(opt.converged), stop_reason=str(opt.stop_reason))
+    return PointHypers(opt.params, kind, record, check)
 
 
-@jax.jit
+@jit
 def _all_finite(tree) -> jax.Array:
     """True when every entry of every leaf is finite: one program per pytree structure, one
     scalar back to the host (not the N x N factor)."""
@@ -99,33 +107,35 @@ def check_posterior(posterior, what: str) -> float:
     return jitter
 
 
-def _run_point(spec, data, kernel, key, opts, include_prior):
-    hypers, info, check = point_hypers(spec, data, kernel, opts["hyperparameters"],
-                                       include_prior, opts)
+def _run_point(spec, data, kernel, key, opts, include_prior) -> RunOutput:
+    point = point_hypers(spec, data, kernel, opts["hyperparameters"], include_prior, opts)
+    hypers = point.values
     conjugate = spec.conjugate
     posterior = jitted(conjugate.condition)(data, kernel, hypers)
-    info["cholesky_jitter"] = jitter = check_posterior(posterior, "conjugate posterior")
-    checks = dict(optimizers=() if check is None else (check,), jitter=jitter)
+    jitter = check_posterior(posterior, "conjugate posterior")
+    info = FitInfo(hyperparameters=point.how, optimizer=point.optimizer,
+                   cholesky_jitter=jitter)
+    checks = dict(optimizers=() if point.check is None else (point.check,), jitter=jitter)
     num_draws = int(opts["num_draws"])
     inducing = spec.inducing
     if inducing is not None and inducing.sample_inducing is not None:
         # a collapsed sparse fit: S draws of the whitened inducing values, O(S M L) whatever N
         v = jitted(inducing.sample_inducing, ("num_samples",))(
             key, data, kernel, hypers, posterior, num_samples=num_draws)
-        return dict(hypers=as_draws(hypers), latent=None, inducing=v[None],
-                    predictive_kind="inducing", point_hypers=True, info=info, **checks)
+        return RunOutput(hypers=as_draws(hypers), latent=None, inducing=v[None],
+                         predictive_kind="inducing", point_hypers=True, info=info, **checks)
     latent = jitted(conjugate.sample_train, ("num_samples",))(
         key, data, kernel, hypers, posterior, num_samples=num_draws)
-    return dict(hypers=as_draws(hypers), latent=latent[None], predictive_kind="conjugate",
-                point_hypers=True, info=info, **checks)
+    return RunOutput(hypers=as_draws(hypers), latent=latent[None], predictive_kind="conjugate",
+                     point_hypers=True, info=info, **checks)
 
 
-def run_exact(spec, data, kernel, key, opts) -> dict:
+def run_exact(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"exact"`` (type-II ML; ``ppgpc.infer.register_method``)."""
     return _run_point(spec, data, kernel, key, opts, include_prior=False)
 
 
-def run_map(spec, data, kernel, key, opts) -> dict:
+def run_map(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"map"`` (type-II MAP; ``ppgpc.infer.register_method``)."""
     return _run_point(spec, data, kernel, key, opts, include_prior=True)
 

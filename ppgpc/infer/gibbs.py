@@ -11,7 +11,7 @@ most ``max_samples``); ``num_warmup`` sweeps are discarded first and ``thinning`
 make one stored draw.
 
 Kernel hyperparameters are fixed during the sweep, given (``hyperparameters={...}``) or
-fitted first by the model's ``spec.gibbs.fit_hypers(data, kernel) -> (hypers, info)``; or
+fitted first by the model's ``spec.gibbs.fit_hypers(data, kernel) -> HyperFit``; or
 sampled inside it (``hyperparameters="sample"``, HMC-within-Gibbs): the driver then calls
 ``gibbs_kernel(data, kernel, start, sample_hypers=True, num_warmup=..., hyper_algo=...,
 hyper_num_steps=..., max_tree_depth=...)`` (options ``hyper_algo`` "HMC" or "NUTS",
@@ -41,10 +41,12 @@ import numpy as np
 from jax import lax
 
 from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
-from ppgpc.infer.cavi import cavi_check, integer_seed
+from ppgpc.infer.cavi import cavi_check, cavi_info, integer_seed
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
 from ppgpc.infer.mcmc import WINDOW, WindowedRun, chain_keys, sample_windows
+from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput, SamplerInfo
 from ppgpc.runtime.padding import num_real_rows
+from ppgpc.runtime.programs import jit
 from ppgpc.validation import check_options
 
 __all__ = ["gibbs_programs", "run_gibbs", "check_gibbs_options", "GIBBS_OPTIONS",
@@ -103,7 +105,7 @@ def gibbs_programs(make_pair: Callable, kernel, field: str = "f", thinning: int 
 
         return lax.scan(body, state, None, length=WINDOW)
 
-    @jax.jit
+    @jit
     def init(keys, args):
         init_fn, _ = pair(args)
 
@@ -113,7 +115,7 @@ def gibbs_programs(make_pair: Callable, kernel, field: str = "f", thinning: int 
 
         return jax.vmap(one)(keys)
 
-    @jax.jit
+    @jit
     def window(states, args):
         init_fn, step_fn = pair(args)
         # a pair's init configures its step (NumPyro's functional HMC of sampled
@@ -163,52 +165,55 @@ def check_gibbs_options(opts: dict) -> dict:
     return opts
 
 
-def _inducing_point(spec, data, kernel, key, opts) -> tuple[dict, dict]:
-    """The fixed kernel hyperparameters and inducing inputs of the inducing-point sampler:
-    given (with or without ``inducing_inputs``) or the model's ``fit_inducing`` point."""
+def _inducing_point(spec, data, kernel, key, opts) -> tuple[dict, str, CAVIInfo | None]:
+    """The fixed kernel hyperparameters and inducing inputs of the inducing-point sampler,
+    how they were obtained, and the CAVI fit's record when one ran: given (with or without
+    ``inducing_inputs``) or the model's ``fit_inducing`` point."""
     M = resolve_num_inducing(opts["num_inducing"], data.X.shape[0])
     given = opts["hyperparameters"]
     if given is None:
-        return spec.gibbs.fit_inducing(data, kernel, M, seed=integer_seed(key),
-                                       progress=bool(opts["progress_bar"]))
+        fit = spec.gibbs.fit_inducing(data, kernel, M, seed=integer_seed(key),
+                                      progress=bool(opts["progress_bar"]))
+        return fit.values, fit.how, cavi_info(fit)
     given = dict(given)
     Z = given.pop("inducing_inputs", None)
     hypers = check_hyperparameters(spec, data, kernel, given)
     if Z is None:
         Z = initial_inducing_inputs(data.X, M, integer_seed(key))
-        return {**hypers, "inducing_inputs": Z}, {
-            "hyperparameters": "given (inducing inputs: k-means++)"}
+        return {**hypers, "inducing_inputs": Z}, "given (inducing inputs: k-means++)", None
     Z = np.asarray(Z, dtype=np.float64)
     if Z.shape != (M, data.X.shape[1]) or not np.all(np.isfinite(Z)):
         raise ValueError(f"hyperparameter inducing_inputs must be a finite (num_inducing, "
                          f"D) = {(M, data.X.shape[1])} array, got shape {Z.shape}")
-    return {**hypers, "inducing_inputs": jnp.asarray(Z)}, {"hyperparameters": "given"}
+    return {**hypers, "inducing_inputs": jnp.asarray(Z)}, "given", None
 
 
-def _run_inducing(spec, data, kernel, key, opts) -> dict:
+def _run_inducing(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"gibbs"`` with ``num_inducing``: the model's inducing-point
     sampler, held as draws of the whitened inducing values (predictive kind
     ``"inducing"``)."""
     if spec.gibbs.inducing_kernel is None or spec.inducing is None:
         raise ValueError(f"model {spec.name!r} has no inducing-point Gibbs sampler; leave "
                          "num_inducing at None")
-    hypers, info = _inducing_point(spec, data, kernel, key, opts)
+    hypers, how, cavi = _inducing_point(spec, data, kernel, key, opts)
     samples, stats, run = _sample(spec.gibbs.inducing_kernel, hypers,
                                   dict(opts["kernel_options"] or {}), "v", data, kernel, key,
                                   opts)
     inducing = samples.pop("v")
     if not bool(np.all(np.isfinite(np.asarray(inducing)))):
         raise FloatingPointError("the inducing-point Gibbs sampler produced non-finite draws")
-    info["num_inducing"] = int(hypers["inducing_inputs"].shape[0])
-    return dict(hypers=as_draws(hypers), latent=None, inducing=inducing,
-                predictive_kind="inducing", point_hypers=True, info=_run_info(info, run),
-                sample_stats=stats, run=run, **_checks(info, stats, "stochastic sparse CAVI"))
+    info = FitInfo(hyperparameters=how, cavi=cavi, sampler=_sampler_info(run, stats),
+                   num_inducing=int(hypers["inducing_inputs"].shape[0]))
+    return RunOutput(hypers=as_draws(hypers), latent=None, inducing=inducing,
+                     predictive_kind="inducing", point_hypers=True, info=info,
+                     sample_stats=stats, run=run,
+                     **_checks(cavi, stats, "stochastic sparse CAVI"))
 
 
-def _checks(info: dict, stats: dict, stage: str) -> dict:
+def _checks(cavi: CAVIInfo | None, stats: dict, stage: str) -> dict:
     """The runner's ``optimizers`` (the CAVI fit of the point, when one ran) and
     ``jitter`` (the largest of the sweeps'), for the driver's convergence report."""
-    optimizers = (cavi_check(info, stage),) if "cavi_converged" in info else ()
+    optimizers = () if cavi is None else (cavi_check(cavi, stage),)
     jitter = stats.pop("jitter", None)
     return dict(optimizers=optimizers,
                 jitter=0.0 if jitter is None else float(np.max(jitter)))
@@ -246,47 +251,49 @@ def _real_draws(draws: dict, data, field: str) -> dict:
     return out
 
 
-def run_gibbs(spec, data, kernel, key, opts) -> dict:
+def run_gibbs(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"gibbs"`` (``ppgpc.infer.register_method``)."""
     if opts["num_inducing"] is not None:
         return _run_inducing(spec, data, kernel, key, opts)
     given = opts["hyperparameters"]
     kernel_options = dict(opts["kernel_options"] or {})
     sample = isinstance(given, str)
+    cavi = None
     if sample:
         if given != "sample":
             raise ValueError(f"hyperparameters must be a dict, None or 'sample', got {given!r}")
         hypers = spec.initial_hypers(data, kernel)
-        info = {"hyperparameters": f"sampled (HMC-within-Gibbs: one {opts['hyper_algo']} "
-                                   "step per sweep)"}
+        how = f"sampled (HMC-within-Gibbs: one {opts['hyper_algo']} step per sweep)"
         kernel_options.update(sample_hypers=True, num_warmup=int(opts["num_warmup"]),
                               hyper_algo=str(opts["hyper_algo"]),
                               hyper_num_steps=int(opts["hyper_num_steps"]),
                               max_tree_depth=int(opts["hyper_max_tree_depth"]))
     elif given is not None:
-        hypers = check_hyperparameters(spec, data, kernel, given)
-        info = {"hyperparameters": "given"}
+        hypers, how = check_hyperparameters(spec, data, kernel, given), "given"
     else:
-        hypers, info = spec.gibbs.fit_hypers(data, kernel, progress=bool(opts["progress_bar"]))
+        fit = spec.gibbs.fit_hypers(data, kernel, progress=bool(opts["progress_bar"]))
+        hypers, how, cavi = fit.values, fit.how, cavi_info(fit)
     samples, stats, run = _sample(spec.gibbs.gibbs_kernel, hypers, kernel_options, "f", data,
                                   kernel, key, opts)
     latent = samples.pop("f")
     if not bool(np.all(np.isfinite(np.asarray(latent)))):
         raise FloatingPointError("the Gibbs sampler produced non-finite latent draws")
-    checks = _checks(info, stats, "CAVI")
+    checks = _checks(cavi, stats, "CAVI")
+    info = FitInfo(hyperparameters=how, cavi=cavi,
+                   sampler=_sampler_info(run, stats, hypers_sampled=sample))
     if sample:
-        info["hyper_divergences"] = int(np.sum(stats.get("hyper_diverging", 0)))
-        return dict(hypers=samples, latent=latent, predictive_kind="latent",
-                    point_hypers=False, info=_run_info(info, run), sample_stats=stats,
-                    run=run, **checks)
-    return dict(hypers=as_draws(hypers), latent=latent, predictive_kind="latent",
-                point_hypers=True, info=_run_info(info, run), sample_stats=stats, run=run,
-                **checks)
+        return RunOutput(hypers=samples, latent=latent, predictive_kind="latent",
+                         point_hypers=False, info=info, sample_stats=stats, run=run, **checks)
+    return RunOutput(hypers=as_draws(hypers), latent=latent, predictive_kind="latent",
+                     point_hypers=True, info=info, sample_stats=stats, run=run, **checks)
 
 
-def _run_info(info: dict, run: WindowedRun) -> dict:
-    """``info`` with the draws per chain and why the run stopped."""
-    return {**info, "num_draws": run.num_draws, "stop_reason": run.stop_reason}
+def _sampler_info(run: WindowedRun, stats: dict, hypers_sampled: bool = False) -> SamplerInfo:
+    """The draws per chain, why the run stopped, and the divergences of the
+    hyperparameters' HMC step when it ran."""
+    return SamplerInfo(num_draws=int(run.num_draws), stop_reason=run.stop_reason,
+                       hyper_divergences=int(np.sum(stats.get("hyper_diverging", 0)))
+                       if hypers_sampled else None)
 
 
 def _is_sparse(opts: dict, num_samples: int) -> bool:

@@ -36,6 +36,7 @@ from jax.scipy.special import logsumexp
 from ppgpc.infer.predictive import padded_training
 from ppgpc.infer.results import FitResult
 from ppgpc.runtime.padding import bucket, first_rows, pad_rows
+from ppgpc.runtime.programs import jit
 
 __all__ = ["loo_latent", "loo_nll", "LOO_DRAWS"]
 
@@ -65,13 +66,13 @@ def loo_latent(result: FitResult):
     return first_rows(mean, num_points), first_rows(var, num_points)
 
 
-@functools.partial(jax.jit, static_argnames=("spec",))
+@functools.partial(jit, static_argnames=("spec",))
 def _loo_latent(spec, kernel, data, hypers):
     posterior = spec.conjugate.condition(data, kernel, hypers)
     return spec.conjugate.loo_predictive(data, kernel, hypers, posterior)
 
 
-@functools.partial(jax.jit, static_argnames=("log_link", "num_draws"))
+@functools.partial(jit, static_argnames=("log_link", "num_draws"))
 def _loo_nll(key, log_link, mean, var, y, scales, num_draws):
     eps = jax.random.normal(key, (num_draws, 1, mean.shape[-1]), dtype=mean.dtype)
     f0 = mean[None] + jnp.sqrt(var)[None] * eps                         # (S, N, L)

@@ -42,6 +42,7 @@ from numpyro.infer.hmc import hmc
 from numpyro.infer.util import constrain_fn, initialize_model, potential_energy
 
 from ppgpc.infer.convergence import ChainCheck, chain_check
+from ppgpc.runtime.programs import jit
 from ppgpc.runtime.progress import bar
 
 __all__ = ["MCMCOutput", "WindowedRun", "run_nuts", "sample_windows", "over_chains",
@@ -228,7 +229,7 @@ def _nuts_programs(model: Callable, num_warmup: int, target_accept: float, max_t
                            max_tree_depth=max_tree_depth, dense_mass=dense_mass,
                            model_args=args, rng_key=k_kernel)
 
-    @jax.jit
+    @jit
     def init(keys, args, init_values):
         return jax.vmap(init_one, in_axes=(0, None, None))(keys, args, init_values)
 
@@ -246,7 +247,7 @@ def _nuts_programs(model: Callable, num_warmup: int, target_accept: float, max_t
 
         return lax.scan(body, state, None, length=WINDOW)
 
-    @jax.jit
+    @jit
     def window(states, args):
         return over_chains(lambda s: chain(s, args), states)
 

@@ -3,8 +3,11 @@
 On the collapsed form (``form="collapsed"``, the ``conjugate`` capability) NUTS samples the
 hyperparameters, and each draw is paired with an exact conditional draw of the latent; on
 the latent form (``form="latent"``, the ``latent`` capability) it samples the latent with
-the hyperparameters fixed (the type-II ML values unless given) or sampled too
-(``sample_hyperparameters=True``).
+the hyperparameters fixed or sampled too (``sample_hyperparameters=True``). Fixed
+hyperparameters are the given ones, else the type-II ML values of the collapsed form, else,
+for a model without one, the model's own fit (``Latent.fit_hypers``: the logistic-softmax
+GP's CAVI), so that ``fit(..., method="nuts", form="latent")`` and the model's estimator
+hold the same values on the same data.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ppgpc.infer.common import as_draws, jitted, register_method
+from ppgpc.infer.cavi import cavi_check, cavi_info
+from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, register_method
 from ppgpc.infer.exact import OPTIMIZER_OPTIONS, point_hypers
 from ppgpc.infer.mcmc import run_nuts
+from ppgpc.infer.records import FitInfo, RunOutput, SamplerInfo
 from ppgpc.models.spec import JITTER_SITE
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.validation import check_options, check_probability
@@ -81,7 +86,7 @@ def check_nuts_options(opts: dict) -> dict:
                          optional=("num_samples", "max_samples"))
 
 
-def run_nuts_method(spec, data, kernel, key, opts) -> dict:
+def run_nuts_method(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"nuts"`` (``ppgpc.infer.register_method``)."""
     form = opts["form"]
     if form not in _FORMS:
@@ -95,14 +100,15 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
     mcmc_opts = {k: opts[k] for k in ("num_warmup", "num_samples", "max_samples", "num_chains",
                                       "target_accept", "max_tree_depth", "dense_mass",
                                       "progress_bar")}
-    info: dict = {"form": form}
     optimizers = ()
+    optimizer = initial = cavi = None
 
     if form == "collapsed":
         # the type-II MAP point only starts the chains, which sample the hyperparameters
-        init, opt_info, _ = point_hypers(spec, data, kernel, opts["hyperparameters"], True,
-                                         OPTIMIZER_OPTIONS)
-        info.update({"init_" + k: v for k, v in opt_info.items()})
+        start = point_hypers(spec, data, kernel, opts["hyperparameters"], True,
+                             OPTIMIZER_OPTIONS)
+        init, initial = start.values, start.optimizer
+        how = "sampled (NUTS)"
         out = run_nuts(k_mcmc, spec.conjugate.collapsed_model, (data, kernel),
                        init_values=init, **mcmc_opts)
         hypers = {k: v for k, v in out.samples.items() if k in init}
@@ -115,15 +121,23 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
         latent = latent.reshape((C, S) + latent.shape[1:])
         point = False
     else:
-        if opts["sample_hyperparameters"]:
-            fixed, point, factor = None, False, None
+        point = not opts["sample_hyperparameters"]
+        if not point:
+            fixed, factor = None, None
+            how = "sampled (NUTS)"
+        elif opts["hyperparameters"] is None and not spec.has("conjugate") \
+                and spec.latent.fit_hypers is not None:
+            # the model's own fit (the logistic-softmax GP's CAVI), as its estimator runs it
+            fit = spec.latent.fit_hypers(data, kernel, progress=bool(opts["progress_bar"]))
+            fixed = check_hyperparameters(spec, data, kernel, fit.values)
+            how, cavi = fit.how, cavi_info(fit)
+            optimizers = (cavi_check(cavi),)
         else:
-            fixed, opt_info, check = point_hypers(spec, data, kernel, opts["hyperparameters"],
-                                                  False, OPTIMIZER_OPTIONS)
-            info.update(opt_info)
-            optimizers = () if check is None else (check,)
-            point = True
-            # the prior's factor once, not at every gradient
+            given = point_hypers(spec, data, kernel, opts["hyperparameters"], False,
+                                 OPTIMIZER_OPTIONS)
+            fixed, how, optimizer = given.values, given.how, given.optimizer
+            optimizers = () if given.check is None else (given.check,)
+        if point:  # the prior's factor once, not at every gradient
             factor = None if spec.latent.prior_factor is None else jitted(
                 spec.latent.prior_factor)(data, kernel, fixed)
         real = num_real_rows(data)
@@ -142,17 +156,18 @@ def run_nuts_method(spec, data, kernel, key, opts) -> dict:
         else:
             hypers = as_draws(fixed)
 
-    info["num_draws"] = out.run.num_draws
-    info["stop_reason"] = out.run.stop_reason
-    info["divergences"] = int(np.sum(out.sample_stats["diverging"]))
+    sampler = SamplerInfo(num_draws=int(out.run.num_draws), stop_reason=out.run.stop_reason,
+                          divergences=int(np.sum(out.sample_stats["diverging"])), form=form)
+    info = FitInfo(hyperparameters=how, optimizer=optimizer, initial_optimizer=initial,
+                   cavi=cavi, sampler=sampler)
     if not bool(jnp.all(jnp.isfinite(latent))):
         raise FloatingPointError("NUTS produced non-finite latent draws")
-    return dict(hypers=hypers, latent=latent, predictive_kind="latent" if form == "latent"
-                else "conjugate", point_hypers=point, info=info,
-                sample_stats=out.sample_stats, optimizers=optimizers, jitter=float(jitter),
-                # the windows' last check looked at the draws the driver checks, except
-                # on the collapsed form (hyperparameters only)
-                run=out.run._replace(check=None) if form == "collapsed" else out.run)
+    return RunOutput(hypers=hypers, latent=latent, predictive_kind="latent" if form == "latent"
+                     else "conjugate", point_hypers=point, info=info,
+                     sample_stats=out.sample_stats, optimizers=optimizers, jitter=float(jitter),
+                     # the windows' last check looked at the draws the driver checks, except
+                     # on the collapsed form (hyperparameters only)
+                     run=out.run._replace(check=None) if form == "collapsed" else out.run)
 
 
 register_method("nuts", run_nuts_method, (("conjugate",), ("latent",)), NUTS_OPTIONS,

@@ -30,6 +30,7 @@ from jax import lax
 
 from ppgpc.infer.common import DEVICES_OPTION
 from ppgpc.runtime.padding import bucket, pad_rows
+from ppgpc.runtime.programs import jit
 from ppgpc.validation import check_features
 
 __all__ = ["DRAWS_BY_KIND", "PREDICT_BLOCK", "MIN_BUCKET", "MIN_PREDICTIVE_DRAWS",
@@ -131,7 +132,7 @@ def padded_training(result, latent=None):
 
 
 # ------------------------------------------------------------ jitted draw kernels
-@functools.partial(jax.jit, static_argnames=("spec", "num_chains", "num_draws", "shared"))
+@functools.partial(jit, static_argnames=("spec", "num_chains", "num_draws", "shared"))
 def _point_conjugate_draws(key, spec, kernel, data, hypers, Xs, num_chains, num_draws,
                            shared):
     """Predictive marginal draws with fixed hyperparameters: one conditioning for all,
@@ -142,7 +143,7 @@ def _point_conjugate_draws(key, spec, kernel, data, hypers, Xs, num_chains, num_
     return mean + jnp.sqrt(var) * eps
 
 
-@functools.partial(jax.jit, static_argnames=("spec", "num_samples", "num_latent", "shared"))
+@functools.partial(jit, static_argnames=("spec", "num_samples", "num_latent", "shared"))
 def _per_draw_conjugate_draws(key, spec, kernel, data, flat, Xs, num_samples, num_latent,
                               shared):
     """One predictive draw per hyperparameter draw (S = ``num_samples``), conditioning the
@@ -158,7 +159,7 @@ def _per_draw_conjugate_draws(key, spec, kernel, data, flat, Xs, num_samples, nu
     return lax.map(one, (flat, eps))
 
 
-@functools.partial(jax.jit, static_argnames=("spec", "shared"))
+@functools.partial(jit, static_argnames=("spec", "shared"))
 def _per_draw_latent_draws(key, spec, kernel, data, flat, flat_f, Xs, shared):
     """One predictive draw per posterior draw (hyperparameters, f) (S, N, L): the GP
     prior conditional given that draw's f at the training inputs, (S, n, L)."""
@@ -172,7 +173,7 @@ def _per_draw_latent_draws(key, spec, kernel, data, flat, flat_f, Xs, shared):
     return lax.map(one, (flat, flat_f, eps))
 
 
-@functools.partial(jax.jit, static_argnames=("spec", "shared"))
+@functools.partial(jit, static_argnames=("spec", "shared"))
 def _point_latent_draws(key, spec, kernel, data, hypers, flat_f, Xs, shared):
     """``_per_draw_latent_draws`` when the hyperparameters are one point: f*_s = mean(f_s)
     + sqrt(var) eps_s for every posterior draw f_s (S, N, L) at once, (S, n, L). ``vmap``
@@ -184,7 +185,7 @@ def _point_latent_draws(key, spec, kernel, data, hypers, flat_f, Xs, shared):
     return mean + jnp.sqrt(var) * eps
 
 
-@functools.partial(jax.jit, static_argnames=("spec", "shared"))
+@functools.partial(jit, static_argnames=("spec", "shared"))
 def _inducing_draws(key, spec, kernel, data, hypers, v, Xs, shared):
     """(S, n, L) draws of the latent at Xs, one per whitened inducing draw v (S, M, L).
     ``inducing_latent`` uses eps elementwise, so a broadcast shared eps is exact."""
@@ -192,13 +193,13 @@ def _inducing_draws(key, spec, kernel, data, hypers, v, Xs, shared):
     return spec.inducing.inducing_latent(data, kernel, hypers, v, Xs, eps)
 
 
-@functools.partial(jax.jit, static_argnames=("log_link",))
+@functools.partial(jit, static_argnames=("log_link",))
 def _probabilities(log_link, f):
     """p(y* = c | f*_s), (chain, draw, n, C)."""
     return jnp.exp(log_link(f))
 
 
-@functools.partial(jax.jit, static_argnames=("log_link",))
+@functools.partial(jit, static_argnames=("log_link",))
 def _mean_probabilities(log_link, f):
     """(1/S) sum_s p(y* = c | f*_s), (n, C)."""
     return jnp.mean(jnp.exp(log_link(f)), axis=(0, 1))

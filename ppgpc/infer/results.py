@@ -60,6 +60,7 @@ import numpy as np
 from ppgpc.infer import predictive
 from ppgpc.infer.predictive import (EXPORT_TAG, MIN_BUCKET, MIN_PREDICTIVE_DRAWS, PREDICT_BLOCK,
                                     stream_key)
+from ppgpc.infer.records import FitInfo
 from ppgpc.models.spec import ModelSpec
 
 __all__ = ["FitResult", "stream_key", "EXPORT_TAG", "TRACE_STATS", "PREDICT_BLOCK",
@@ -86,7 +87,9 @@ class FitResult:
         point_hypers: hyperparameters are a point estimate (one chain, one draw).
         sample_stats: per-draw statistics (chain, draw), ArviZ names.
         settings: JSON-serialisable settings of the fit (method and model options).
-        info: JSON-serialisable facts about the run (timing, jitter, optimiser result).
+        info: what the run did (``ppgpc.infer.records.FitInfo``: how the hyperparameters
+            were obtained, the ``ConvergenceReport``, timing, the optimiser's, sampler's,
+            SVI's or CAVI's record).
         seed: the integer seed the run started from.
         inducing: (chain, draw, M, L) whitened inducing draws (kind ``"inducing"`` only).
         input_scaling: what maps new inputs into the space of the training X before a
@@ -106,7 +109,7 @@ class FitResult:
     point_hypers: bool
     sample_stats: dict = dataclasses.field(default_factory=dict)
     settings: dict = dataclasses.field(default_factory=dict)
-    info: dict = dataclasses.field(default_factory=dict)
+    info: FitInfo = dataclasses.field(default_factory=FitInfo)
     seed: int = 0
     inducing: Any = None
     input_scaling: Any = None
@@ -210,5 +213,5 @@ class FitResult:
             hypers={k: per_draw(v) for k, v in self.hypers.items()},
             sample_stats={k: (v if k in TRACE_STATS else per_draw(v))
                           for k, v in self.sample_stats.items()},
-            info={**self.info, "thinned_by": int(step) * int(self.info.get("thinned_by", 1))},
+            info=dataclasses.replace(self.info, thinned_by=int(step) * self.info.thinned_by),
         )

@@ -36,6 +36,7 @@ from numpyro.handlers import seed, substitute, trace
 from ppgpc.infer.optimize import (ADAM_WINDOW, OPTIMIZERS, RUNNING, SCIPY_FTOL, STOP_REASONS,
                                   Minimum, OptimizationResult, adam_init, adam_run, finite_or_inf,
                                   minimize, to_minimum)
+from ppgpc.runtime.programs import jit
 from ppgpc.runtime.progress import Timer, note
 from ppgpc.validation import check_count, check_positive
 
@@ -86,14 +87,14 @@ def _transforms(model, args) -> dict:
             for name, site in _latent_sites(model, args).items()}
 
 
-@functools.partial(jax.jit, static_argnames=("model", "include_prior"))
+@functools.partial(jit, static_argnames=("model", "include_prior"))
 def _negative_log_density(u: dict, args: tuple, model, include_prior: bool):
     transforms = _transforms(model, args)
     params = {name: transforms[name](value) for name, value in u.items()}
     return -log_density_terms(model, args, params, include_prior)
 
 
-_value_and_grad = jax.jit(
+_value_and_grad = jit(
     jax.value_and_grad(_negative_log_density), static_argnames=("model", "include_prior")
 )
 
@@ -135,16 +136,16 @@ def minimize_sites(model: Callable, init_values: dict, args: tuple = (), *,
 
 _SITES_STATIC = ("model", "include_prior")
 
-_fit_sites = jax.jit(minimize_sites, static_argnames=_SITES_STATIC + ("optimizer",))
+_fit_sites = jit(minimize_sites, static_argnames=_SITES_STATIC + ("optimizer",))
 
 
-@functools.partial(jax.jit, static_argnames=_SITES_STATIC)
+@functools.partial(jit, static_argnames=_SITES_STATIC)
 def _adam_sites_init(init_values, args, tol, learning_rate, *, model, include_prior):
     fun, x0, _ = _site_objective(model, init_values, args, include_prior)
     return adam_init(finite_or_inf(fun)[1], x0, tol, learning_rate)
 
 
-@functools.partial(jax.jit, static_argnames=_SITES_STATIC)
+@functools.partial(jit, static_argnames=_SITES_STATIC)
 def _adam_sites_window(state, init_values, args, limit, max_iter, tol, learning_rate, *,
                        model, include_prior):
     """Adam steps up to ``limit``; (state, constrained params, Minimum so far)."""

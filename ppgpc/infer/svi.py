@@ -33,14 +33,15 @@ parameters, -mean_i log p(y_i | x_i), is scored by the spec's
 key every time, so that iterates are compared on common draws). With ``restore_best`` (the
 default) the result is built from the iterate of lowest validation NLL, the way the ILR paper
 selects its SVI settings; with ``validation_patience=k`` the run also stops after k windows
-without a new best. The held-out NLL trace is kept in ``info["validation_nll"]`` (one value
-per window, at the steps in ``info["validation_steps"]``), with ``best_step``,
-``best_validation_nll``, that window's mean ELBO ``best_window_elbo``, ``restored_best``
-(False when the last iterate was the best) and ``stopped_on`` (``"max_iter"``, ``"elbo"`` or
-``"validation"``); ``info["elbo"]`` stays the last window's.
+without a new best. The held-out NLL trace is kept in ``info.validation`` (a
+``ValidationInfo``: ``nll``, one value per window, at the ``steps``, with ``best_step``,
+``best_nll``, that window's mean ELBO ``best_window_elbo`` and ``restored_best``, False
+when the last iterate was the best); ``info.svi.stopped_on`` says why the run stopped
+(``"max_iter"``, ``"elbo"`` or ``"validation"``) and ``info.svi.elbo`` stays the last
+window's.
 
 The result keeps the per-step ELBO estimates as ``sample_stats["elbo"]`` (1, steps) and in
-``info``: the last window's mean ELBO, steps, convergence, batch size, seconds per epoch
+``info.svi``: the last window's mean ELBO, steps, convergence, batch size, seconds per epoch
 (an epoch is N / B steps, timed after the first, compiling, window).
 """
 
@@ -61,7 +62,9 @@ from numpyro.optim import optax_to_numpyro
 from ppgpc.infer.common import as_draws, register_method
 from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
+from ppgpc.infer.records import FitInfo, RunOutput, SVIInfo, ValidationInfo
 from ppgpc.runtime.padding import num_real_rows
+from ppgpc.runtime.programs import jit
 
 __all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "default_batch_size", "make_optimizer",
            "natural_gradient_schedule"]
@@ -283,11 +286,11 @@ def _svi_programs(spec, optimizer, learning_rate: float, schedule, max_iter: int
     svi = SVI(spec.svi.model, spec.svi.guide, optax_to_numpyro(optimizer),
               TraceMeanField_ELBO(num_particles=num_particles))
 
-    @jax.jit
+    @jit
     def init(key, data, kernel):
         return svi.init(key, data, kernel, batch_size)
 
-    @jax.jit
+    @jit
     def run_window(state, data, kernel):
         def body(s, _):
             s, loss = svi.update(s, data, kernel, batch_size)
@@ -298,7 +301,7 @@ def _svi_programs(spec, optimizer, learning_rate: float, schedule, max_iter: int
     return svi, init, run_window
 
 
-def run_svi(spec, data, kernel, key, opts) -> dict:
+def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"svi"`` (``ppgpc.infer.register_method``; the module docstring)."""
     N = num_real_rows(data)
     opts = _check_options(opts, N)
@@ -389,26 +392,26 @@ def run_svi(spec, data, kernel, key, opts) -> dict:
     # cavi.py names its kind
     prior = spec.svi.includes_hyper_prior
     kind = "MAP" if prior is not None and prior(data) else "ML"
-    info = {"hyperparameters": f"SVI ELBO (type-II {kind})", "elbo": means[-1],
-            "svi_steps": int(steps), "svi_converged": bool(converged), "batch_size": int(B),
-            "seconds_per_step": per_step, "seconds_per_epoch": per_step * N / B,
-            "stopped_on": stopped_on}
-    if monitor is not None:
-        info.update(validation_nll=val_nll, validation_steps=val_steps,
-                    best_validation_nll=best[0], best_step=int(best[1]),
-                    best_window_elbo=means[val_steps.index(best[1])],
-                    restored_best=restored, validation_size=int(monitor[1].shape[0]))
-    if opts["natural_gradient"] is not None:
-        info["natural_gradient"] = opts["natural_gradient"]
-        info["natural_gradient_refused"] = refused
-        if refused:
-            warnings.warn(f"{refused} natural-gradient step(s) of a Gaussian factor left its "
-                          "precision indefinite and were refused (the factor kept its value); "
-                          f"lower natural_gradient (now {opts['natural_gradient']}) or raise "
-                          "the batch size", UserWarning, stacklevel=2)
-    return dict(hypers=as_draws(out.pop("hypers")), point_hypers=True, info=info,
-                sample_stats={"elbo": trace[None]},
-                optimizers=(_svi_check(windows, info, opts["tol"], N),), **out)
+    ng = opts["natural_gradient"]
+    record = SVIInfo(steps=int(steps), converged=bool(converged), elbo=float(means[-1]),
+                     batch_size=int(B), seconds_per_step=float(per_step),
+                     seconds_per_epoch=float(per_step * N / B), stopped_on=stopped_on,
+                     natural_gradient=None if ng is None else float(ng),
+                     natural_gradient_refused=None if ng is None else int(refused))
+    validation = None if monitor is None else ValidationInfo(
+        nll=tuple(val_nll), steps=tuple(val_steps), best_nll=float(best[0]),
+        best_step=int(best[1]), size=int(monitor[1].shape[0]),
+        best_window_elbo=float(means[val_steps.index(best[1])]), restored_best=bool(restored))
+    if ng is not None and refused:
+        warnings.warn(f"{refused} natural-gradient step(s) of a Gaussian factor left its "
+                      "precision indefinite and were refused (the factor kept its value); "
+                      f"lower natural_gradient (now {ng}) or raise the batch size",
+                      UserWarning, stacklevel=2)
+    info = FitInfo(hyperparameters=f"SVI ELBO (type-II {kind})", svi=record,
+                   validation=validation)
+    return RunOutput(hypers=as_draws(out.pop("hypers")), point_hypers=True, info=info,
+                     sample_stats={"elbo": trace[None]},
+                     optimizers=(_svi_check(windows, record, opts["tol"], N),), **out)
 
 
 SETTLED_PER_POINT = 1e-3
@@ -431,16 +434,16 @@ def _settled(last, before, tol, num_points: int) -> tuple[bool, float]:
     return bool(settled), change
 
 
-def _svi_check(windows: list, info: dict, tol, num_points: int) -> OptimizerCheck:
+def _svi_check(windows: list, record: SVIInfo, tol, num_points: int) -> OptimizerCheck:
     """The SVI stage's ``OptimizerCheck``. Converged when the ELBO test or the validation
     monitor stopped it, or when the last two windows' mean ELBO have settled
     (``_settled``)."""
     change = settled = None
     if len(windows) > 1:
         settled, change = _settled(windows[-1], windows[-2], tol, num_points)
-    converged = info["stopped_on"] in ("elbo", "validation") or bool(settled)
-    return optimizer_check("SVI", converged=converged, iterations=info["svi_steps"],
-                           stop_reason=info["stopped_on"], last_change=change,
+    converged = record.stopped_on in ("elbo", "validation") or bool(settled)
+    return optimizer_check("SVI", converged=converged, iterations=record.steps,
+                           stop_reason=record.stopped_on, last_change=change,
                            measure="relative change of the windows' mean ELBO")
 
 

@@ -16,6 +16,7 @@ nothing in the folder.
 ``Class.load(path)`` do the same for one estimator.
 """
 
+from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
 from ppgpc.io.persistence import load_estimator, load_result, save_estimator, save_result
 
 __all__ = ["save_result", "load_result", "save_estimator", "load_estimator"]

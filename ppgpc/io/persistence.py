@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ppgpc.infer.records import FitInfo
 from ppgpc.infer.results import FitResult
 from ppgpc.io.folders import ARRAYS, SETTINGS, opened, read_group, write_save
 from ppgpc.io.format import (FITTED_ATTRIBUTES, FORMAT_VERSION, KINDS, check_entries, damaged,
@@ -99,7 +100,9 @@ def _result_payload(result) -> tuple[dict, dict]:
         value = getattr(result, name)
         if isinstance(value, (np.ndarray, jax.Array)):
             fields[name] = value
-        elif isinstance(value, dict) and name not in ("settings", "info"):
+        elif name == "info":
+            scalars[name] = value.to_dict()  # a FitInfo as its JSON form
+        elif isinstance(value, dict) and name != "settings":
             groups[name] = dict(value)  # hypers, sample_stats, any dict of arrays
         else:
             scalars[name] = value
@@ -210,6 +213,12 @@ def _result_from(path: Path, payload, arrays, entry: str = "result"):
         leaves[i] = jnp.asarray(value, dtype=leaf.dtype)
     data = jax.tree_util.tree_unflatten(treedef, leaves)
     kwargs = dict(scalars)
+    if "info" in kwargs:
+        try:
+            kwargs["info"] = FitInfo.from_dict(kwargs["info"])
+        except (TypeError, ValueError) as err:
+            raise damaged(where, f"{entry}.scalars.info", f"is not a fit's record: {err}") \
+                from None
     for name in payload["dict_fields"]:
         kwargs[name] = {k: jnp.asarray(v) if name == "hypers" else v
                         for k, v in read_group(nc, arrays, name).items()}

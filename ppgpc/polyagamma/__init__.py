@@ -39,6 +39,7 @@ How fast each sampler is, and the approximations that were measured and not kept
 docs/records/polyagamma.md.
 """
 
+from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
 from ppgpc.polyagamma.distribution import DEFAULT_EXACT_THRESHOLD, PolyaGamma, sample_polyagamma
 from ppgpc.polyagamma.moments import (DEFAULT_NUM_TERMS, polyagamma_log_prob, polyagamma_mean,
                                       polyagamma_variance)

@@ -16,6 +16,7 @@ from numpyro.distributions.util import promote_shapes, validate_sample
 from ppgpc.polyagamma.moments import (DEFAULT_NUM_TERMS, polyagamma_log_prob, polyagamma_mean,
                                       polyagamma_variance)
 from ppgpc.polyagamma.samplers import _sample_approx, _sum_pg1_devroye
+from ppgpc.runtime.programs import jit
 
 __all__ = ["DEFAULT_EXACT_THRESHOLD", "PolyaGamma", "sample_polyagamma"]
 
@@ -70,7 +71,7 @@ def sample_polyagamma(
     return _sample_flat(key, b.ravel(), z.ravel(), threshold).reshape(b.shape)
 
 
-@jax.jit
+@jit
 def _sample_flat(key: jax.Array, b: jax.Array, z: jax.Array, threshold: jax.Array) -> jax.Array:
     """`sample_polyagamma` on (n,) float64 b and z with a traced threshold (one compilation
     per n, whatever the values)."""

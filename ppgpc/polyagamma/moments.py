@@ -28,6 +28,8 @@ import numpy as np
 from jax.scipy.special import gammaln
 from jax.typing import ArrayLike
 
+from ppgpc.runtime.programs import jit
+
 __all__ = [
     "DEFAULT_NUM_TERMS",
     "polyagamma_log_prob",
@@ -121,7 +123,7 @@ def _kappa3_unit(z: jax.Array) -> jax.Array:
     return jnp.where(small, _horner(_K3_COEFFS, z * z), closed)
 
 
-@jax.jit
+@jit
 def polyagamma_mean(b: ArrayLike, z: ArrayLike) -> jax.Array:
     """Mean of PG(b, z) (docs/math.md section 3).
 
@@ -149,7 +151,7 @@ def _scaled_by_b(unit_moment, b: ArrayLike, z: ArrayLike) -> jax.Array:
     return b * unit_moment(z)
 
 
-@jax.jit
+@jit
 def polyagamma_variance(b: ArrayLike, z: ArrayLike) -> jax.Array:
     """Variance of PG(b, z) (docs/math.md section 3).
 
@@ -177,7 +179,7 @@ def _log_cosh(u: jax.Array) -> jax.Array:
     return a + jnp.log1p(jnp.exp(-2 * a)) - math.log(2.0)
 
 
-@functools.partial(jax.jit, static_argnames="num_terms")
+@functools.partial(jit, static_argnames="num_terms")
 def polyagamma_log_prob(
     x: ArrayLike, b: ArrayLike, z: ArrayLike, *, num_terms: int = DEFAULT_NUM_TERMS
 ) -> jax.Array:

@@ -15,6 +15,7 @@ mechanics behind that, shared by the models and the driver:
 * ``threads``: one BLAS thread inside a fit, the user's setting restored after it.
 """
 
+from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
 from ppgpc.runtime import blocks, padding, programs, progress, threads
 
 __all__ = ["padding", "programs", "blocks", "progress", "threads"]

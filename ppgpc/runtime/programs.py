@@ -13,15 +13,16 @@ every fit's prepared data before it runs. A signature seen before compiles nothi
 new one first checks what the process holds: when it holds more than ``MAX_MEMORY_MAPS``
 memory mappings (``/proc/self/maps``, on Linux) or the programs of ``MAX_TRAINING_SHAPES``
 training shapes (the bound that counts on a GPU, whose programs' code does not take host
-mappings, and where mappings cannot be read), every compiled program of the process is
-released (``jax.clear_caches()``, then a garbage collection so that the executables are
-freed, and on glibc ``malloc_trim(0)``, which hands the freed heap back to the system:
-without it the resident memory stays at its peak) and the record starts again from the new
-signature. A fit at a signature already held releases only when the process holds more than
-``CEILING_MEMORY_MAPS``: programs that no later fit reuses (a model's programs compiled
-for every fit, such as the Gibbs samplers' at every new number of training points, which
-are not padded) grow a process without any new shape. The mappings are the resource that runs out, and what one shape costs differs
-threefold between models (an ILR fit padded to a bucket about 1,000 mappings, a
+mappings, and where mappings cannot be read), ppgpc's compiled programs are released
+(``release``: each of ppgpc's jitted functions drops its own programs and traces, then a
+garbage collection so that the executables are freed, and on glibc ``malloc_trim(0)``,
+which hands the freed heap back to the system: without it the resident memory stays at its
+peak) and the record starts again from the new signature. A fit at a signature already
+held releases only when the process holds more than ``CEILING_MEMORY_MAPS``: programs that
+no later fit reuses (a model's programs compiled for every fit, such as the Gibbs
+samplers' at every new number of training points, which are not padded) grow a process
+without any new shape. The mappings are the resource that runs out, and what one shape
+costs differs threefold between models (an ILR fit padded to a bucket about 1,000 mappings, a
 logistic-softmax NUTS fit about 3,000), so a bound on them releases only when needed: a
 learning curve that cycles through a few sizes keeps all of them.
 
@@ -29,8 +30,11 @@ What a long process should expect: fits at a training shape already held compile
 a fit at a new shape compiles its programs (from ppgpc's persistent compilation cache when
 they were compiled before, ``ppgpc._config``); the process's mappings stay below about
 ``MAX_MEMORY_MAPS`` plus one fit's, and after a release the shapes released compile again.
-JAX's caches are process-wide: a release also drops the programs of the user's own jitted
-functions, which compile again on their next call.
+
+A release touches only what ppgpc compiled: every jitted function of ppgpc is made by
+``jit`` (``jax.jit``, and the function is entered in a weak registry), and a release calls
+``clear_cache()`` on each of them. JAX's process-wide caches (``jax.clear_caches()``) are
+left alone, so the programs of a user's own jitted functions survive any number of fits.
 """
 
 from __future__ import annotations
@@ -39,12 +43,14 @@ import collections
 import ctypes
 import gc
 import threading
-from typing import Any, Hashable
+import weakref
+from typing import Any, Callable, Hashable
 
 import jax
 
-__all__ = ["MAX_MEMORY_MAPS", "CEILING_MEMORY_MAPS", "MAX_TRAINING_SHAPES", "training_signature",
-           "use_training_shape", "memory_maps", "live_training_shapes", "releases"]
+__all__ = ["MAX_MEMORY_MAPS", "CEILING_MEMORY_MAPS", "MAX_TRAINING_SHAPES", "jit", "release",
+           "training_signature", "use_training_shape", "memory_maps",
+           "live_training_shapes", "releases"]
 
 MAX_MEMORY_MAPS = 12_000
 """Memory mappings above which a fit at a new training shape first releases every compiled
@@ -63,6 +69,33 @@ bounded by this."""
 _live: "collections.OrderedDict[Hashable, None]" = collections.OrderedDict()
 _lock = threading.Lock()
 _releases = 0
+_owned: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def jit(fun: Callable, /, **options) -> Callable:
+    """``jax.jit(fun, **options)``, entered in ppgpc's registry of jitted functions so that
+    ``release`` can drop its compiled programs (and only ppgpc's).
+
+    Used as ``jax.jit`` is: ``@jit``, ``functools.partial(jit, static_argnames=...)`` or
+    ``jit(fun, static_argnums=...)``. The registry holds the function weakly: a jitted
+    closure built per fit goes when nothing else holds it.
+    """
+    jitted = jax.jit(fun, **options)
+    with _lock:
+        _owned.add(jitted)
+    return jitted
+
+
+def release() -> None:
+    """Drop every program and trace ppgpc's jitted functions hold (``clear_cache()`` on
+    each), collect the garbage so that the executables are freed, and hand the freed heap
+    back to the system. Programs of jitted functions ppgpc did not make are kept."""
+    with _lock:
+        functions = list(_owned)
+    for f in functions:
+        f.clear_cache()
+    gc.collect()
+    _trim_heap()
 
 
 def training_signature(data: Any, static: Any = ()) -> tuple:
@@ -85,7 +118,7 @@ def use_training_shape(signature: Hashable) -> bool:
     """Record a fit at the training shape ``signature`` (``training_signature``); when it is
     new and the process holds more than ``MAX_MEMORY_MAPS`` mappings or the programs of
     ``MAX_TRAINING_SHAPES`` shapes, or whatever the shape when it holds more than
-    ``CEILING_MEMORY_MAPS``, release every compiled program first.
+    ``CEILING_MEMORY_MAPS``, release ppgpc's compiled programs first (``release``).
 
     Returns:
         Whether this call released the compiled programs.
@@ -97,19 +130,17 @@ def use_training_shape(signature: Hashable) -> bool:
             _live.move_to_end(signature)
             if maps is None or maps <= CEILING_MEMORY_MAPS:
                 return False
-            release = True
+            released = True
         else:
-            release = len(_live) >= MAX_TRAINING_SHAPES or (
+            released = len(_live) >= MAX_TRAINING_SHAPES or (
                 maps is not None and maps > MAX_MEMORY_MAPS)
-        if release:
+        if released:
             _live.clear()
             _releases += 1
         _live[signature] = None
-    if release:
-        jax.clear_caches()
-        gc.collect()
-        _trim_heap()
-    return release
+    if released:
+        release()
+    return released
 
 
 def memory_maps() -> int | None:

@@ -205,3 +205,28 @@ def test_the_tau_search_extends_only_to_values_proposition_1_takes(num_classes):
         values.append(value)
     for tau in values:
         assert proposition1_noise_std(num_classes, 0.99, tau) > 0
+
+
+def test_the_logistic_softmax_estimator_and_the_driver_hold_the_same_hyperparameters():
+    """The estimator's NUTS is one call to the driver: ``fit(..., method="nuts",
+    form="latent")`` on the estimator's scaled inputs runs the same CAVI fit of the kernel
+    (``Latent.fit_hypers``) and the same chains, and records how the values were obtained."""
+    import numpy as np
+
+    from ppgpc import LogisticSoftmaxGPClassifier
+    from ppgpc.infer import fit
+
+    rng = np.random.default_rng(3)
+    y = np.arange(45) % 3
+    X = rng.normal(size=(45, 2)) + 2.0 * np.eye(3, 2)[y]
+    short = {"num_warmup": 50, "num_samples": 50, "max_samples": 50}
+    clf = LogisticSoftmaxGPClassifier(progress=False, inference_options=short).fit(X, y)
+    direct = fit("logistic_softmax", clf.standardizer_.transform(X), y, method="nuts",
+                 form="latent", progress_bar=False, **short)
+    assert set(direct.hypers) == set(clf.result_.hypers)
+    for name, value in direct.hypers.items():
+        np.testing.assert_array_equal(np.asarray(value), np.asarray(clf.result_.hypers[name]))
+    np.testing.assert_array_equal(np.asarray(direct.latent), np.asarray(clf.result_.latent))
+    for info in (direct.info, clf.result_.info):
+        assert info.hyperparameters == "CAVI ELBO (type-II MAP)" and info.cavi.converged
+        assert [c.stage for c in info.convergence.optimizers] == ["CAVI"]

@@ -196,12 +196,12 @@ def test_n_iter_counts_the_final_fits_iterations(blobs):
     MAP, CAVI iterations, SVI steps; 0 when the hyperparameters are given."""
     X, y = blobs
     ilr = quick(ILRGPClassifier).fit(X, y)
-    assert ilr.n_iter_ == ilr.result_.info["optimizer_iterations"]
+    assert ilr.n_iter_ == ilr.result_.info.optimizer.iterations
     assert 1 <= ilr.n_iter_ <= ITERATIONS
     cavi = quick(LogisticSoftmaxGPClassifier).fit(X, y)
-    assert cavi.n_iter_ == cavi.result_.info["cavi_iterations"] <= ITERATIONS
+    assert cavi.n_iter_ == cavi.result_.info.cavi.iterations <= ITERATIONS
     svgp = quick(SoftmaxSVGPClassifier).fit(X, y)
-    assert svgp.n_iter_ == svgp.result_.info["svi_steps"] and 1 <= svgp.n_iter_ <= SVI_STEPS
+    assert svgp.n_iter_ == svgp.result_.info.svi.steps and 1 <= svgp.n_iter_ <= SVI_STEPS
     given = ILRGPClassifier(epsilon=0.99, tau=0.1, kernel="rbf", inference="exact",
                             inference_options={"hyperparameters": {"kernel_variance": 1.0,
                                                                    "kernel_lengthscale": 1.0}})

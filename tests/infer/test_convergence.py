@@ -141,7 +141,7 @@ def test_short_gibbs_chains_warn_once_naming_r_hat():
                      num_samples=20, max_samples=20, num_chains=2, progress_bar=False)
     messages = _convergence_warnings(caught)
     assert len(messages) == 1 and "R-hat" in messages[0] and "2 chain(s)" in messages[0]
-    report = ConvergenceReport.from_dict(result.info["convergence"])
+    report = result.info.convergence
     assert report.chains.num_chains == 2 and report.chains.num_draws == 20
     assert report.optimizers[0].stage == "CAVI"  # the fit of the hyperparameters
     idata = ppgpc.to_inference_data(result)
@@ -158,8 +158,8 @@ def test_an_optimiser_stopped_early_warns_and_a_converged_fit_does_not():
     messages = _convergence_warnings(caught)
     assert len(messages) == 1 and "type-II ML (lbfgs) did not converge" in messages[0]
     assert "max_iter after 2 iterations" in messages[0]
-    assert not ConvergenceReport.from_dict(stopped.info["convergence"]).converged
-    assert ConvergenceReport.from_dict(done.info["convergence"]).converged
+    assert not stopped.info.convergence.converged
+    assert done.info.convergence.converged
 
 
 @pytest.mark.parametrize("method, options", [
@@ -181,7 +181,7 @@ def test_the_jitter_of_a_singular_kernel_matrix_is_reported_not_warned(method, o
         warnings.simplefilter("ignore", ConvergenceWarning)  # the chains are short
         result = fit("logistic_softmax", X, y, method=method, hyperparameters=hypers,
                      **options)
-    report = ConvergenceReport.from_dict(result.info["convergence"])
+    report = result.info.convergence
     assert report.max_jitter == pytest.approx(1e-10, rel=1e-6)
     assert not any("jitter" in p for p in report.problems)
     assert "cholesky_jitter" not in result.hypers  # the NUTS site stays out of the posterior

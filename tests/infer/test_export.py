@@ -255,7 +255,7 @@ def test_thinned_export_keeps_every_kth_draw(case):
     else:
         np.testing.assert_array_equal(thinned.sample_stats["diverging"].values,
                                       full.sample_stats["diverging"].values[:, kept])
-    assert result.thin(7).info["thinned_by"] == 7
+    assert result.thin(7).info.thinned_by == 7
     assert result.thin(1) is result
 
 

@@ -259,9 +259,9 @@ def test_natural_gradient_svi_reaches_a_higher_elbo_than_adam_in_the_same_steps(
     difference); nothing is refused."""
     adam = _toy_fit()
     natural = _toy_fit(natural_gradient=0.1)
-    assert natural.info["natural_gradient"] == 0.1
-    assert natural.info["natural_gradient_refused"] == 0
-    assert "natural_gradient" not in adam.info
+    assert natural.info.svi.natural_gradient == 0.1
+    assert natural.info.svi.natural_gradient_refused == 0
+    assert adam.info.svi.natural_gradient is None
     (mean_a, se_a), (mean_n, se_n) = _last_window(adam), _last_window(natural)
     assert mean_n - mean_a > 4.5 * np.hypot(se_a, se_n), (mean_n, se_n, mean_a, se_a)
 
@@ -273,8 +273,8 @@ def test_the_estimator_passes_the_natural_gradient_option(tmp_path):
     clf = SoftmaxSVGPClassifier(num_inducing=6, inference_options={
         "batch_size": 30, "max_iter": 100, "natural_gradient": 0.2, "num_draws": 8})
     clf.fit(X, y)
-    assert clf.result_.info["natural_gradient"] == 0.2
-    assert clf.result_.info["natural_gradient_refused"] == 0
+    assert clf.result_.info.svi.natural_gradient == 0.2
+    assert clf.result_.info.svi.natural_gradient_refused == 0
     assert clf.result_.data.ell_estimator == "price"  # the default under natural gradients
     assert clf.score(X, y) > 0.9
     loaded = load(clf.save(tmp_path / "ng"))

@@ -117,9 +117,10 @@ def test_point_fits_equal_the_unpadded_fit(model, method):
         assert padded.latent.shape == plain.latent.shape == (1, 50, 37, padded.latent.shape[-1])
         for site, value in plain.hypers.items():
             assert _relative(padded.hypers[site], value) < 1e-10, (options, site)
-        objective = "log_posterior" if method == "map" else "log_marginal_likelihood"
-        assert abs(padded.info[objective] - plain.info[objective]) < 1e-10 * abs(
-            plain.info[objective])
+        assert padded.info.optimizer.objective == plain.info.optimizer.objective == (
+            "log_posterior" if method == "map" else "log_marginal_likelihood")
+        assert abs(padded.info.optimizer.value - plain.info.optimizer.value) < 1e-10 * abs(
+            plain.info.optimizer.value)
         # the draws pass through the Cholesky factor of the noise-free Gram matrix
         # (Matheron's rule), whose condition number reaches 2e11 here (GPD's per-class
         # kernels): rounding of 1e-16 differs between the two factorisations by up to that
@@ -140,10 +141,10 @@ def test_full_cavi_equals_the_unpadded_fit():
     padded = fit(spec, X, y, method="cavi", num_draws=50)
     plain = fit(_unpadded(spec), X, y, method="cavi", num_draws=50)
     assert padded.latent.shape == plain.latent.shape == (1, 50, 37, 3)
-    assert padded.info["cavi_iterations"] == plain.info["cavi_iterations"]
+    assert padded.info.cavi.iterations == plain.info.cavi.iterations
     for site, value in plain.hypers.items():
         assert _relative(padded.hypers[site], value) < 1e-10, site
-    assert abs(padded.info["elbo"] - plain.info["elbo"]) < 1e-10 * abs(plain.info["elbo"])
+    assert abs(padded.info.cavi.elbo - plain.info.cavi.elbo) < 1e-10 * abs(plain.info.cavi.elbo)
     assert _relative(padded.latent, plain.latent) < 1e-8
     assert _relative(padded.predict_proba(Xs), plain.predict_proba(Xs)) < 1e-10
 

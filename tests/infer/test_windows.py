@@ -25,7 +25,7 @@ def problem():
 
 
 def _report(result) -> ConvergenceReport:
-    return ConvergenceReport.from_dict(result.info["convergence"])
+    return result.info.convergence
 
 
 def test_the_checkpoints_run_from_floor_to_cap():
@@ -43,8 +43,8 @@ def test_nuts_stops_at_the_first_checkpoint_whose_check_passes(problem):
     result = fit("logistic_softmax", X, y, method="nuts", form="latent", hyperparameters=HYPERS,
                  progress_bar=False, seed=3)
     report = _report(result)
-    draws = result.info["num_draws"]
-    assert result.info["stop_reason"] == "converged" and report.converged
+    draws = result.info.sampler.num_draws
+    assert result.info.sampler.stop_reason == "converged" and report.converged
     assert report.chains.stop_reason == "converged" and report.chains.num_warmup == 500
     assert draws in CHECKPOINTS and draws < DEFAULT_MAX_SAMPLES
     assert result.latent.shape[:2] == (4, draws)
@@ -59,8 +59,8 @@ def test_num_samples_is_a_floor(problem):
     X, y = problem
     result = fit("logistic_softmax", X, y, method="nuts", form="latent", hyperparameters=HYPERS,
                  num_samples=650, progress_bar=False)
-    assert result.info["num_draws"] >= 650
-    assert result.info["num_draws"] in (650,) + CHECKPOINTS
+    assert result.info.sampler.num_draws >= 650
+    assert result.info.sampler.num_draws in (650,) + CHECKPOINTS
 
 
 def test_gibbs_at_its_cap_warns_with_advice_that_works_in_one_step(problem):
@@ -70,14 +70,14 @@ def test_gibbs_at_its_cap_warns_with_advice_that_works_in_one_step(problem):
     with pytest.warns(ConvergenceWarning, match=r"max_samples=\d+") as caught:
         short = fit("logistic_softmax", X, y, method="gibbs", hyperparameters=HYPERS,
                     num_warmup=100, max_samples=100, progress_bar=False, seed=4)
-    assert short.info["stop_reason"] == "max_samples" and short.info["num_draws"] == 100
+    assert short.info.sampler.stop_reason == "max_samples" and short.info.sampler.num_draws == 100
     advised = int(str(caught[0].message).split("max_samples=")[1].split(")")[0])
     assert advised == _report(short).chains.draws_needed() > 100
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         again = fit("logistic_softmax", X, y, method="gibbs", hyperparameters=HYPERS,
                     num_warmup=100, max_samples=advised, progress_bar=False, seed=4)
-    assert _report(again).converged and again.info["num_draws"] <= advised
+    assert _report(again).converged and again.info.sampler.num_draws <= advised
 
 
 def test_the_draws_needed_scale_with_the_ess_and_r_hat_reached():
@@ -101,14 +101,14 @@ def test_svi_stops_when_its_elbo_settles_and_the_check_agrees(problem):
     X, y = problem
     est = SoftmaxSVGPClassifier(progress=False).fit(X, y)
     info = est.result_.info
-    assert info["stopped_on"] == "elbo" and info["svi_converged"]
-    assert info["svi_steps"] < SoftmaxSVGPClassifier.FULL_BATCH_STEPS[0]
+    assert info.svi.stopped_on == "elbo" and info.svi.converged
+    assert info.svi.steps < SoftmaxSVGPClassifier.FULL_BATCH_STEPS[0]
     assert est.convergence_.converged
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # (300 steps, on purpose)
         fixed = fit("softmax_svgp", X, y, method="svi", max_iter=300, tol=None,
                     progress_bar=False, model_options={"num_inducing": 10})
-    assert fixed.info["svi_steps"] == 300 and fixed.info["stopped_on"] == "max_iter"
+    assert fixed.info.svi.steps == 300 and fixed.info.svi.stopped_on == "max_iter"
 
 
 def _blas_threads() -> list[int]:

@@ -71,7 +71,7 @@ def exact_fit():
 def test_exact_fit_predicts_probabilities(exact_fit):
     result, X, y = exact_fit
     assert_exact_fit_classifies(result, X, y, num_classes=3, min_accuracy=0.9)
-    assert result.info["cholesky_jitter"] == 0.0
+    assert result.info.cholesky_jitter == 0.0
 
 
 def test_exact_predictive_probabilities_average_the_link_over_latent_draws():
@@ -107,7 +107,7 @@ def test_inference_data_groups_and_diagnostics(exact_fit):
     # type-II point hyperparameters: one value in constant_data, not draws
     assert "kernel_lengthscale" not in idata.posterior
     assert idata.constant_data["kernel_lengthscale"].dims == ("feature",)
-    assert idata.constant_data.attrs["point_estimate"] == result.info["hyperparameters"]
+    assert idata.constant_data.attrs["point_estimate"] == result.info.hyperparameters
     assert idata.log_likelihood["y"].shape == (1, 400, 30)
     assert idata.predictions["p"].shape == (1, 400, 5, 3)
     assert idata.posterior.attrs["ppgpc_model"] == "ilr_gp"
@@ -171,7 +171,7 @@ def test_map_differs_from_ml_and_is_finite():
     X, y = toy_problem(20, 3, seed=5)
     ml = fit("ilr_gp", X, y, method="exact", num_draws=10)
     mp = fit("ilr_gp", X, y, method="map", num_draws=10)
-    assert mp.info["hyperparameters"] == "type-II MAP"
+    assert mp.info.hyperparameters == "type-II MAP"
     assert not np.allclose(ml.hypers["kernel_lengthscale"], mp.hypers["kernel_lengthscale"])
 
 

@@ -17,8 +17,8 @@ from ppgpc.gp import linalg
 from ppgpc.gp.kernels import RBF, gram
 from ppgpc.infer import fit, supported_methods, to_inference_data
 from ppgpc.models import logistic_softmax as lsm
-from ppgpc.models.logistic_softmax import (cavi as lsm_cavi, gibbs as lsm_gibbs, stochastic_cavi as
-                                           lsm_svi)
+from ppgpc.models.logistic_softmax import (cavi as lsm_cavi, gibbs as lsm_gibbs,
+                                           stochastic_cavi as lsm_stochastic)
 
 HYPERS = {"kernel_variance": 4.0, "kernel_lengthscale": np.array([1.3, 1.0])}
 
@@ -299,7 +299,7 @@ def test_cavi_predictive_is_close_to_gibbs(gibbs_fit):
     lambda from f makes CAVI less confident (measured gap about 0.1 on this problem)."""
     gibbs, X, y = gibbs_fit
     cavi = fit("logistic_softmax", X, y, method="cavi", hyperparameters=HYPERS, num_draws=1000)
-    assert cavi.info["hyperparameters"] == "given"
+    assert cavi.info.hyperparameters == "given"
     Xs = np.array([[0.0, 0.0], [2.0, 0.0], [-1.0, 1.7], [-1.0, -1.7], [0.5, 0.5]])
     p_g, p_c = gibbs.predict_proba(Xs), cavi.predict_proba(Xs)
     assert np.max(np.abs(p_g - p_c)) < 0.15, np.abs(p_g - p_c)
@@ -371,7 +371,7 @@ def test_gibbs_with_sampled_hyperparameters_stores_a_draw_per_sweep():
               hyperparameters="sample", num_warmup=60, num_samples=60, max_samples=60,
               num_chains=2,
               progress_bar=False, seed=0)
-    assert not res.point_hypers and res.info["hyperparameters"].startswith("sampled")
+    assert not res.point_hypers and res.info.hyperparameters.startswith("sampled")
     for name in ("kernel_variance", "kernel_lengthscale"):
         draws = np.asarray(res.hypers[name])
         assert draws.shape == (2, 60) and np.all(draws > 0)
@@ -392,7 +392,7 @@ def test_gibbs_with_sampled_hyperparameters_stores_a_draw_per_sweep():
 
 
 # ---------------------------------------------- stochastic CAVI (appendix A.3, Algorithm 2)
-_STEP = jax.jit(lsm_svi.stochastic_step)
+_STEP = jax.jit(lsm_stochastic.stochastic_step)
 
 
 @pytest.fixture(scope="module")
@@ -416,9 +416,9 @@ def test_stochastic_step_with_everything_and_unit_step_is_a_cavi_sweep(cavi_prob
     ref = sweep(data.onehot, proj, state)
     chol_S = jnp.linalg.cholesky(state.S)
     prec = jax.vmap(lambda L: linalg.cho_solve(L, jnp.eye(20)))(chol_S)
-    sstate = lsm_svi.SVIState(prec, jnp.einsum("cmk,kc->mc", prec, state.m), state.alpha,
-                          state.gamma, state.c)
-    B, K = lsm_svi.minibatch(jax.random.PRNGKey(0), 20, 3, 20, 3)
+    sstate = lsm_stochastic.StochasticCAVIState(
+        prec, jnp.einsum("cmk,kc->mc", prec, state.m), state.alpha, state.gamma, state.c)
+    B, K = lsm_stochastic.minibatch(jax.random.PRNGKey(0), 20, 3, 20, 3)
     new = _STEP(data.onehot, proj, sstate, B, K, 1.0)
     m, S = jax.jit(lsm_cavi.moments_from_natural)(new.prec, new.eta1)
     assert float(jnp.max(jnp.abs(ref.m - state.m))) > 1e-3  # the sweep does move
@@ -429,8 +429,8 @@ def test_stochastic_step_with_everything_and_unit_step_is_a_cavi_sweep(cavi_prob
 
 def test_stochastic_step_touches_only_the_minibatch(cavi_problem):
     data, _ = cavi_problem
-    start = lsm_svi.svi_init(20, 3, 20)
-    B, K = lsm_svi.minibatch(jax.random.PRNGKey(4), 20, 3, 5, 2)
+    start = lsm_stochastic.stochastic_cavi_init(20, 3, 20)
+    B, K = lsm_stochastic.minibatch(jax.random.PRNGKey(4), 20, 3, 5, 2)
     assert len(set(np.asarray(B).tolist())) == 5 and len(set(np.asarray(K).tolist())) == 2
     proj_B = jax.jit(lsm_cavi.projection, static_argnums=0)(RBF(), _jax_hypers(), data.X[B], data.X)
     new = _STEP(data.onehot, proj_B, start, B, K, 0.5)
@@ -450,9 +450,9 @@ def test_stochastic_cavi_elbo_rises_to_near_the_full_optimum(cavi_problem):
     st = lsm.fit_cavi(data, RBF(), _jax_hypers(), learn_hypers=False, max_iter=300, tol=0.0,
                   batch_size=5, class_batch_size=2, elbo_every=50, seed=1)
     assert len(st.elbo) == 6 and np.all(np.isfinite(st.elbo))
-    at_prior = float(lsm_svi.svi_full_elbo(data.onehot, data.X, RBF(), {k: jnp.log(v) for k, v in
+    at_prior = float(lsm_stochastic.full_data_elbo(data.onehot, data.X, RBF(), {k: jnp.log(v) for k, v in
                                                                     _jax_hypers().items()},
-                                        data.X, lsm_svi.svi_init(20, 3, 20))[0])
+                                        data.X, lsm_stochastic.stochastic_cavi_init(20, 3, 20))[0])
     assert at_prior < full.elbo[-1] - 5.0
     assert st.elbo[-1] > full.elbo[-1] - 0.25, (st.elbo, full.elbo[-1])
     assert np.all(st.elbo <= full.elbo[-1] + 1e-6)
@@ -466,7 +466,7 @@ def test_svi_estimator_predicts_like_full_cavi(gibbs_fit):
     opts = {"hyperparameters": HYPERS, "batch_size": 7, "class_batch_size": 2}
     svi = LogisticSoftmaxGPClassifier(inference="cavi", kernel="rbf-ard", seed=0,
                                       inference_options=opts, standardize=False).fit(X, y)
-    assert svi.result_.method == "cavi" and svi.result_.info["cavi_stochastic"]
+    assert svi.result_.method == "cavi" and svi.result_.info.cavi.stochastic
     cavi = fit("logistic_softmax", X, y, method="cavi", hyperparameters=HYPERS)
     Xs = np.array([[0.0, 0.0], [2.0, 0.0], [-1.0, 1.7], [-1.0, -1.7], [0.5, 0.5]])
     gap = np.max(np.abs(svi.predict_proba(Xs) - cavi.predict_proba(Xs)))

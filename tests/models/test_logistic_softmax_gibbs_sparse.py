@@ -147,8 +147,8 @@ def test_inducing_gibbs_result_holds_v_and_predicts(inducing_fit, tmp_path):
     assert result.inducing.shape == (2, result.num_draws, NUM_INDUCING, 3)
     np.testing.assert_allclose(np.asarray(result.hypers["inducing_inputs"])[0, 0],
                                hypers["inducing_inputs"])
-    assert result.info["num_inducing"] == NUM_INDUCING
-    assert result.info["hyperparameters"] == "given"
+    assert result.info.num_inducing == NUM_INDUCING
+    assert result.info.hyperparameters == "given"
     probs = result.predict_proba(X)
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
     # the prediction is the mean of the predictive draws, one per draw of v
@@ -221,7 +221,7 @@ def test_estimator_default_inducing_gibbs_needs_no_exact_size():
     clf.fit(X, labels)
     res = clf.result_
     assert res.predictive_kind == "inducing" and res.inducing.shape == (1, 100, 6, 3)
-    assert res.info["hyperparameters"].startswith("stochastic sparse CAVI ELBO")
+    assert res.info.hyperparameters.startswith("stochastic sparse CAVI ELBO")
     assert np.asarray(res.hypers["inducing_inputs"]).shape == (1, 1, 6, 2)
     assert clf.score(X, labels) > 0.9
     probs = clf.predict_proba(X[:5])

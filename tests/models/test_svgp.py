@@ -1,4 +1,4 @@
-"""Softmax SVGP / Uncollapsed-ILR (models/svgp.py) and driver method "svi".
+"""Softmax SVGP / Uncollapsed-ILR (models/svgp/) and driver method "svi".
 
 Statistical checks compare the mean of many independent ELBO estimates with a value known
 independently (Gauss-Hermite quadrature plus the closed-form Gaussian KL, or Titsias's
@@ -270,9 +270,9 @@ def test_elbo_trace_and_inducing_result(fitted):
     assert res.hypers["inducing_inputs"].shape == (1, 1, 8, 2)
     assert res.hypers["mixing"].shape == (1, 1, 3, 3)
     trace = res.sample_stats["elbo"]
-    assert trace.shape == (1, 400) and res.info["svi_steps"] == 400
+    assert trace.shape == (1, 400) and res.info.svi.steps == 400
     assert trace[0, -100:].mean() > trace[0, :100].mean() + 10
-    assert np.isclose(res.info["elbo"], trace[0, -100:].mean())
+    assert np.isclose(res.info.svi.elbo, trace[0, -100:].mean())
     assert res.log_likelihood().shape == (1, 64, 90)
 
 
@@ -395,8 +395,8 @@ def test_kernel_prior_holds_an_irrelevant_input_lengthscale_near_the_prior():
     assert np.log(noise_scale[False] / median) > 2.0, noise_scale
     assert abs(np.log(noise_scale[True] / median)) < 2.0, noise_scale
     assert fits[True].result_.data.kernel_prior and not fits[False].result_.data.kernel_prior
-    assert fits[True].result_.info["hyperparameters"] == "SVI ELBO (type-II MAP)"
-    assert fits[False].result_.info["hyperparameters"] == "SVI ELBO (type-II ML)"
+    assert fits[True].result_.info.hyperparameters == "SVI ELBO (type-II MAP)"
+    assert fits[False].result_.info.hyperparameters == "SVI ELBO (type-II ML)"
     assert fits[True].score(X, y) > 0.9
 
 
@@ -676,7 +676,7 @@ def test_log_likelihood_curvature_is_the_hessian_diagonal(link, C):
     """``log_likelihood_curvature`` against the diagonal of the autodiff Hessian of
     log p(y | W f) in f, with a non-identity W, for both links and every class."""
     gen = np.random.default_rng(2)
-    L = svgp._num_latent(link, C)
+    L = svgp.num_latent(C, link)
     data = svgp.prepare(gen.normal(size=(20, 2)), np.arange(20) % C, C, link=link,
                         num_inducing=4)
     W = jnp.asarray(np.eye(L) + 0.4 * gen.normal(size=(L, L)))
@@ -794,7 +794,7 @@ def test_validation_log_predictive_chunks_equal_one_pass(softmax_case, monkeypat
     Xv, yv = gen.normal(size=(10, 2)), gen.integers(0, 3, 10)
     key = jax.random.PRNGKey(2)
     whole = np.asarray(svgp.validation_log_predictive(key, params, data, KERNEL, Xv, yv, 20000))
-    monkeypatch.setattr(svgp, "VALIDATION_CHUNK", 4)
+    monkeypatch.setattr("ppgpc.models.svgp.scoring.VALIDATION_CHUNK", 4)
     chunked = np.asarray(svgp.validation_log_predictive(key, params, data, KERNEL, Xv, yv, 20000))
     assert chunked.shape == (10,)
     # different draws per chunk: agreement to Monte Carlo error (relative s.e. of a mean of
@@ -827,21 +827,21 @@ def test_restore_best_returns_the_iterate_of_lowest_validation_nll(adversarial_v
     X, y, Xv, yv = adversarial_validation
     full = _svi_with_validation(X, y, Xv, yv, max_iter=400)
     info = full.info
-    trace = np.asarray(info["validation_nll"])
-    assert info["validation_steps"] == list(range(50, 401, 50))
-    assert info["best_step"] == info["validation_steps"][int(np.argmin(trace))]
-    assert info["best_validation_nll"] == trace.min()
-    assert info["restored_best"] and info["best_step"] < 400
+    trace = np.asarray(info.validation.nll)
+    assert info.validation.steps == tuple(range(50, 401, 50))
+    assert info.validation.best_step == info.validation.steps[int(np.argmin(trace))]
+    assert info.validation.best_nll == trace.min()
+    assert info.validation.restored_best and info.validation.best_step < 400
     assert trace[-1] > trace.min() + 0.1
-    short = _svi_with_validation(X, y, Xv, yv, max_iter=info["best_step"])
+    short = _svi_with_validation(X, y, Xv, yv, max_iter=info.validation.best_step)
     for name in full.hypers:
         np.testing.assert_array_equal(full.hypers[name], short.hypers[name])
     np.testing.assert_array_equal(full.inducing, short.inducing)
     assert full.sample_stats["elbo"].shape == (1, 400)  # the trace covers the whole run
     last = _svi_with_validation(X, y, Xv, yv, max_iter=400, restore_best=False)
-    assert not last.info["restored_best"]
+    assert not last.info.validation.restored_best
     assert not np.array_equal(last.inducing, full.inducing)
-    assert last.info["validation_nll"] == info["validation_nll"]
+    assert last.info.validation.nll == info.validation.nll
 
 
 def test_the_monitor_only_observes(adversarial_validation):
@@ -854,7 +854,7 @@ def test_the_monitor_only_observes(adversarial_validation):
                 model_options={"num_inducing": 8, "seed": 1}, seed=3, max_iter=200,
                 batch_size=30, learning_rate=0.05, schedule="constant", tol=None,
                 window=50, num_draws=16, progress_bar=False)
-    assert "validation_nll" not in plain.info and plain.info["stopped_on"] == "max_iter"
+    assert plain.info.validation is None and plain.info.svi.stopped_on == "max_iter"
     for name in plain.hypers:
         np.testing.assert_array_equal(monitored.hypers[name], plain.hypers[name])
     np.testing.assert_array_equal(monitored.inducing, plain.inducing)
@@ -878,9 +878,9 @@ def test_validation_patience_stops_the_run(adversarial_validation):
     X, y, Xv, yv = adversarial_validation
     result = _svi_with_validation(X, y, Xv, yv, max_iter=2000, validation_patience=2)
     info = result.info
-    assert info["stopped_on"] == "validation"
-    assert info["svi_steps"] == info["best_step"] + 2 * 50 < 2000
-    assert result.sample_stats["elbo"].shape == (1, info["svi_steps"])
+    assert info.svi.stopped_on == "validation"
+    assert info.svi.steps == info.validation.best_step + 2 * 50 < 2000
+    assert result.sample_stats["elbo"].shape == (1, info.svi.steps)
 
 
 def test_bad_validation_data_raises_clear_errors(adversarial_validation):
@@ -911,10 +911,10 @@ def test_estimator_validation_fraction_holds_out_a_stratified_share():
         "tol": None})
     clf.fit(X, y)
     info = clf.result_.info
-    assert info["validation_size"] == 18
+    assert info.validation.size == 18
     assert clf.result_.data.X.shape[0] == 72
     assert np.bincount(np.asarray(clf.result_.data.y)).tolist() == [24, 24, 24]
-    assert len(info["validation_nll"]) == 2 and info["best_validation_nll"] < np.log(3)
+    assert len(info.validation.nll) == 2 and info.validation.best_nll < np.log(3)
     for bad in (0.0, 0.6, True, "0.1"):
         with pytest.raises(ValueError, match="validation_fraction"):
             SoftmaxSVGPClassifier(num_inducing=8, inference_options={
@@ -930,17 +930,17 @@ def test_default_steps_depend_on_whether_a_step_sees_every_point():
     earlier when its ELBO settles (``tol=None``: every step); given values win."""
     X, y = toy_problem(30, 3, seed=9)
     full = SoftmaxSVGPClassifier(num_inducing=5, inference_options={"tol": None}).fit(X, y)
-    assert full.result_.info["svi_steps"] == SoftmaxSVGPClassifier.FULL_BATCH_STEPS[0] == 2000
+    assert full.result_.info.svi.steps == SoftmaxSVGPClassifier.FULL_BATCH_STEPS[0] == 2000
     assert full.score(X, y) > 0.9
     settled = SoftmaxSVGPClassifier(num_inducing=5).fit(X, y)
-    assert settled.result_.info["stopped_on"] == "elbo"
-    assert settled.result_.info["svi_steps"] < 2000 and settled.score(X, y) > 0.9
+    assert settled.result_.info.svi.stopped_on == "elbo"
+    assert settled.result_.info.svi.steps < 2000 and settled.score(X, y) > 0.9
     mini = SoftmaxSVGPClassifier(num_inducing=5, inference_options={"batch_size": 10,
                                                                      "tol": None}).fit(X, y)
-    assert mini.result_.info["svi_steps"] == SoftmaxSVGPClassifier.MINIBATCH_STEPS[0] == 5000
+    assert mini.result_.info.svi.steps == SoftmaxSVGPClassifier.MINIBATCH_STEPS[0] == 5000
     given = SoftmaxSVGPClassifier(num_inducing=5, inference_options={
         "max_iter": 100, "learning_rate": 0.05}).fit(X, y)
-    assert given.result_.info["svi_steps"] == 100
+    assert given.result_.info.svi.steps == 100
 
 
 def test_default_batch_is_every_point_up_to_full_batch_points(monkeypatch):

@@ -113,7 +113,7 @@ def test_one_device_mesh_is_the_default_fit():
     X, y = toy(60)
     runs = [fit("dirichlet_gp_sparse", X, y, model_options={"num_inducing": 5}, max_iter=5,
                 num_draws=2, devices=devices) for devices in (None, 1)]
-    assert runs[1].info["devices"] == 1 and "devices" not in runs[0].info
+    assert runs[1].info.devices == 1 and runs[0].info.devices is None
     np.testing.assert_allclose(runs[1].predict_proba(X[:5]), runs[0].predict_proba(X[:5]),
                                rtol=0, atol=1e-12)
 

@@ -25,12 +25,12 @@ from ppgpc.runtime import padding, programs
 @pytest.fixture
 def fresh_record(monkeypatch):
     """An empty record with a bound of 3 shapes, mappings that never reach their bound,
-    and ``jax.clear_caches`` counted, not run."""
+    and ``programs.release`` counted, not run."""
     cleared = []
     monkeypatch.setattr(programs, "_live", type(programs._live)())
     monkeypatch.setattr(programs, "MAX_TRAINING_SHAPES", 3)
     monkeypatch.setattr(programs, "memory_maps", lambda: 10)
-    monkeypatch.setattr(programs.jax, "clear_caches", lambda: cleared.append(1))
+    monkeypatch.setattr(programs, "release", lambda: cleared.append(1))
     return cleared
 
 
@@ -243,3 +243,58 @@ def test_every_estimator_at_sizes_of_held_buckets_compiles_and_grows_nothing():
         maps, mib = first[-1][4], first[-1][5]
         assert max(r[4] for r in rest) <= maps + 200, (name, maps, [r[4] for r in rest])
         assert max(r[5] for r in rest) <= mib + 80, (name, mib, [r[5] for r in rest])
+
+
+def test_a_release_drops_ppgpcs_programs_and_keeps_the_users():
+    """``release`` empties the caches of ppgpc's jitted functions (``programs.jit``) and
+    leaves a user's own ``jax.jit`` function with its compiled program."""
+    import jax
+
+    users = jax.jit(lambda x: 2.0 * x + 1.0)
+    ours = programs.jit(lambda x: 3.0 * x - 1.0)
+    users(jnp.ones(3))
+    ours(jnp.ones(3))
+    assert users._cache_size() == 1 and ours._cache_size() == 1
+    programs.release()
+    assert ours._cache_size() == 0
+    assert users._cache_size() == 1
+
+
+USERS_PROGRAM = """
+import json
+import jax, jax.numpy as jnp
+import numpy as np
+import ppgpc.infer
+from ppgpc.runtime import programs
+programs.MAX_TRAINING_SHAPES = 1  # a release at every new bucket
+compiles = [0]
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kw: compiles.__setitem__(0, compiles[0] + (
+        event == "/jax/core/compile/backend_compile_duration")))
+users = jax.jit(lambda x: jnp.tanh(x) @ x.T)
+x = jnp.ones((5, 5))
+users(x).block_until_ready()
+rng = np.random.default_rng(0)
+sizes = list(range(20, 260, 6))
+for n in sizes:
+    y = np.arange(n) % 3
+    X = rng.normal(size=(n, 2)) + 2.0 * np.eye(3, 2)[y]
+    ppgpc.infer.fit("ilr_gp", X, y, method="map", num_draws=10)
+before = compiles[0]
+users(x).block_until_ready()
+print(json.dumps({"fits": len(sizes), "releases": programs.releases(),
+                  "user_compiles": compiles[0] - before, "user_cache": users._cache_size()}))
+"""
+
+
+def test_a_users_jitted_function_keeps_its_program_through_forty_training_sizes():
+    """A user's ``jax.jit`` function, compiled before ppgpc fits 40 training sizes (20 to
+    254 rows in several buckets, one held: a release at every new bucket),
+    compiles nothing when called again afterwards."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    out = subprocess.run([sys.executable, "-c", USERS_PROGRAM], capture_output=True,
+                         text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    assert record["fits"] == 40 and record["releases"] >= 5, record
+    assert record["user_compiles"] == 0 and record["user_cache"] == 1, record
