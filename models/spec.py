@@ -152,7 +152,7 @@ class Gibbs(NamedTuple):
             kernel's and ``inducing_inputs`` (M, D), all fixed; the state has a field ``v``
             (M, L) of whitened inducing values, stored per draw and predicted through the
             ``inducing`` group (predictive kind ``"inducing"``).
-        fit_inducing: ``(data, kernel, num_inducing, *, seed, progress) -> HyperFit``:
+        fit_inducing: ``(data, kernel, num_inducing, *, key, progress) -> HyperFit``:
             the point (kernel hyperparameters and ``inducing_inputs``) that sampler runs
             with when no hyperparameters are given.
     """

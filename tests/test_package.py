@@ -64,3 +64,17 @@ def test_no_issue_or_session_numbers_in_the_library():
 def test_the_issue_number_check_sees_one():
     assert ISSUE_OR_SESSION.search("as issue 36 asked") and ISSUE_OR_SESSION.search("Session #4")
     assert not ISSUE_OR_SESSION.search("one session of a notebook, 36 issues")
+
+
+def test_every_subpackage_is_listed_for_installation():
+    """A subpackage missing from ``[tool.setuptools] packages`` is absent from a
+    non-editable install (``pip install .``, as CI installs): ``import`` fails there only."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"])
+    found = {".".join(("ppgpc", *p.parent.relative_to(ROOT / "ppgpc").parts)).rstrip(".")
+             for p in (ROOT / "ppgpc").rglob("__init__.py")}
+    found |= {".".join(("ppgpc.models", *p.parent.relative_to(ROOT / "models").parts))
+              for p in (ROOT / "models").rglob("__init__.py")}
+    assert found - listed == set()

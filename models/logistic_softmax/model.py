@@ -184,7 +184,7 @@ def latent_conditional(data: LSMData, kernel, hypers: dict, f, Xs):
 def fit_cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing: int | None = None,
          learn_hypers: bool | None = None, learn_inducing: bool = True,
          include_prior: bool = False, max_iter: int = 300, tol: float = 1e-6,
-         hyper_steps: int = 1, learning_rate: float = 0.05, seed: int = 0,
+         hyper_steps: int = 1, learning_rate: float = 0.05, key: jax.Array | None = None,
          batch_size: int | None = None, class_batch_size: int | None = None,
          step_size_delay: float = 1.0, step_size_power: float = 0.6,
          elbo_every: int = 10, progress: bool = False) -> CAVIResult:
@@ -204,8 +204,9 @@ def fit_cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing:
         learn_inducing: learn Z too (sparse version only).
         max_iter: outer iterations (CAVI sweep + ``hyper_steps`` Adam steps each).
         tol: stop when the relative ELBO change falls below it.
-        seed: root of the random initial inducing inputs (a subset of X, from
-            ``fold_in(PRNGKey(seed), 0)``) and of the minibatches (``fold_in(.., 1)``).
+        key: root PRNG key of the random initial inducing inputs (a subset of X, from
+            ``fold_in(key, 0)``) and of the minibatches (``fold_in(key, 1)``); None:
+            ``PRNGKey(0)``.
         batch_size: |B| points per stochastic iteration (``None``: all N).
         class_batch_size: |K| classes per stochastic iteration (``None``: all C).
         step_size_delay, step_size_power: Robbins-Monro step size of the stochastic version,
@@ -249,7 +250,7 @@ def fit_cavi(data: LSMData, kernel, hypers: dict | None = None, *, num_inducing:
         learn_hypers = hypers is None
     include_prior = include_prior and learn_hypers  # (one compiled sweep for fixed hypers)
     hypers = initial_hypers(data, kernel) if hypers is None else hypers
-    root = jax.random.PRNGKey(seed)
+    root = jax.random.PRNGKey(0) if key is None else key
     if num_inducing is None or num_inducing == N:
         Z, learn_inducing = X, False
     else:
@@ -291,7 +292,8 @@ INDUCING_FIT_ITERATIONS = 1000
 default)."""
 
 
-def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *, seed: int = 0,
+def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *,
+                        key: jax.Array | None = None,
                         progress: bool = False, include_prior: bool = True,
                         batch_size: int | None = None,
                         max_iter: int = INDUCING_FIT_ITERATIONS, **options):
@@ -313,7 +315,7 @@ def fit_inducing_hypers(data: LSMData, kernel, num_inducing: int, *, seed: int =
     N = data.onehot.shape[0]
     batch_size = min(INDUCING_FIT_BATCH, N) if batch_size is None else batch_size
     res = fit_cavi(data, kernel, None, num_inducing=num_inducing, include_prior=include_prior,
-               seed=seed, progress=progress, batch_size=batch_size, max_iter=max_iter,
+               key=key, progress=progress, batch_size=batch_size, max_iter=max_iter,
                **options)
     kind = "type-II MAP" if include_prior else "type-II ML"
     return HyperFit({**res.hypers, "inducing_inputs": res.inducing},

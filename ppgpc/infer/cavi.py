@@ -29,7 +29,6 @@ version refuses it.
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
@@ -38,8 +37,7 @@ from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput
 from ppgpc.models.spec import HyperFit
 from ppgpc.validation import check_options
 
-__all__ = ["run_cavi_method", "check_cavi_options", "integer_seed", "cavi_info", "cavi_check",
-           "CAVI_OPTIONS"]
+__all__ = ["run_cavi_method", "check_cavi_options", "cavi_info", "cavi_check", "CAVI_OPTIONS"]
 
 CAVI_OPTIONS = {
     "hyperparameters": None,
@@ -72,13 +70,6 @@ def check_cavi_options(opts: dict) -> dict:
                                 "progress_bar"),
                          optional=("num_inducing", "batch_size", "class_batch_size",
                                    "learn_hyperparameters"))
-
-
-def integer_seed(key) -> int:
-    """An integer seed for the model's CAVI (initial inducing inputs, minibatches) from the
-    driver's key: the key's last 32-bit word, which is ``seed`` itself for the driver's
-    ``PRNGKey(seed)``, so ``fit(..., seed=s)`` runs CAVI with seed s."""
-    return int(np.asarray(jax.random.key_data(key)).ravel()[-1])
 
 
 def _optional_float(value) -> float | None:
@@ -114,7 +105,7 @@ def run_cavi_method(spec, data, kernel, key, opts) -> RunOutput:
         learn_hypers=opts["learn_hyperparameters"], learn_inducing=opts["learn_inducing"],
         include_prior=bool(opts["include_prior"]),
         max_iter=int(opts["max_iter"]), tol=float(opts["tol"]),
-        learning_rate=float(opts["learning_rate"]), seed=integer_seed(key),
+        learning_rate=float(opts["learning_rate"]), key=key,
         progress=bool(opts["progress_bar"]), **stochastic)
     num_draws = int(opts["num_draws"])
     if res.sparse:

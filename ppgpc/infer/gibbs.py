@@ -41,7 +41,7 @@ import numpy as np
 from jax import lax
 
 from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
-from ppgpc.infer.cavi import cavi_check, cavi_info, integer_seed
+from ppgpc.infer.cavi import cavi_check, cavi_info
 from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
 from ppgpc.infer.mcmc import WINDOW, WindowedRun, chain_keys, sample_windows
 from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput, SamplerInfo
@@ -172,14 +172,14 @@ def _inducing_point(spec, data, kernel, key, opts) -> tuple[dict, str, CAVIInfo 
     M = resolve_num_inducing(opts["num_inducing"], data.X.shape[0])
     given = opts["hyperparameters"]
     if given is None:
-        fit = spec.gibbs.fit_inducing(data, kernel, M, seed=integer_seed(key),
+        fit = spec.gibbs.fit_inducing(data, kernel, M, key=key,
                                       progress=bool(opts["progress_bar"]))
         return fit.values, fit.how, cavi_info(fit)
     given = dict(given)
     Z = given.pop("inducing_inputs", None)
     hypers = check_hyperparameters(spec, data, kernel, given)
     if Z is None:
-        Z = initial_inducing_inputs(data.X, M, integer_seed(key))
+        Z = initial_inducing_inputs(data.X, M, key=key)
         return {**hypers, "inducing_inputs": Z}, "given (inducing inputs: k-means++)", None
     Z = np.asarray(Z, dtype=np.float64)
     if Z.shape != (M, data.X.shape[1]) or not np.all(np.isfinite(Z)):

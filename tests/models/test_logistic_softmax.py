@@ -217,7 +217,7 @@ def test_sparse_cavi_predicts_with_q_of_f_star():
     assert result.inducing.shape == (1, S, 8, 3)
     # the same CAVI run as the driver's (same seed, options and kernel)
     res = lsm.fit_cavi(lsm.prepare(X, y, 3), result.kernel, _jax_hypers(), num_inducing=8,
-                   include_prior=True, learning_rate=0.05, seed=3)
+                   include_prior=True, learning_rate=0.05, key=jax.random.PRNGKey(3))
     np.testing.assert_array_equal(result.hypers["inducing_inputs"][0, 0], res.inducing)
     Xs = np.array([[0.0, 0.0], [2.0, 0.0], [-1.0, 1.7], [-1.0, -1.7], [3.0, 3.0]])
     proj = lsm_cavi.projection(result.kernel, res.hypers, jnp.asarray(Xs), res.inducing)
@@ -448,11 +448,12 @@ def test_stochastic_cavi_elbo_rises_to_near_the_full_optimum(cavi_problem):
     in 300 iterations (measured gap about 0.05) and never exceeds it."""
     data, full = cavi_problem
     st = lsm.fit_cavi(data, RBF(), _jax_hypers(), learn_hypers=False, max_iter=300, tol=0.0,
-                  batch_size=5, class_batch_size=2, elbo_every=50, seed=1)
+                  batch_size=5, class_batch_size=2, elbo_every=50, key=jax.random.PRNGKey(1))
     assert len(st.elbo) == 6 and np.all(np.isfinite(st.elbo))
-    at_prior = float(lsm_stochastic.full_data_elbo(data.onehot, data.X, RBF(), {k: jnp.log(v) for k, v in
-                                                                    _jax_hypers().items()},
-                                        data.X, lsm_stochastic.stochastic_cavi_init(20, 3, 20))[0])
+    log_hypers = {k: jnp.log(v) for k, v in _jax_hypers().items()}
+    at_prior = float(lsm_stochastic.full_data_elbo(
+        data.onehot, data.X, RBF(), log_hypers, data.X,
+        lsm_stochastic.stochastic_cavi_init(20, 3, 20))[0])
     assert at_prior < full.elbo[-1] - 5.0
     assert st.elbo[-1] > full.elbo[-1] - 0.25, (st.elbo, full.elbo[-1])
     assert np.all(st.elbo <= full.elbo[-1] + 1e-6)
