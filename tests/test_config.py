@@ -46,6 +46,13 @@ def test_importing_ppgpcs_jax_code_turns_the_cache_on_and_the_variable_turns_it_
         tmp_path, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "mine")) == str(tmp_path / "mine")
 
 
+def _printed(code: str, environ: dict) -> list[str]:
+    """The words a fresh Python process running ``code`` prints."""
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                         text=True, check=True)
+    return out.stdout.split()
+
+
 def test_import_sets_float64_and_no_thread_count_and_float32_can_be_scoped():
     """What the user guide's "Process-wide settings" (docs/guide.md) promise, in a fresh
     process: importing an estimator (before NumPy) turns float64 on, leaves
@@ -57,10 +64,8 @@ def test_import_sets_float64_and_no_thread_count_and_float32_can_be_scoped():
             "with jax.enable_x64(False):\n"
             "    x = jnp.ones(2); print(x.dtype, jax.jit(lambda a: a * 2.0)(x).dtype)\n"
             "print(jnp.asarray([1.0], dtype=jnp.float32).dtype, jnp.ones(2).dtype)\n")
-    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
-                         text=True, check=True)
-    assert out.stdout.split() == ["None", "float64", "float32", "float32", "float32",
-                                  "float64"]
+    assert _printed(code, environ) == ["None", "float64", "float32", "float32", "float32",
+                                       "float64"]
 
 
 @pytest.mark.parametrize("first", ["import jax; import ppgpc", "import ppgpc; import jax"])
@@ -76,9 +81,7 @@ def test_import_ppgpc_alone_imports_no_jax_and_changes_nothing(first):
             "import ppgpc.gp\n"
             "print(sys.meta_path == hooks, jax.config.jax_enable_x64,\n"
             "      jax.config.jax_compilation_cache_dir is not None)\n")
-    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
-                         text=True, check=True)
-    assert out.stdout.split() == ["True", "False", "None", "True", "True", "True"]
+    assert _printed(code, environ) == ["True", "False", "None", "True", "True", "True"]
 
 
 def test_no_module_of_ppgpc_patches_the_import_machinery():
