@@ -271,8 +271,8 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                 # estimator's do
                 self.result_ = dataclasses.replace(self._fit_driver(Xs, codes, C, options),
                                                    input_scaling=self.standardizer_)
-            report = self.result_.info.convergence.merged(
-                grid_edges=tuple(collected.grid_edges))
+            report = dataclasses.replace(self.result_.info.convergence.merged(
+                grid_edges=tuple(collected.grid_edges)), for_estimator=True)
             self.result_ = dataclasses.replace(
                 self.result_, info=dataclasses.replace(self.result_.info, convergence=report))
             self.n_iter_ = self.result_.info.iterations

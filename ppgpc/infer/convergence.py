@@ -173,6 +173,8 @@ class ConvergenceReport:
         max_jitter: the largest Cholesky jitter any factorisation of the fitted model
             needed, relative to the kernel variance (0 when none).
         grid_edges: searched values at the edge of their grid, as phrases.
+        for_estimator: the fit was an estimator's, so ``advice`` and ``summary`` name
+            method options as its ``inference_options`` (set by the estimator's ``fit``).
     """
 
     method: str
@@ -180,6 +182,7 @@ class ConvergenceReport:
     optimizers: tuple[OptimizerCheck, ...] = ()
     max_jitter: float = 0.0
     grid_edges: tuple[str, ...] = ()
+    for_estimator: bool = False
 
     # ---------------------------------------------------------------- verdict
     @property
@@ -199,9 +202,12 @@ class ConvergenceReport:
         """True when no check found a problem."""
         return not self.problems
 
-    def advice(self, *, estimator: bool = False) -> str:
+    def advice(self, *, estimator: bool | None = None) -> str:
         """What to do about the problems found (empty when there are none), naming method
-        options as an estimator takes them (``inference_options``) or as ``fit`` does."""
+        options as an estimator takes them (``inference_options``) or as ``fit`` does
+        (``estimator``; default ``for_estimator``)."""
+        estimator = self.for_estimator if estimator is None else estimator
+
         def options(**values) -> str:
             if estimator:
                 return "inference_options={" + ", ".join(
@@ -232,7 +238,7 @@ class ConvergenceReport:
                         "value itself")
         return "; ".join(tips)
 
-    def summary(self, *, estimator: bool = False) -> str:
+    def summary(self, *, estimator: bool | None = None) -> str:
         """One line: converged, or the problems and what to do (``advice``)."""
         if self.converged:
             run = "" if self.chains is None or not self.chains.stop_reason \
@@ -249,11 +255,10 @@ class ConvergenceReport:
                                    grid_edges=self.grid_edges + tuple(grid_edges))
 
     # ------------------------------------------------------------------ JSON
-    def to_dict(self, *, estimator: bool = False) -> dict:
-        """A JSON-ready dict (a save of ``info.convergence``; its summary phrased for an
-        estimator's ``inference_options`` with ``estimator``); ``from_dict`` reads it back."""
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (a save of ``info.convergence``); ``from_dict`` reads it back."""
         return {"method": self.method, "converged": self.converged,
-                "summary": self.summary(estimator=estimator),
+                "summary": self.summary(), "for_estimator": self.for_estimator,
                 "chains": None if self.chains is None else dataclasses.asdict(self.chains),
                 "optimizers": [dataclasses.asdict(c) for c in self.optimizers],
                 "max_jitter": float(self.max_jitter), "grid_edges": list(self.grid_edges)}
@@ -271,7 +276,9 @@ class ConvergenceReport:
                        chains=None if chains is None else ChainCheck(**chains),
                        optimizers=tuple(OptimizerCheck(**c) for c in value["optimizers"]),
                        max_jitter=float(value["max_jitter"]),
-                       grid_edges=tuple(str(e) for e in value["grid_edges"]))
+                       grid_edges=tuple(str(e) for e in value["grid_edges"]),
+                       # saves from before the field: their summaries are the driver's
+                       for_estimator=bool(value.get("for_estimator", False)))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a convergence report: {error!r}") from None
 

@@ -209,6 +209,11 @@ def test_an_estimator_warns_once_per_fit_and_keeps_its_report(tmp_path):
     assert not est.convergence_.converged
     loaded = ppgpc.load(est.save(tmp_path / "ilr"))
     assert loaded.convergence_ == est.convergence_
+    # the report's own advice, and the export's, name the estimator's options too
+    for report in (est.convergence_, loaded.convergence_):
+        assert "raise max_iter in inference_options" in report.summary()
+    attrs = est.to_inference_data().posterior.attrs
+    assert "raise max_iter in inference_options" in attrs["ppgpc_convergence"]
 
 
 def test_a_search_extends_its_grid_past_a_falling_edge():
