@@ -45,15 +45,10 @@ __all__ = ["OptimizerInfo", "SamplerInfo", "SVIInfo", "CAVIInfo", "ValidationInf
 
 def _plain(value):
     """A JSON-ready copy: NumPy scalars and arrays to Python numbers and lists, NaN kept."""
-    if isinstance(value, (np.floating, float)):
-        return float(value)
-    if isinstance(value, (np.integer,)) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_plain(v) for v in np.asarray(value).tolist()] if isinstance(
-            value, np.ndarray) else [_plain(v) for v in value]
+    if isinstance(value, (np.generic, np.ndarray)):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
     return value
 
 
@@ -219,9 +214,7 @@ class FitInfo:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "convergence":
-                out[f.name] = None if value is None else value.to_dict()
-            elif f.name in _PARTS:
+            if f.name == "convergence" or f.name in _PARTS:  # the typed parts' own forms
                 out[f.name] = None if value is None else value.to_dict()
             else:
                 out[f.name] = _plain(value)
