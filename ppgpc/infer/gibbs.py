@@ -281,11 +281,10 @@ def run_gibbs(spec, data, kernel, key, opts) -> RunOutput:
     checks = _checks(cavi, stats, "CAVI")
     info = FitInfo(hyperparameters=how, cavi=cavi,
                    sampler=_sampler_info(run, stats, hypers_sampled=sample))
-    if sample:
-        return RunOutput(hypers=samples, latent=latent, predictive_kind="latent",
-                         point_hypers=False, info=info, sample_stats=stats, run=run, **checks)
-    return RunOutput(hypers=as_draws(hypers), latent=latent, predictive_kind="latent",
-                     point_hypers=True, info=info, sample_stats=stats, run=run, **checks)
+    # sampled hyperparameters are draws beside the latent's; fixed ones one point
+    return RunOutput(hypers=samples if sample else as_draws(hypers), latent=latent,
+                     predictive_kind="latent", point_hypers=not sample, info=info,
+                     sample_stats=stats, run=run, **checks)
 
 
 def _sampler_info(run: WindowedRun, stats: dict, hypers_sampled: bool = False) -> SamplerInfo:
