@@ -248,6 +248,11 @@ class GPDData(NamedTuple):
     """(C,) training points per class of padded data, where ``options.class_sizes`` is
     emptied so that the counts are not compiled into the programs; None when unpadded."""
 
+    @property
+    def inducing_mask(self) -> None:
+        """No inducing inputs travel with the rows (``ppgpc.models.spec.TrainingData``)."""
+        return None
+
 
 def lognormal_targets(alpha):
     """Log-normal moment match of Gamma(alpha, 1): (ytilde, s2), elementwise."""

@@ -123,6 +123,11 @@ class ILRData(NamedTuple):
     mask: jax.Array | None = None
     """(N,) row mask of data padded by ``pad`` (1 real, 0 padded); None when unpadded."""
 
+    @property
+    def inducing_mask(self) -> None:
+        """No inducing inputs travel with the rows (``ppgpc.models.spec.TrainingData``)."""
+        return None
+
 
 def prepare(
     X, y, num_classes: int, *, epsilon: float = DEFAULT_EPSILON, tau: float = DEFAULT_TAU,

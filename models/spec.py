@@ -24,8 +24,11 @@ a generic module.
 
 Conventions shared by every function:
 
-* ``data`` is the model's prepared training data, a NamedTuple with at least ``X`` (N, D),
-  ``y`` (N,) integer labels in 0..C-1 and ``num_classes``.
+* ``data`` is the model's prepared training data, a pytree (a NamedTuple or a registered
+  dataclass) that is a ``TrainingData``: ``X`` (N, D), ``y`` (N,) integer labels in 0..C-1,
+  ``num_classes``, the row ``mask`` of padded data and the ``inducing_mask`` of padded
+  inducing inputs (each None where there is none). That is all the driver reads of it;
+  the rest is the model's own.
 * ``hypers`` is a dict keyed by NumPyro site name (``kernel_variance``, ``kernel_lengthscale``,
   and any model-specific ones such as ``mean``).
 * Latent values have a trailing axis of size L = ``num_latent(C)`` (C - 1 for ILR-GP, C for
@@ -39,13 +42,44 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Protocol, runtime_checkable
 
 from ppgpc.gp import sparse
 
-__all__ = ["ModelSpec", "Conjugate", "Latent", "HyperFit", "Gibbs", "CAVI", "SVI", "Inducing",
+__all__ = ["ModelSpec", "TrainingData", "Conjugate", "Latent", "HyperFit", "Gibbs", "CAVI",
+           "SVI", "Inducing",
            "CAPABILITIES", "conjugate_spec", "collapsed_sparse_spec",
            "JITTER_SITE", "record_jitter"]
+
+@runtime_checkable
+class TrainingData(Protocol):
+    """What the driver reads of every model's prepared data (``ModelSpec.prepare``).
+
+    Attributes:
+        X: (N, D) inputs (N padded rows included).
+        y: (N,) integer labels in 0..C-1.
+        num_classes: C.
+        mask: (N,) 1.0 for a real row, 0.0 for a padded one (``ModelSpec.pad``); None
+            where the data are not padded.
+        inducing_mask: (M,) the same for inducing inputs padded with the rows (the SVGP
+            with M = N); None where the model has no such inputs or they are not padded.
+    """
+
+    @property
+    def X(self) -> Any: ...
+
+    @property
+    def y(self) -> Any: ...
+
+    @property
+    def num_classes(self) -> int: ...
+
+    @property
+    def mask(self) -> Any: ...
+
+    @property
+    def inducing_mask(self) -> Any: ...
+
 
 JITTER_SITE = "cholesky_jitter"
 """The deterministic site in which a latent model records the Cholesky jitter its prior
@@ -196,6 +230,11 @@ class SVI(NamedTuple):
             guide's Gaussian factors, which ``natural_gradient`` steps; empty for none.
         includes_hyper_prior: optional ``data -> bool``: whether the objective adds the
             hyperparameters' log prior (type-II MAP rather than ML, as ``info`` reports).
+        default_options: optional ``(num_points, batch_size) -> dict``: the SVI options
+            (``batch_size``, ``max_iter``, ``learning_rate``) the model runs with on N real
+            training rows where a fit gives none (``batch_size`` is the given one or None),
+            in place of the driver's generic defaults; NUTS's fit of the hyperparameters
+            of a model without a collapsed form uses them too (``ppgpc.infer.nuts``).
     """
 
     model: Callable[..., None]
@@ -204,6 +243,7 @@ class SVI(NamedTuple):
     validation_log_predictive: Optional[Callable[..., Any]] = None
     gaussian_variational_sites: tuple = ()
     includes_hyper_prior: Optional[Callable[[Any], bool]] = None
+    default_options: Optional[Callable[[int, Optional[int]], dict]] = None
 
 
 class Inducing(NamedTuple):

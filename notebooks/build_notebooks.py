@@ -248,7 +248,8 @@ shrinks all of it for a quick run (the test suite runs it so).
 from ppgpc import (DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier,
                    Selection, SoftmaxSVGPClassifier)
 from ppgpc.datasets.synthetic import logistic_softmax_toy
-from ppgpc.evaluation.diagnostics import calibration_table, probability_map
+from ppgpc.evaluation.exports import calibration_table
+from ppgpc.evaluation.maps import plot_probability_maps
 from ppgpc.experiments import epsilon_overlap_sweep"""),
     md("## 1. The three-class toy"),
     code("""
@@ -311,7 +312,7 @@ look like it. Training points are drawn in their class colours.
     code("""
 maps = {"Bayes (truth)": toy.bayes_probabilities}
 maps.update({name: clf.predict_proba for name, clf in classifiers.items()})
-probability_map(maps, toy.X_train, toy.y_train, grid_size=GRID)"""),
+plot_probability_maps(maps, toy.X_train, toy.y_train, grid_size=GRID)"""),
     md("""
 ## 2. The effect of epsilon as the classes overlap
 
@@ -701,8 +702,8 @@ plt.tight_layout()'''),
 
 Replicated class frequencies say little: any model with a class intercept reproduces them.
 A sharper statistic is how often the predicted label is right among the points the model is
-sure about to a given degree. `ppgpc.evaluation.diagnostics.confidence_ppc` cuts the training points
-into equal-mass bins of their top-label confidence (at least 10 points each) and, per bin,
+sure about to a given degree. `ppgpc.evaluation.exports.confidence_check` cuts the training
+points into equal-mass bins of their top-label confidence (at least 10 points each) and, per bin,
 sets the observed fraction of points whose label is the predicted one against the same
 fraction under each posterior draw's replicated labels (`posterior_predictive["y"]`). An
 over-confident model puts the observed points below the grey bars (the central 95% of the
@@ -711,11 +712,11 @@ also shaped the posterior), so a pass is weaker evidence than a fail; notebook 0
 the probabilities on held-out points.
 """),
     code('''
-from ppgpc.evaluation.diagnostics import confidence_ppc
+from ppgpc.evaluation.exports import confidence_check
 from ppgpc.evaluation.plotting import confidence_ppc_diagram
 
 models = {"Exact-ILR (NUTS)": idata_ilr, "GPD (exact)": idata_gpd, "LSM (Gibbs)": idata_lsm}
-checks = {name: confidence_ppc(idata) for name, idata in models.items()}
+checks = {name: confidence_check(idata) for name, idata in models.items()}
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
 for ax, (name, ppc) in zip(axes, checks.items()):
     confidence_ppc_diagram(ppc, ax=ax, label=name, show_counts=False)
@@ -903,7 +904,7 @@ from ppgpc import (ConformalClassifier, DirichletGPClassifier, ILRGPClassifier,
                    LogisticSoftmaxGPClassifier, fit_temperature, skce_test)
 from ppgpc.datasets import (DatasetNotFoundError, available, load, paper_split,
                             train_validation_split)
-from ppgpc.evaluation.diagnostics import calibration_table
+from ppgpc.evaluation.exports import calibration_table
 from ppgpc.infer import exact_loo, psis_loo
 
 N_RESAMPLES = 200 if SMALL else 1000
@@ -1167,7 +1168,7 @@ from sklearn.datasets import load_iris
 from sklearn.model_selection import train_test_split
 
 from ppgpc import ConformalClassifier, DirichletGPClassifier, ILRGPClassifier
-from ppgpc.evaluation.diagnostics import calibration_table
+from ppgpc.evaluation.exports import calibration_table
 from ppgpc.evaluation.plotting import reliability_bands_grid
 from ppgpc.infer import exact_loo
 

@@ -117,7 +117,8 @@ def _data_source(parser: argparse.ArgumentParser) -> None:
                             "eeg (the last four need PPGPC_DATA_DIR or --data-dir)")
     parser.add_argument("--target", default=None, metavar="COLUMN",
                         help="with --csv: the column of class labels (the other columns are "
-                             "the features)")
+                             "the features, but for --id and --drop)")
+    _table_columns(parser)
     parser.add_argument("--seed", type=_integer(0), default=0,
                         help="split and model seed (default 0)")
     parser.add_argument("--data-dir", default=None, help="folder with the larger UCI CSVs")
@@ -125,6 +126,21 @@ def _data_source(parser: argparse.ArgumentParser) -> None:
                         help="subsample the training points (quick runs on large sets)")
     parser.add_argument("--quiet", action="store_true",
                         help="print nothing but errors (no progress, no tables)")
+
+
+def _table_columns(parser: argparse.ArgumentParser, predicting: bool = False) -> None:
+    """--id COLUMN and --drop COLUMN ...: the columns of a --csv table that are no
+    features."""
+    parser.add_argument("--id", default=None, metavar="COLUMN", dest="id_column",
+                        help=("the column that identifies the rows, written first into the "
+                              "predictions (default: the one the model was fitted with)")
+                        if predicting else
+                        ("with --csv: the column that identifies the rows; kept out of the "
+                         "features, and written first by ppgpc predict"))
+    if not predicting:
+        parser.add_argument("--drop", nargs="+", default=[], metavar="COLUMN",
+                            help="with --csv: columns to leave out of the features (e.g. "
+                                 "words or categories)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,8 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the table to predict: it needs the feature columns the model was "
                         "fitted on (other columns are ignored)")
     p.add_argument("--output", required=True, metavar="FILE",
-                   help="the CSV file to write: one probability column per class, named "
-                        "after the class labels")
+                   help="the CSV file to write, one row per input row in order: the id "
+                        "column (when there is one), 'predicted' (the most probable label), "
+                        "then one probability column per class, named after the class "
+                        "labels")
+    _table_columns(p, predicting=True)
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
     p = sub.add_parser("datasets", help="list the datasets")
@@ -242,6 +261,9 @@ def _check_arguments(args) -> None:
         raise ValueError("--csv needs --target COLUMN, the column of class labels")
     if getattr(args, "dataset", None) is not None and getattr(args, "target", None):
         raise ValueError("--target goes with --csv; a bundled --dataset has its own labels")
+    if getattr(args, "dataset", None) is not None and (args.id_column or args.drop):
+        raise ValueError("--id and --drop go with --csv; a bundled --dataset has only "
+                         "features and labels")
     if args.command == "fit" and args.inference is not None:
         methods = MODELS[_model_key(args.model)][1]
         if args.inference not in methods:
@@ -286,7 +308,7 @@ def _split(args):
         return args.dataset, benchmark_split(args.dataset, args.seed, data_dir=args.data_dir)
     from ppgpc.datasets import read_table
 
-    table = read_table(args.csv, args.target)
+    table = read_table(args.csv, args.target, id_column=args.id_column, drop=args.drop)
     return Path(args.csv).stem, table_split(table.X.to_numpy(), table.y, args.seed)
 
 
@@ -324,14 +346,14 @@ def compare(args) -> int:
 def _rgb_map(args, name, split, rows) -> Path:
     """One RGB probability map per model over the fitting inputs (for D > 2, the plane of
     their first two principal components, as the figure title says)."""
-    from ppgpc.evaluation.diagnostics import probability_map
+    from ppgpc.evaluation.maps import plot_probability_maps
     from ppgpc.evaluation.plotting import close, save_figure
     from ppgpc.experiments import fit_points
 
     X_fit, y_fit = fit_points(split, args.seed, args.max_train)
     codes = rows[0].estimator._encode_known(y_fit, X_fit.shape[0])
-    fig = probability_map({r.model: r.estimator.predict_proba for r in rows}, X_fit, codes,
-                          grid_size=args.grid_size)
+    fig = plot_probability_maps({r.model: r.estimator.predict_proba for r in rows}, X_fit,
+                                codes, grid_size=args.grid_size)
     path = save_figure(fig, Path(args.output_dir) / f"rgb_map_{name}_seed{args.seed}.png")
     close(fig)
     return path
@@ -341,8 +363,11 @@ def fit(args) -> int:
     """``ppgpc fit``: one classifier. With ``--csv``, at its defaults on every row of the
     user's table; with ``--dataset``, with the paper protocol's settings on its split, and
     scored on the test points. ``--save`` keeps the model, ``--save-idata`` its posterior."""
+    table = None
     if args.csv is not None:
         est = _fit_table(args)
+        table = {"target": str(args.target), "id_column": args.id_column,
+                 "dropped": [str(c) for c in args.drop]}
     else:
         from ppgpc.experiments import EXACT_CLASSIFIERS, fit_and_score
 
@@ -359,8 +384,11 @@ def fit(args) -> int:
     if getattr(est, "epsilon_", None) is not None:
         _say(args, f"epsilon = {est.epsilon_}, sigma = {est.noise_std_:.4g}")
     if args.save:
-        _say(args, f"model saved to {est.save(args.save)} (ppgpc predict --model-dir "
-                   f"{args.save} ...)")
+        from ppgpc.estimators import saveable_estimators
+        from ppgpc.io.persistence import save_estimator
+
+        path = save_estimator(est, args.save, saveable_estimators(), table=table)
+        _say(args, f"model saved to {path} (ppgpc predict --model-dir {args.save} ...)")
     if args.save_idata:
         idata = est.to_inference_data()
         path = Path(args.save_idata)
@@ -378,7 +406,7 @@ def _fit_table(args):
     from ppgpc import estimators
     from ppgpc.datasets import read_table
 
-    table = read_table(args.csv, args.target)
+    table = read_table(args.csv, args.target, id_column=args.id_column, drop=args.drop)
     if args.max_train is not None and len(table.y) > args.max_train:
         raise ValueError("--max-train subsamples a bundled dataset's split; fit a table "
                          "with fewer rows instead")
@@ -405,30 +433,48 @@ def _fit_table(args):
 
 
 def predict(args) -> int:
-    """``ppgpc predict``: a saved estimator's class probabilities for every row of a table,
-    written as CSV with one column per class, named after the class labels."""
+    """``ppgpc predict``: a saved estimator's predictions for every row of a table, in
+    order, written as CSV: the id column (``--id``, or the one the model was fitted with),
+    ``predicted`` (the most probable label), then one probability column per class, named
+    after the class labels."""
+    import numpy as np
     import pandas as pd
 
     from ppgpc.datasets import read_features
-    from ppgpc.estimators import GPClassifierBase
-    from ppgpc.estimators.saving import load
+    from ppgpc.estimators import saveable_estimators
+    from ppgpc.io.persistence import load_table_model
 
-    model = load(args.model_dir)
-    if not isinstance(model, GPClassifierBase):
+    try:
+        model, table = load_table_model(args.model_dir, saveable_estimators())
+    except ValueError as err:
+        if "not an estimator" not in str(err):
+            raise
         raise ValueError(f"--model-dir {args.model_dir} holds a driver fit (a FitResult), not "
-                         "a fitted classifier; save one with ppgpc fit --save")
+                         "a fitted classifier; save one with ppgpc fit --save") from None
     columns = getattr(model, "feature_names_in_", None)
     if columns is None:
         raise ValueError(f"--model-dir {args.model_dir}: the model was fitted without column "
                          "names, so the table's columns cannot be matched to its features; "
                          "fit it with ppgpc fit --csv or on a pandas DataFrame")
-    X = read_features(args.csv, columns)
-    probs = model.predict_proba(X)
-    out = pd.DataFrame(probs, columns=[str(c) for c in model.classes_])
+    id_column = args.id_column or (table or {}).get("id_column")
+    rows = read_features(args.csv, columns, id_column=id_column)
+    probs = model.predict_proba(rows.X)
+    names = [str(c) for c in model.classes_]
+    first = ([] if id_column is None else [str(id_column)]) + ["predicted"]
+    clash = [c for c in first if c in names]
+    if clash:
+        raise ValueError(f"a class is named {clash[0]!r}, as the column {clash[0]!r} of the "
+                         "predictions would be; rename the class or the id column")
+    out = pd.DataFrame(probs, columns=names)
+    out.insert(0, "predicted", model.classes_[np.argmax(probs, axis=1)])
+    if id_column is not None:
+        out.insert(0, str(id_column), rows.ids.to_numpy())
     path = Path(args.output)
     path.parent.mkdir(parents=True, exist_ok=True)
     out.to_csv(path, index=False)
-    _say(args, f"{len(out)} rows of {out.shape[1]} class probabilities written to {path}")
+    ids = "" if id_column is None else f"their {id_column!r}, "
+    _say(args, f"{len(out)} rows ({ids}the predicted label and {len(names)} class "
+               f"probabilities) written to {path}")
     return 0
 
 

@@ -34,7 +34,8 @@ METHOD_OPTIONS = {
     "nuts": dict(SHORT_MCMC, max_tree_depth=5),
     "gibbs": dict(SHORT_MCMC),
     "cavi": {"num_draws": 60, "max_iter": 15},
-    "svi": {"num_draws": 60, "max_iter": 40, "warmup_steps": 5, "progress_bar": False},
+    "svi": {"num_draws": 60, "max_iter": 40, "learning_rate": 0.01, "warmup_steps": 5,
+            "progress_bar": False},
 }
 """Options of each method for the shared fits (methods not listed are not exercised)."""
 

@@ -8,6 +8,7 @@ import pytest
 
 import numpy as np
 
+import ppgpc
 from ppgpc.cli import MODELS, main
 
 
@@ -162,12 +163,62 @@ def test_fit_a_table_quietly_then_predict_it(tmp_path, iris_csv, capfd):
     assert main(["predict", "--model-dir", str(model), "--csv", str(iris_csv),
                  "--output", str(output), "--quiet"]) == 0
     assert capfd.readouterr().out == ""
-    probs = pd.read_csv(output)
+    written = pd.read_csv(output)
+    assert list(written.columns) == ["predicted", "setosa", "versicolor", "virginica"]
+    probs = written.drop(columns="predicted")
     assert probs.shape == (150, 3)
-    assert list(probs.columns) == ["setosa", "versicolor", "virginica"]
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-9)
+    assert (written["predicted"] == probs.idxmax(axis=1)).all()
     truth = pd.read_csv(iris_csv)["species"]
-    assert (probs.idxmax(axis=1) == truth).mean() > 0.9
+    assert (written["predicted"] == truth).mean() > 0.9
+
+
+@pytest.fixture(scope="module")
+def shop_csv(tmp_path_factory):
+    """A table as a user has it: a string ``id``, a string category ``color`` that is no
+    feature, two numeric features and string labels."""
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    kind = np.repeat(["apple", "pear", "plum"], 20)
+    centre = {"apple": (0.0, 0.0), "pear": (3.0, 0.0), "plum": (0.0, 3.0)}
+    xy = np.array([centre[k] for k in kind]) + 0.5 * rng.normal(size=(60, 2))
+    frame = pd.DataFrame({"id": [f"r{i:03d}" for i in rng.permutation(60)],
+                          "color": rng.choice(["red", "green"], size=60),
+                          "weight": xy[:, 0], "size": xy[:, 1], "fruit": kind})
+    path = tmp_path_factory.mktemp("shop") / "shop.csv"
+    frame.sample(frac=1.0, random_state=0).to_csv(path, index=False)
+    return path
+
+
+def test_a_table_with_an_id_and_a_word_column_end_to_end(tmp_path, shop_csv, capsys):
+    """``fit --id id --drop color`` keeps both out of the features and saves the id column
+    with the model; ``predict`` then writes id, predicted and the probabilities, rows in
+    the input's order, on a table whose rows come in another order."""
+    import pandas as pd
+
+    model = tmp_path / "model"
+    assert main(["fit", "--csv", str(shop_csv), "--target", "fruit", "--id", "id",
+                 "--drop", "color", "--model", "gpd", "--save", str(model), "--quiet"]) == 0
+    saved = ppgpc.load(model)
+    assert saved.feature_names_in_.tolist() == ["weight", "size"]
+    shuffled = pd.read_csv(shop_csv).sample(frac=1.0, random_state=1)
+    shuffled.to_csv(tmp_path / "new.csv", index=False)
+    output = tmp_path / "p.csv"
+    assert main(["predict", "--model-dir", str(model), "--csv", str(tmp_path / "new.csv"),
+                 "--output", str(output), "--quiet"]) == 0
+    written = pd.read_csv(output)
+    assert list(written.columns) == ["id", "predicted", "apple", "pear", "plum"]
+    assert written["id"].tolist() == shuffled["id"].tolist()
+    probs = saved.predict_proba(shuffled[["weight", "size"]])
+    np.testing.assert_allclose(written[["apple", "pear", "plum"]].to_numpy(), probs,
+                               rtol=1e-12)
+    assert (written["predicted"] == shuffled["fruit"].to_numpy()).mean() > 0.9
+    # without --drop, the word column is named, with how to leave it out
+    assert main(["fit", "--csv", str(shop_csv), "--target", "fruit", "--id", "id",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "feature column 'color' must be numeric" in err and "--drop color" in err
 
 
 def test_compare_on_a_table(tmp_path, iris_csv, capsys):
@@ -188,6 +239,13 @@ def test_compare_on_a_table(tmp_path, iris_csv, capsys):
      "--inference 'map' is not an inference of model 'lsm'"),
     (["predict", "--model-dir", "{tmp}", "--csv", "{csv}", "--output", "{tmp}/p.csv"],
      "is not a saved ppgpc model"),
+    (["fit", "--csv", "{csv}", "--target", "species", "--id", "name"],
+     "has no id column(s) ['name']"),
+    (["fit", "--csv", "{csv}", "--target", "species", "--drop", "species"],
+     "column 'species' is dropped and is also the label column"),
+    (["fit", "--csv", "{csv}", "--target", "species", "--id", "species"],
+     "the id column 'species' is the label column"),
+    (["fit", "--dataset", "wine", "--id", "species"], "--id and --drop go with --csv"),
 ])
 def test_table_errors_are_one_line(argv, message, tmp_path, iris_csv, capsys):
     import pandas as pd
@@ -219,5 +277,5 @@ def test_the_model_table_is_the_estimators():
 
     for name, (cls_name, methods, _) in MODELS.items():
         cls = getattr(ppgpc, cls_name)
-        assert set(methods) == set(cls.inference_methods), name
+        assert list(methods) == [str(m) for m in cls.inference_choices], name
         assert methods[0] == cls().inference, name

@@ -500,7 +500,7 @@ def sample_q_f(key, data, kernel, result: CAVIResult, num_samples: int):
         raise ValueError("sample_q_f draws f of the full version (Z = X); a sparse CAVI "
                          "result is sampled at its inducing inputs by sample_q_v")
     proj = projection(kernel, result.hypers, data.X, result.inducing,
-                      getattr(data, "mask", None))
+                      data.mask)
     M, C = result.state.m.shape
     root = jax.random.split(key)[0]
     eps = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(root, i),

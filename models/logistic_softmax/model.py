@@ -68,6 +68,11 @@ class LSMData(NamedTuple):
     mask: jax.Array | None = None
     """(N,) row mask of data padded by ``pad`` (1 real, 0 padded); None when unpadded."""
 
+    @property
+    def inducing_mask(self) -> None:
+        """No inducing inputs travel with the rows (``ppgpc.models.spec.TrainingData``)."""
+        return None
+
 
 FULL_CAVI_ON_ONE_DEVICE = (
     "the full-batch CAVI runs on one device; give batch_size (or class_batch_size) for the "

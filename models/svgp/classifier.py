@@ -10,7 +10,7 @@ from ppgpc.models.svgp.full import (initial_hypers, latent_conditional, latent_m
 from ppgpc.models.svgp.likelihood import on_devices, LOG_LINKS
 from ppgpc.models.svgp.scoring import validation_log_predictive
 from ppgpc.models.svgp.variational import (guide, includes_hyper_prior, inducing_latent, model,
-                                           own_inducing_values, svi_result)
+                                           own_inducing_values, svi_defaults, svi_result)
 
 
 __all__ = ["svgp_spec", "SPEC"]
@@ -60,7 +60,7 @@ def svgp_spec(name: str, link: str, num_latent, description: str) -> ModelSpec:
         svi=SVI(model=model, guide=guide, result=svi_result,
                 validation_log_predictive=validation_log_predictive,
                 gaussian_variational_sites=(("q_mean", "q_scale_tril"),),
-                includes_hyper_prior=includes_hyper_prior),
+                includes_hyper_prior=includes_hyper_prior, default_options=svi_defaults),
         inducing=Inducing(inducing_latent=inducing_latent, inducing_values=own_inducing_values),
         sparse_alternative='fit by SVI: inference="svi" (driver method "svi")',
         seeded_prepare=True, place=on_devices)

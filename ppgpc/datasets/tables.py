@@ -1,5 +1,6 @@
-"""A user's own table of data: a CSV file with a column of class labels and numeric feature
-columns, read into what the estimators take (``read_table``), with one-line errors that name
+"""A user's own table of data: a CSV file with a column of class labels, numeric feature
+columns and, optionally, a column of row identifiers and columns to leave out, read into
+what the estimators take (``read_table``, ``read_features``), with one-line errors that name
 the column, the row and the value at fault.
 """
 
@@ -17,12 +18,16 @@ MIN_ROWS_PER_CLASS = 2
 
 
 class Table(NamedTuple):
-    """A training table: features X (a pandas DataFrame, n x D, float64, named columns)
-    and labels y (n,), as they are in the file (strings, or numbers when every label is a
-    number)."""
+    """A table read from a CSV file."""
 
     X: object
-    y: np.ndarray
+    """(n, D) features: a pandas DataFrame of float64 with the file's column names."""
+    y: np.ndarray | None
+    """(n,) labels as they are in the file (strings, or numbers when every label is a
+    number); None for a table to predict on (``read_features``)."""
+    ids: object = None
+    """(n,) the row identifiers (a pandas Series named after their column, values as in
+    the file), or None without an id column."""
 
 
 def _read_csv(path):
@@ -40,6 +45,39 @@ def _read_csv(path):
     return frame
 
 
+def _check_columns(frame, path, names, what: str) -> list[str]:
+    """``names`` as a list, each a column of ``frame`` (else a ValueError listing them)."""
+    names = [str(n) for n in names]
+    absent = [n for n in names if n not in frame.columns]
+    if absent:
+        raise ValueError(f"{path} has no {what} column(s) {absent}; its columns: "
+                         f"{list(frame.columns)}")
+    return names
+
+
+def _split_columns(frame, path, target, id_column, drop) -> list[str]:
+    """The feature columns: every column but ``target``, ``id_column`` and ``drop``, each
+    of which must be a column, and none of which may be another's."""
+    keep_out = [] if target is None else [str(target)]
+    if id_column is not None:
+        (id_column,) = _check_columns(frame, path, [id_column], "id")
+        if id_column in keep_out:
+            raise ValueError(f"{path}: the id column {id_column!r} is the label column")
+        keep_out.append(id_column)
+    if isinstance(drop, str):
+        drop = [drop]
+    dropped = _check_columns(frame, path, drop or (), "dropped")
+    clash = [c for c in dropped if c in keep_out]
+    if clash:
+        raise ValueError(f"{path}: column {clash[0]!r} is dropped and is also the "
+                         f"{'label' if clash[0] == target else 'id'} column")
+    return [c for c in frame.columns if c not in keep_out and c not in dropped]
+
+
+def _ids(frame, id_column):
+    return None if id_column is None else frame[str(id_column)].copy()
+
+
 def _numeric(frame, path, columns) -> object:
     """``frame[columns]`` as float64, or a ValueError naming the first non-numeric or missing
     cell (its column, row and value; rows counted as in the file, the header being row 1)."""
@@ -51,30 +89,39 @@ def _numeric(frame, path, columns) -> object:
         if bad.size:
             row = int(bad[0])
             value = frame[column].iloc[row]
-            what = "is missing" if pd.isna(value) else f"is {str(value)!r}, not a number"
+            if pd.isna(value):
+                raise ValueError(f"{path}: feature column {column!r} must be numeric: row "
+                                 f"{row + 2} is missing ({bad.size} such row(s))")
             raise ValueError(f"{path}: feature column {column!r} must be numeric: row "
-                             f"{row + 2} {what} ({bad.size} such row(s))")
+                             f"{row + 2} is {str(value)!r}, not a number ({bad.size} such "
+                             f"row(s)); leave the column out (ppgpc: --drop {column}) or "
+                             "encode it as numbers, e.g. one 0/1 column per category")
     return X
 
 
-def read_table(path, target: str) -> Table:
-    """Read a training table: the column ``target`` holds the class labels, every other
-    column is a numeric feature.
+def read_table(path, target: str, *, id_column: str | None = None, drop=()) -> Table:
+    """Read a training table: the column ``target`` holds the class labels, the column
+    ``id_column`` (if given) identifies the rows, the columns ``drop`` are left out, and
+    every other column is a numeric feature.
 
     Raises:
         FileNotFoundError: no file at ``path``.
-        ValueError: not a CSV table; no column ``target`` (the columns are listed); a
-            feature column with a non-numeric or missing value (column, row, value); a
-            missing label; fewer than two classes, or a class with fewer than
-            ``MIN_ROWS_PER_CLASS`` rows; no feature column.
+        ValueError: not a CSV table; no column ``target``, ``id_column`` or one of ``drop``
+            (the columns are listed); the id or a dropped column is the label column; a
+            feature column with a non-numeric or missing value (column, row, value, and
+            how to leave it out); a missing label; fewer than two classes, or a class with
+            fewer than ``MIN_ROWS_PER_CLASS`` rows; no feature column.
     """
     frame = _read_csv(path)
+    frame.columns = [str(c) for c in frame.columns]
+    target = str(target)
     if target not in frame.columns:
         raise ValueError(f"{path} has no column {target!r} for the labels; its columns: "
-                         f"{[str(c) for c in frame.columns]}")
-    features = [c for c in frame.columns if c != target]
+                         f"{list(frame.columns)}")
+    features = _split_columns(frame, path, target, id_column, drop)
     if not features:
-        raise ValueError(f"{path} has no feature column besides {target!r}")
+        raise ValueError(f"{path} has no feature column besides {target!r} and the "
+                         "columns left out")
     labels = frame[target]
     missing = np.flatnonzero(labels.isna().to_numpy())
     if missing.size:
@@ -90,12 +137,16 @@ def read_table(path, target: str) -> Table:
     if few:
         raise ValueError(f"{path}: every class needs at least {MIN_ROWS_PER_CLASS} rows; "
                          + ", ".join(f"{v!r} has {c}" for v, c in few))
-    return Table(X, y)
+    return Table(X, y, _ids(frame, id_column))
 
 
-def read_features(path, columns) -> object:
+def read_features(path, columns, *, id_column: str | None = None) -> Table:
     """Read the feature columns ``columns`` (the names a model was fitted on) of a table to
-    predict on, in that order; other columns (a label column, say) are ignored.
+    predict on, in that order, and its id column ``id_column`` if given; other columns (a
+    label column, say) are ignored.
+
+    Returns:
+        A ``Table`` with ``y`` None.
 
     Raises:
         FileNotFoundError: no file at ``path``. ValueError: a column is missing (named), or
@@ -108,4 +159,6 @@ def read_features(path, columns) -> object:
     if absent:
         raise ValueError(f"{path} lacks the feature column(s) {absent} that the model was "
                          f"fitted on; its columns: {list(frame.columns)}")
-    return _numeric(frame, path, columns)
+    if id_column is not None:
+        _check_columns(frame, path, [id_column], "id")
+    return Table(_numeric(frame, path, columns), None, _ids(frame, id_column))

@@ -12,8 +12,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from ppgpc.datasets import Standardizer
 
 __all__ = ["fit_standardizer", "warn_of_collapsed_noise", "fitted_noise_scale",
-           "is_fitted_attribute", "check_class_labels", "OUTLIER_SCORE",
-           "COLLAPSED_NOISE_SCALE"]
+           "is_fitted_attribute", "check_class_labels", "check_frame_columns",
+           "warn_of_small_classes", "OUTLIER_SCORE", "COLLAPSED_NOISE_SCALE"]
 
 OUTLIER_SCORE = 20.0
 """A z-scored training value this far from 0 makes ``fit`` warn that the column's scale is
@@ -35,6 +35,62 @@ def _warn_of_extreme_values(zscores: Standardizer, X: np.ndarray, method: str) -
             "together, which can stall the hyperparameter fit; consider "
             "standardize='robust' (median / interquartile range) or removing the outliers",
             UserWarning, stacklevel=4)
+
+
+def check_frame_columns(X, expected=None) -> None:
+    """Errors that name the column, for a table (anything with ``columns`` and ``dtypes``,
+    e.g. a pandas DataFrame) before scikit-learn converts it to numbers.
+
+    Args:
+        X: the inputs; anything without ``columns`` and ``dtypes`` passes unchecked.
+        expected: the column names of fit (``feature_names_in_``), checked at prediction;
+            None at fit or when fit had no names.
+
+    Raises:
+        ValueError: a column of strings, categories or other non-numbers (named, with a
+            value and how to leave it out or encode it); at prediction, columns missing,
+            unexpected or in another order (the expected order listed).
+    """
+    columns, dtypes = getattr(X, "columns", None), getattr(X, "dtypes", None)
+    if columns is None or dtypes is None:
+        return
+    names = [str(c) for c in columns]
+    if expected is not None:
+        expected = [str(c) for c in expected]
+        if names != expected:
+            missing = [c for c in expected if c not in names]
+            extra = [c for c in names if c not in expected]
+            what = (f"lacks {missing}" if missing else f"has columns not seen in fit {extra}"
+                    if extra else "has the columns in another order")
+            raise ValueError(f"X {what}; the model was fitted on the columns {expected}, in "
+                             "that order (select them as X[columns])")
+    for i, (name, dtype) in enumerate(zip(names, dtypes)):
+        if dtype.kind in "biuf":
+            continue
+        values = list(X.iloc[:, i])
+        odd = next((v for v in values if not isinstance(v, numbers.Number)), None)
+        if str(dtype) != "category" and dtype.kind == "O" and odd is None:
+            continue  # Python numbers in an object column: scikit-learn converts them
+        kind = "categories" if str(dtype) == "category" else (
+            "strings" if isinstance(odd, str) else f"values of type {dtype}")
+        shown = f" (e.g. {odd!r})" if odd is not None else ""
+        raise ValueError(f"X's column {name!r} holds {kind}{shown}, not numbers; drop it "
+                         f"(X.drop(columns=[{name!r}])) or encode it as numbers, e.g. one 0/1 "
+                         "column per category (pandas.get_dummies)")
+
+
+def warn_of_small_classes(classes: np.ndarray, codes: np.ndarray) -> None:
+    """Warn, naming them, of classes with fewer than two training rows: the fit has nothing
+    to check their probabilities against (a split of a small table can make such a class,
+    so it is not an error)."""
+    counts = np.bincount(codes, minlength=len(classes))
+    small = [(classes[i].item() if isinstance(classes[i], np.generic) else classes[i],
+              int(counts[i])) for i in np.flatnonzero(counts < 2)]
+    if small:
+        listed = ", ".join(f"{label!r} ({count} row)" for label, count in small)
+        warnings.warn(f"class(es) with a single training row: {listed}; their predicted "
+                      "probabilities rest on that one point, and no held-out score checks "
+                      "them", UserWarning, stacklevel=3)
 
 
 def fit_standardizer(X: np.ndarray, standardize) -> Standardizer | None:

@@ -28,8 +28,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ppgpc.estimators._common import (check_class_labels, fit_standardizer, fitted_noise_scale,
-                                      is_fitted_attribute, warn_of_collapsed_noise)
+from ppgpc.estimators._common import (check_class_labels, check_frame_columns,
+                                      fit_standardizer, fitted_noise_scale,
+                                      is_fitted_attribute, warn_of_collapsed_noise,
+                                      warn_of_small_classes)
+from ppgpc.estimators.options import Inference
 from ppgpc.evaluation import metrics
 from ppgpc.infer import convergence, fit as run_inference
 from ppgpc.infer.convergence import ConvergenceReport
@@ -126,8 +129,8 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
     model_name: str = ""
     has_noise_scale: bool = False
     """Whether the model can learn a noise scale; ``fit`` then records ``noise_scale_``."""
-    inference_methods: dict = {}
-    """``inference`` setting -> driver method."""
+    inference_choices: type[Inference] = Inference
+    """The ``inference`` settings (an ``Inference`` subclass), the default first."""
 
     def __init__(self, *, kernel="rbf-ard", inference: str = "exact",
                  standardize: bool | str = True, seed: int = 0,
@@ -160,19 +163,23 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
     removed_inference: dict = {}
     """``inference`` settings of earlier versions, each with what replaces it."""
 
-    def _method(self) -> str:
-        """The driver method of ``inference``; an unknown setting names the choices, a
-        removed one what replaces it."""
+    def _inference(self) -> Inference:
+        """``inference`` parsed (a member of ``inference_choices``); an unknown setting names
+        the choices, a removed one what replaces it."""
         try:
-            return self.inference_methods[self.inference]
-        except (KeyError, TypeError):
+            return self.inference_choices(self.inference)
+        except ValueError:
             if isinstance(self.inference, str) and self.inference in self.removed_inference:
                 raise ValueError(f"{type(self).__name__} does not know inference="
                                  f"{self.inference!r}; "
                                  f"{self.removed_inference[self.inference]}") from None
             raise ValueError(f"{type(self).__name__} does not know inference="
                              f"{self.inference!r}; choose from "
-                             f"{list(self.inference_methods)}") from None
+                             f"{[str(m) for m in self.inference_choices]}") from None
+
+    def _method(self) -> str:
+        """The driver method of ``inference``."""
+        return self._inference().method
 
     def _given_options(self) -> dict:
         """A copy of ``inference_options`` (empty when it is None)."""
@@ -220,10 +227,13 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         sparse, not empty, at least 2 samples when fitting) and the columns: with
         ``reset`` (fit) it records ``n_features_in_`` and, for string column names,
         ``feature_names_in_``; otherwise it refuses a different number of columns, or names
-        that differ from fit's or come in another order. ppgpc's ``check_features`` then
+        that differ from fit's or come in another order. Before it, a table's columns of
+        strings or categories, and at prediction columns missing, new or reordered, get an
+        error that names them (``check_frame_columns``). ppgpc's ``check_features`` then
         names the rows with NaN or infinite values and refuses values that overflow the
         kernel.
         """
+        check_frame_columns(X, None if reset else getattr(self, "feature_names_in_", None))
         X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=False,
                           ensure_min_samples=2 if reset else 1)
         return check_features(X)
@@ -244,12 +254,13 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         """
         previous = {k: v for k, v in vars(self).items() if is_fitted_attribute(k)}
         try:
-            self._method()  # validate the settings before any work
+            inference = self._inference()  # validate the settings before any work
             check_seed(self.seed)
             X = self._validate_X(X, reset=True)  # records n_features_in_, feature_names_in_
             y = check_labels(column_or_1d(y, warn=True), X.shape[0])
             classes, codes = encode_labels(y)
             check_class_labels(y)
+            warn_of_small_classes(classes, codes)
             self._check_settings()
             # refuse a data set too large for the final fit now, before any validation fits
             limit = self._exact_size_limit()
@@ -263,7 +274,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             # a line at once: the first fit at a data shape compiles for seconds before the
             # loops' own progress starts
             note(f"{type(self).__name__}: fitting {X.shape[0]} points, {X.shape[1]} inputs, "
-                 f"{C} classes (inference {self.inference!r}) ...", self.progress)
+                 f"{C} classes (inference {str(inference)!r}) ...", self.progress)
             # one warning for the whole fit; one BLAS thread (``ppgpc.runtime.threads``)
             with convergence.collect() as collected, blas_limited():
                 options = self._select_model_options(Xs, codes, C)
@@ -400,15 +411,16 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
 
     def to_inference_data(self, X=None, y=None, *, thin=1, **kwargs):
         """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given
-        (and the true labels y there, for ``ppgpc.evaluation.diagnostics``).
+        (and the true labels y there, for ``ppgpc.evaluation.exports``).
 
         Labels are exported as codes: every ``y`` variable and the ``class`` coordinate
         hold 0..C-1, and ``classes_`` (the original labels) is the ``class_label``
         coordinate along ``class``. Point hyperparameters (type-II ML / MAP) are one value
         each in ``constant_data``, marked by ``attrs["point_estimate"]``.
 
-        ``thin`` keeps every ``thin``-th posterior draw; other keyword arguments
-        (``key``, ``feature_names``, ``max_bytes``) go to
+        The ``feature`` coordinate holds the column names of fit (``feature_names_in_``)
+        when X had them, 0..D-1 otherwise. ``thin`` keeps every ``thin``-th posterior draw;
+        other keyword arguments (``key``, ``feature_names``, ``max_bytes``) go to
         ``ppgpc.infer.arviz_export.to_inference_data``.
         """
         self._check_fitted()
@@ -421,6 +433,10 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         X_pred = None if X is None else self._validate_X(X, reset=False)
         codes = None if y is None else self._encode_known(y, X_pred.shape[0])
         from ppgpc.infer.arviz_export import to_inference_data  # imports ArviZ: on first use
+
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and kwargs.get("feature_names") is None:
+            kwargs["feature_names"] = [str(n) for n in names]
 
         return to_inference_data(self.result_, X_pred, class_names=self.classes_, y_pred=codes,
                                  thin=thin, **kwargs)

@@ -23,19 +23,14 @@ import numpy as np
 
 from ppgpc.datasets import stratified_folds, train_validation_split
 from ppgpc.estimators.base import GPClassifierBase
-from ppgpc.estimators.options import Selection, as_selection
+from ppgpc.estimators.options import ConjugateInference, Selection, as_selection
 from ppgpc.gp.inducing import resolve_num_inducing
 from ppgpc.infer import convergence
 from ppgpc.infer.loo import loo_latent, loo_nll
 from ppgpc.runtime.progress import Timer, note
 from ppgpc.validation import check_count, check_flag, check_seed
 
-__all__ = ["ConjugateClassifier", "CONJUGATE_INFERENCE", "GRID_EXTENSIONS", "SEARCH_SCALES"]
-
-CONJUGATE_INFERENCE = {"map": "map", "exact": "exact", "nuts": "nuts", "collapsed": "exact"}
-"""``inference`` -> driver method: ``"map"`` type-II MAP and the closed-form posterior,
-``"exact"`` type-II ML, ``"nuts"`` NUTS, ``"collapsed"`` Titsias's collapsed sparse bound
-(the model's ``_sparse`` variant) by type-II ML."""
+__all__ = ["ConjugateClassifier", "GRID_EXTENSIONS", "SEARCH_SCALES"]
 
 GRID_EXTENSIONS = 6
 """Values a smoothing search adds past an edge of its grid at most, one at a time, while its
@@ -58,7 +53,7 @@ class ConjugateClassifier(GPClassifierBase):
     """Base of ``ILRGPClassifier`` and ``DirichletGPClassifier``; subclasses give
     ``_options_for(value)``, the model options at one smoothing level."""
 
-    inference_methods = CONJUGATE_INFERENCE
+    inference_choices = ConjugateInference
     noun = "class"
     """What a sparse output is, for ``shared_inducing`` errors (a class, an ILR coordinate)."""
 
@@ -66,21 +61,25 @@ class ConjugateClassifier(GPClassifierBase):
     def _selection(self) -> Selection:
         return as_selection(self.selection)
 
+    def _collapsed(self) -> bool:
+        """Whether the fit is the collapsed sparse one (``inference="collapsed"``)."""
+        return self._inference() is ConjugateInference.COLLAPSED
+
     def _check_model_settings(self) -> None:
         self._selection()
         check_flag("shared_inducing", self.shared_inducing)
-        if self.inference == "collapsed" and self.num_inducing is not None:
+        if self._collapsed() and self.num_inducing is not None:
             check_count("num_inducing", self.num_inducing)
-        if not self.shared_inducing and self.inference != "collapsed":
+        if not self.shared_inducing and not self._collapsed():
             raise ValueError(f"shared_inducing=False gives each {self.noun} its own inducing "
                              "inputs; it applies to inference='collapsed', not "
-                             f"{self.inference!r}")
+                             f"{str(self._inference())!r}")
 
     def _exact_size_limit(self) -> int | None:
-        return None if self.inference == "collapsed" else self.max_exact_points
+        return None if self._collapsed() else self.max_exact_points
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
-        if self.inference != "collapsed":
+        if not self._collapsed():
             return super()._fit_driver(X, y, num_classes, model_options, method=method,
                                        **options)
         method = method or self._method()
@@ -199,13 +198,14 @@ class ConjugateClassifier(GPClassifierBase):
         """Whether the smoothing level is chosen by closed-form leave-one-out:
         ``validation="loo"`` with an exact posterior; the collapsed sparse posterior has no
         closed form and is cross-validated instead."""
-        return self._selection().validation == "loo" and self.inference != "collapsed"
+        return self._selection().validation == "loo" and not self._collapsed()
 
     def _grid_method(self) -> str:
         """The driver method of the search's fits: type-II MAP when ``inference`` is
         ``"map"`` or ``"nuts"`` (whose hyperparameter posterior includes the priors; MAP is
         its cheap stand-in), type-II ML otherwise."""
-        return "map" if self.inference in ("map", "nuts") else "exact"
+        return "map" if self._inference() in (ConjugateInference.MAP,
+                                              ConjugateInference.NUTS) else "exact"
 
     def _loo_key(self):
         """The key of the leave-one-out scores' shared normal draws, from the seed."""

@@ -7,7 +7,7 @@ import dataclasses
 
 
 from ppgpc.estimators.base import GPClassifierBase, shared_doc
-from ppgpc.estimators.options import check_minibatch_options, hold_out
+from ppgpc.estimators.options import LogisticSoftmaxInference, check_minibatch_options, hold_out
 from ppgpc.evaluation import metrics
 from ppgpc.gp.inducing import resolve_num_inducing
 from ppgpc.infer.records import ValidationInfo
@@ -48,10 +48,11 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             sampler of the Polya-Gamma augmented model, hyperparameters as for NUTS or
             sampled in every sweep with ``{"hyperparameters": "sample"}``; it mixes more
             slowly than NUTS (docs/records/gibbs.md), so its chains run longer before they
-            pass the convergence check (up to ``max_samples``, default 2000 per chain). ``"cavi"``: mean-field coordinate-ascent VI with
-            hyperparameter learning; full, sparse (``num_inducing``) or stochastic
-            (minibatches: ``inference_options`` with ``batch_size``, and ``max_iter``,
-            ``learning_rate``, ``validation_fraction``, ``class_batch_size``).
+            pass the convergence check (up to ``max_samples``, default 2000 per chain).
+            ``"cavi"``: mean-field coordinate-ascent VI with hyperparameter learning; full,
+            sparse (``num_inducing``) or stochastic (minibatches: ``inference_options``
+            with ``batch_size``, and ``max_iter``, ``learning_rate``,
+            ``validation_fraction``, ``class_batch_size``).
 {SHARED_DOC}
 
     Attributes (after fit): those of ``GPClassifierBase`` (classes_, n_features_in_,
@@ -62,7 +63,7 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
     """
 
     model_name = "logistic_softmax"
-    inference_methods = {"gibbs": "gibbs", "cavi": "cavi", "nuts": "nuts"}
+    inference_choices = LogisticSoftmaxInference
     removed_inference = {"svi": "the stochastic CAVI is inference='cavi' with a batch_size "
                                 "in inference_options"}
 
@@ -75,8 +76,8 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
     def _stochastic(self) -> bool:
         """Whether the CAVI runs on minibatches (a batch size of points or classes)."""
         given = self._given_options()
-        return self.inference == "cavi" and (given.get("batch_size") is not None
-                                             or given.get("class_batch_size") is not None)
+        return self._inference() is LogisticSoftmaxInference.CAVI and (
+            given.get("batch_size") is not None or given.get("class_batch_size") is not None)
 
     def _check_model_settings(self) -> None:
         given = self._given_options()
@@ -86,17 +87,18 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
                              "inference_options")
         if self.num_inducing is not None:
             check_count("num_inducing", self.num_inducing)
-            if self.inference not in ("cavi", "gibbs"):
+            if self._inference() is LogisticSoftmaxInference.NUTS:
                 raise ValueError("num_inducing applies to inference='cavi' or 'gibbs', not "
-                                 f"{self.inference!r}")
+                                 "'nuts'")
 
     def _method_options(self, given: dict) -> dict:
-        if self.inference == "cavi":
+        inference = self._inference()
+        if inference is LogisticSoftmaxInference.CAVI:
             given = check_minibatch_options(given)
         elif "validation_fraction" in given:
             raise ValueError("validation_fraction applies to inference='cavi', not "
-                             f"{self.inference!r}")
-        if self.inference == "gibbs" and self.num_inducing is not None:
+                             f"{str(inference)!r}")
+        if inference is LogisticSoftmaxInference.GIBBS and self.num_inducing is not None:
             given = {**given, "num_inducing": int(self.num_inducing)}
         return given
 

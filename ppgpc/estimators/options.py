@@ -1,5 +1,8 @@
 """The option objects and checks the estimators share.
 
+* ``Inference`` and its per-estimator members (``ConjugateInference``, ``SVGPInference``,
+  ``LogisticSoftmaxInference``): an estimator's ``inference`` setting, parsed once into
+  a member that knows its driver method.
 * ``Selection``: how ``ILRGPClassifier`` chooses epsilon and ``DirichletGPClassifier``
   chooses alpha_eps (the grid and the validation scheme), one frozen object.
 * ``check_minibatch_options``: the ``inference_options`` keys every minibatch method reads
@@ -10,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 
 import numpy as np
@@ -18,7 +22,53 @@ from ppgpc.datasets import train_validation_split
 from ppgpc.validation import check_count, check_positive
 
 __all__ = ["Selection", "MINIBATCH_KEYS", "check_minibatch_options", "hold_out",
-           "VALIDATIONS"]
+           "VALIDATIONS", "Inference", "ConjugateInference", "SVGPInference",
+           "LogisticSoftmaxInference"]
+
+
+class Inference(enum.StrEnum):
+    """An estimator's ``inference`` setting, parsed once (``GPClassifierBase._inference``).
+
+    Each estimator has its own members (a subclass); a member equals its string, so
+    ``ILRGPClassifier(inference="collapsed")`` and ``inference=ConjugateInference.COLLAPSED``
+    are the same setting and save the same way.
+    """
+
+    @property
+    def method(self) -> str:
+        """The driver method that runs it (``ppgpc.infer.fit``'s ``method``)."""
+        return self.value
+
+
+class ConjugateInference(Inference):
+    """``ILRGPClassifier`` and ``DirichletGPClassifier``: ``"map"`` type-II MAP and the
+    closed-form posterior, ``"exact"`` type-II ML, ``"nuts"`` NUTS, ``"collapsed"``
+    Titsias's collapsed sparse bound (the model's ``_sparse`` variant) by type-II ML."""
+
+    MAP = "map"
+    EXACT = "exact"
+    NUTS = "nuts"
+    COLLAPSED = "collapsed"
+
+    @property
+    def method(self) -> str:
+        return "exact" if self is ConjugateInference.COLLAPSED else self.value
+
+
+class SVGPInference(Inference):
+    """``SoftmaxSVGPClassifier``: ``"svi"`` on the sparse model, ``"nuts"`` on the full GP."""
+
+    SVI = "svi"
+    NUTS = "nuts"
+
+
+class LogisticSoftmaxInference(Inference):
+    """``LogisticSoftmaxGPClassifier``: ``"nuts"`` on the latent model, ``"gibbs"`` and
+    ``"cavi"`` on the Polya-Gamma augmented one."""
+
+    NUTS = "nuts"
+    GIBBS = "gibbs"
+    CAVI = "cavi"
 
 VALIDATIONS = ("loo", "cv", "holdout")
 """The validation schemes of a smoothing search (``Selection.validation``)."""

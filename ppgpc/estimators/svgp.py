@@ -3,12 +3,9 @@ Uncollapsed-ILR with ``link="ilr"``), fitted by minibatch SVI."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from ppgpc.estimators.base import GPClassifierBase, shared_doc
-from ppgpc.estimators.options import check_minibatch_options, hold_out
+from ppgpc.estimators.options import SVGPInference, check_minibatch_options, hold_out
 from ppgpc.gp.inducing import resolve_num_inducing
-from ppgpc.infer.svi import DEFAULT_BATCH_SIZE
 from ppgpc.models.svgp import LINKS
 from ppgpc.validation import MAX_EXACT_POINTS, check_count, check_flag
 
@@ -44,9 +41,10 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
             fit's ``result_.hypers``), or sampled, with ``{"sample_hyperparameters": True}``.
 {SHARED_DOC}
             The minibatch keys of ``"svi"``: ``batch_size`` (default N, every point in
-            every step, up to ``FULL_BATCH_POINTS`` points; 256 above), ``max_iter`` and
-            ``learning_rate`` (default 2000 steps at 0.1 when a step sees every point, 5000
-            at 0.01 with minibatches: ``FULL_BATCH_STEPS``, ``MINIBATCH_STEPS``),
+            every step, up to 640 points; 256 above), ``max_iter`` and ``learning_rate``
+            (default 2000 steps at 0.1 when a step sees every point, 5000 at 0.01 with
+            minibatches: the model's schedule, ``ppgpc.models.svgp.variational.
+            svi_defaults``),
             ``validation_fraction`` (a stratified share held out; SVI keeps the iterate with the
             lowest held-out NLL, its trace in ``result_.info.validation.nll``); and any other
             SVI option, e.g. ``natural_gradient`` (a step size in (0, 1] for natural-gradient
@@ -59,20 +57,7 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
 {EXAMPLE}
     """
 
-    inference_methods = {"svi": "svi", "nuts": "nuts"}
-
-    FULL_BATCH_POINTS = 640
-    """Up to this many training points every SVI step sees all of them by default; above,
-    minibatches of 256. A full-batch step costs O(N M^2 L) against O(256 M^2 L), and the
-    full-batch schedule takes 2000 steps against 5000, so the two schedules cost the same
-    at N = 256 x 5000 / 2000 = 640; below it the full batch is faster, above it the
-    minibatches, at the same test NLL (measured on 300 to 5000 points:
-    docs/records/defaults.md)."""
-    FULL_BATCH_STEPS = (2000, 0.1)
-    """Default (max_iter, learning_rate) when every step sees all training points (the
-    measurements behind them: docs/records/defaults.md)."""
-    MINIBATCH_STEPS = (5000, 0.01)
-    """Default (max_iter, learning_rate) with minibatches (B < N)."""
+    inference_choices = SVGPInference
 
     def __init__(self, *, num_inducing: int | None = None, link: str = "softmax",
                  likelihood_samples: int = 10, shared_kernel: bool = True,
@@ -87,7 +72,8 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         return "softmax_svgp" if self.link == "softmax" else "ilr_gp_uncollapsed"
 
     def _exact_size_limit(self) -> int | None:
-        return self.max_exact_points if self.inference == "nuts" else None
+        return (self.max_exact_points if self._inference() is SVGPInference.NUTS
+                else None)
 
     def _check_model_settings(self) -> None:
         if self.link not in LINKS:
@@ -99,7 +85,7 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
         check_count("likelihood_samples", self.likelihood_samples)
 
     def _method_options(self, given: dict) -> dict:
-        if self.inference == "svi":
+        if self._inference() is SVGPInference.SVI:
             return check_minibatch_options(given)
         if "validation_fraction" in given:
             raise ValueError("validation_fraction applies to inference='svi', not 'nuts'")
@@ -115,39 +101,25 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
                 "shared_kernel": self.shared_kernel, "shared_inducing": self.shared_inducing,
                 "kernel_prior": self.kernel_prior}
 
-    def _svi(self, X, y, num_classes, **options):
-        # inference_options belong to the chosen method: with inference="nuts" they are NUTS
-        # options, and the preliminary SVI fit (for the hyperparameters) must not get them
-        given = self._given_options() if self.inference == "svi" else {}
-        opts = check_minibatch_options(given, len(y))
-        X, y, held_out = hold_out(X, y, given.get("validation_fraction"), self.seed)
-        if held_out is not None:
-            opts["validation_data"] = held_out
-        batch_size = opts.get("batch_size")
-        if batch_size is None:
-            batch_size = len(y) if len(y) <= self.FULL_BATCH_POINTS else DEFAULT_BATCH_SIZE
-            if batch_size > DEFAULT_BATCH_SIZE:  # the driver's default would be 256
-                opts["batch_size"] = batch_size
-        steps, rate = (self.FULL_BATCH_STEPS if batch_size >= len(y)
-                       else self.MINIBATCH_STEPS)
-        opts = {"max_iter": steps, "learning_rate": rate, **opts, **options}
-        return self._run_driver(self.model_name, X, y, num_classes, method="svi",
-                                model_options=self._svi_model_options(
-                                    len(y), opts.get("natural_gradient")),
-                                max_exact_points=None, options=opts)
-
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
         method = method or self._method()
+        given = self._given_options()
         if method == "svi":
-            return self._svi(X, y, num_classes, **options)
-        opts = {"form": "latent", **self._given_options(), **options}
+            opts = check_minibatch_options(given, len(y))
+            X, y, held_out = hold_out(X, y, given.get("validation_fraction"), self.seed)
+            if held_out is not None:
+                opts["validation_data"] = held_out
+            opts.update(options)
+            return self._run_driver(self.model_name, X, y, num_classes, method="svi",
+                                    model_options=self._svi_model_options(
+                                        len(y), opts.get("natural_gradient")),
+                                    max_exact_points=None, options=opts)
         if not self.shared_kernel:
             raise ValueError("inference='nuts' runs the full GP with one kernel for all "
                              "latents; use shared_kernel=True with it")
-        if opts.get("hyperparameters") is None and not opts.get("sample_hyperparameters"):
-            svi = self._svi(X, y, num_classes, num_draws=1)
-            opts["hyperparameters"] = {k: np.asarray(v[0, 0]) for k, v in svi.hypers.items()
-                                       if k.startswith("kernel_")}
+        # the hyperparameters, unless given or sampled, are the model's SVI fit at its own
+        # schedule, which the driver runs (``ppgpc.infer.svi.svi_hypers``)
+        opts = {"form": "latent", **given, **options}
         return self._run_driver(self.model_name, X, y, num_classes, method=method,
-                                model_options={"num_inducing": 1, "seed": self.seed},
+                                model_options=self._svi_model_options(len(y), None),
                                 max_exact_points=self.max_exact_points, options=opts)

@@ -9,8 +9,10 @@ Everything here takes predicted probabilities (n, C) and labels, or an ArviZ
   reliability bins with consistency bands, confidence posterior-predictive checks;
 * ``recalibration``: post-hoc baselines, temperature scaling and Dirichlet calibration;
 * ``conformal``: split-conformal prediction sets (LAC, APS, RAPS) around any classifier;
-* ``diagnostics``: the same measures read from an ``InferenceData`` (predictive
-  probabilities, calibration tables, probability maps over two inputs);
+* ``exports``: the same scores, tests and reliability diagrams read from an
+  ``InferenceData`` (predictive probabilities, labels, calibration tables of several models);
+* ``maps``: RGB pictures of classifiers' predictive probabilities over a 2-D grid of inputs
+  (the plane of the first two principal components for D > 2);
 * ``plotting``: reliability diagrams and probability maps (matplotlib, imported when a
   plot is drawn);
 * ``chain_diagnostics``: rank-normalised split R-hat and bulk and tail ESS of MCMC draws,
@@ -20,7 +22,7 @@ Everything here takes predicted probabilities (n, C) and labels, or an ArviZ
 """
 
 from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
-from ppgpc.evaluation import (calibration, chain_diagnostics, conformal, diagnostics, metrics,
+from ppgpc.evaluation import (calibration, chain_diagnostics, conformal, exports, maps, metrics,
                               plotting, posteriors, recalibration)
 from ppgpc.evaluation.calibration import skce_test
 from ppgpc.evaluation.conformal import ConformalClassifier
@@ -28,5 +30,5 @@ from ppgpc.evaluation.posteriors import compare_posteriors
 from ppgpc.evaluation.recalibration import fit_dirichlet, fit_temperature
 
 __all__ = ["metrics", "calibration", "chain_diagnostics", "recalibration", "conformal",
-           "diagnostics", "plotting", "posteriors", "compare_posteriors", "ConformalClassifier",
-           "skce_test", "fit_temperature", "fit_dirichlet"]
+           "exports", "maps", "plotting", "posteriors", "compare_posteriors",
+           "ConformalClassifier", "skce_test", "fit_temperature", "fit_dirichlet"]

@@ -402,7 +402,7 @@ def probability_map(image: ArrayLike, extent, *, ax: Axes | None = None, points=
 
     Args:
         image: (G1, G2, 3) RGB values in [0, 1]; row i is the i-th value of the vertical
-            coordinate (``ppgpc.evaluation.diagnostics.rgb_image`` makes it from probabilities).
+            coordinate (``ppgpc.evaluation.maps.rgb_image`` makes it from probabilities).
         extent: (left, right, bottom, top) of the grid in plot coordinates.
         ax: axes to draw into (pyplot's current axes when None).
         points: optional (n, 2) points in the same coordinates; labels: their classes

@@ -251,6 +251,16 @@ class SparseData(NamedTuple):
     def num_classes(self):
         return self.base.num_classes
 
+    @property
+    def mask(self):
+        """The dense data's row mask (None: the sparse variants are fitted unpadded)."""
+        return self.base.mask
+
+    @property
+    def inducing_mask(self) -> None:
+        """The inducing inputs are never padded with the rows."""
+        return None
+
 
 class SparsePosterior(NamedTuple):
     """The optimal q(u) of the collapsed bound, in the factored form used for prediction.

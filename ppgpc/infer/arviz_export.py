@@ -34,7 +34,17 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
   hyperparameters above).
 * ``predictions`` (when ``X_pred`` is given): ``f`` [pred, latent], ``p`` [pred, class]
   (p(y* = c | f*_s) per draw) and sampled labels ``y`` [pred]; ``predictions_constant_data``:
-  ``X`` [pred, feature] and, when the true labels are given, ``y`` [pred].
+  ``X`` [pred, feature] and, when the true labels are given, ``y`` [pred]. ``f`` is drawn
+  with the standard normals ``predict_proba`` uses (one per draw, shared by the rows:
+  ``ppgpc.infer.predictive.predict_latent(shared=True)``), so the mean of ``p`` over the
+  draws IS ``predict_proba`` (to rounding) for an export of every draw (no ``thin``, no
+  ``key``) of a fit that holds at least ``MIN_PREDICTIVE_DRAWS`` draws or is not a
+  point-hyperparameter conjugate fit; otherwise the two differ by Monte Carlo error,
+  about sd(p) / sqrt(draws exported).
+* Chains: a sampler's chains as they ran; the S independent draws of any other fit (exact,
+  MAP, CAVI, SVI) split into ``INDEPENDENT_CHAINS`` chains of S / 4 in their order when 4
+  divides S (``exported_chains``; the defaults' 1000 and 500 draws), so that ArviZ's R-hat
+  and ESS apply to them as to any draws.
 * ``sample_stats``: per-draw statistics the method recorded (NUTS: ``diverging``,
   ``tree_depth``, ``n_steps``, ``acceptance_rate``, ``energy``, ``lp``, ``step_size``; Gibbs:
   its sweep info) and optimisation traces (``TRACE_STATS``: the ``elbo`` of CAVI/SVI) over
@@ -68,15 +78,42 @@ import numpy as np
 import xarray as xr
 
 from ppgpc.infer import predictive
+from ppgpc.infer.common import get_method
 from ppgpc.infer.dims import arviz_dims, hyperparameter_dims
 from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS, stream_key
 from ppgpc.models.spec import Inducing
 from ppgpc.runtime.programs import jit
 
-__all__ = ["to_inference_data", "training_latent", "TRACE_STATS", "hyperparameter_dims",
-           "arviz_dims", "LABEL_GROUPS"]
+__all__ = ["to_inference_data", "training_latent", "exported_chains", "INDEPENDENT_CHAINS",
+           "TRACE_STATS", "hyperparameter_dims", "arviz_dims", "LABEL_GROUPS"]
 
 _BLOCK = 512  # training inputs per block of an on-demand latent (as FitResult does)
+
+INDEPENDENT_CHAINS = 4
+"""Chains the export splits the S independent draws of a fit that is not a sampler into
+(exact and MAP's closed-form posterior, CAVI's and SVI's q: one chain of S draws), S / 4
+each in their order, so that ArviZ's multi-chain R-hat and ESS run on them without warnings
+(and read about 1 and about S, as independent draws give)."""
+
+
+def exported_chains(result) -> tuple[int, int]:
+    """(chains, draws) of the export of ``result``: ``INDEPENDENT_CHAINS`` chains of S / 4
+    for a fit of one chain of S independent draws when 4 divides S (and S >= 16), else the
+    fit's own (a sampler's chains, or one chain of S)."""
+    S = result.num_draws
+    if (result.num_chains == 1 and not get_method(result.method).sampler
+            and S % INDEPENDENT_CHAINS == 0 and S >= 4 * INDEPENDENT_CHAINS):
+        return INDEPENDENT_CHAINS, S // INDEPENDENT_CHAINS
+    return result.num_chains, S
+
+
+def _split_chains(value, chains: int):
+    """An array (1, S, ...) as (chains, S / chains, ...); anything else as it is."""
+    value = np.asarray(value)
+    if chains == 1 or value.ndim < 2 or value.shape[0] != 1:
+        return value
+    return value.reshape((chains, value.shape[1] // chains) + value.shape[2:])
+
 
 MAX_EXPORT_BYTES = 2 ** 30
 """Largest training-latent array (chain x draw x N x L float64) exported without ``thin``."""
@@ -250,13 +287,14 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         result: a ``FitResult``.
         X_pred: optional (n, D) inputs (in the model's input space) for a ``predictions``
             group.
-        key: PRNG key for sampled labels and predictive draws (default from the result's seed).
+        key: PRNG key for sampled labels and predictive draws (default from the result's
+            seed, and for the predictions the draws of ``predict_proba``).
         class_names: the original labels of classes 0..C-1, for the ``class_label``
             coordinate (numbers and strings kept as they are; default 0..C-1). The
             ``class`` coordinate and every exported ``y`` hold the codes 0..C-1.
         feature_names: labels for the ``feature`` coordinate.
         y_pred: optional (n,) true labels (indices 0..C-1) at ``X_pred``, stored in
-            ``predictions_constant_data`` so that ``ppgpc.evaluation.diagnostics`` can score the
+            ``predictions_constant_data`` so that ``ppgpc.evaluation.exports`` can score the
             predictions without being given them again.
         thin: keep every ``thin``-th draw (``FitResult.thin``). The posterior ``f`` holds
             chain x draw x N x L numbers; for an inducing-point fit on a large training set
@@ -277,6 +315,7 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
     """
     result = result.thin(thin)
     _check_export_size(result, max_bytes)
+    given_key = key
     key = stream_key(result.seed, EXPORT_TAG) if key is None else key
     k_pp, k_pred, k_pred_y, k_u = jax.random.split(key, 4)
     data = result.data
@@ -294,15 +333,16 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
     log_lik, pp_labels = _categorical_parts(k_pp, result.spec.log_link,
                                             jnp.asarray(posterior["f"]), jnp.asarray(data.y))
     per_draw_stats, traces = _sample_stats_group(result, chains, draws)
+    shown = exported_chains(result)[0]
     groups = dict(
-        posterior=posterior,
-        log_likelihood={"y": np.asarray(log_lik)},
-        posterior_predictive={"y": np.asarray(pp_labels)},
+        posterior={k: _split_chains(v, shown) for k, v in posterior.items()},
+        log_likelihood={"y": _split_chains(log_lik, shown)},
+        posterior_predictive={"y": _split_chains(pp_labels, shown)},
         observed_data={"y": np.asarray(data.y)},
         constant_data={"X": np.asarray(data.X)},
     )
     if per_draw_stats:
-        groups["sample_stats"] = per_draw_stats
+        groups["sample_stats"] = {k: _split_chains(v, shown) for k, v in per_draw_stats.items()}
     coords = {"obs": np.arange(N), "latent": np.arange(L), "class": np.arange(C),
               "feature": features}
     if "inducing_inputs" in result.hypers:
@@ -331,13 +371,16 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
                 raise ValueError(f"y_pred must be ({X_pred.shape[0]},) class indices in "
                                  f"0..{C - 1}; got shape {y_pred.shape}")
             constant["y"] = y_pred.astype(np.int64)
-        f_pred = result.predict_latent(X_pred, k_pred)
+        # the draws predict_proba averages (the same normals), so that the mean of p over
+        # the draws is predict_proba
+        f_pred = predictive.predict_latent(result, result._inputs(X_pred),
+                                           None if given_key is None else k_pred, shared=True)
         probs, labels = _predictive_parts(k_pred_y, result.spec.log_link, f_pred)
         pred_dims = {"f": ["pred", "latent"], "p": ["pred", "class"], "y": ["pred"],
                      "X": ["pred", "feature"]}
         idata.extend(az.from_dict(
-            predictions={"f": np.asarray(f_pred), "p": np.asarray(probs),
-                         "y": np.asarray(labels)},
+            predictions={"f": _split_chains(f_pred, shown), "p": _split_chains(probs, shown),
+                         "y": _split_chains(labels, shown)},
             predictions_constant_data=constant,
             coords={**coords, "pred": np.arange(X_pred.shape[0])},
             dims=pred_dims, pred_dims=pred_dims,

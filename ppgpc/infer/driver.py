@@ -180,7 +180,7 @@ def _real_part(out: RunOutput, run_data, num_points: int) -> RunOutput:
     (the prepared data's ``inducing_mask``; ``ppgpc.runtime.padding``)."""
     if out.latent is not None:
         out = out._replace(latent=first_rows(out.latent, num_points, axis=2))
-    inducing_mask = getattr(run_data, "inducing_mask", None)
+    inducing_mask = run_data.inducing_mask
     if inducing_mask is not None and out.inducing is not None:
         M = int(np.sum(np.asarray(inducing_mask)))
         hypers = dict(out.hypers)

@@ -246,7 +246,7 @@ def _real_draws(draws: dict, data, field: str) -> dict:
     out = dict(draws)
     if field == "f":
         out["f"] = draws["f"][:, :, :num_real_rows(data)]
-    elif getattr(data, "inducing_mask", None) is not None:
+    elif data.inducing_mask is not None:
         out["v"] = draws["v"][:, :, :int(np.sum(np.asarray(data.inducing_mask)))]
     return out
 

@@ -6,8 +6,9 @@ the latent form (``form="latent"``, the ``latent`` capability) it samples the la
 the hyperparameters fixed or sampled too (``sample_hyperparameters=True``). Fixed
 hyperparameters are the given ones, else the type-II ML values of the collapsed form, else,
 for a model without one, the model's own fit (``Latent.fit_hypers``: the logistic-softmax
-GP's CAVI), so that ``fit(..., method="nuts", form="latent")`` and the model's estimator
-hold the same values on the same data.
+GP's CAVI) or its SVI fit at its own schedule (``ppgpc.infer.svi.svi_hypers``: the SVGP),
+so that ``fit(..., method="nuts", form="latent")`` and the model's estimator hold the same
+values on the same data.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, register
 from ppgpc.infer.exact import OPTIMIZER_OPTIONS, point_hypers
 from ppgpc.infer.mcmc import run_nuts
 from ppgpc.infer.records import FitInfo, RunOutput, SamplerInfo
+from ppgpc.infer.svi import svi_hypers
 from ppgpc.models.spec import JITTER_SITE
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.validation import check_options, check_probability
@@ -47,6 +49,9 @@ NUTS_OPTIONS = {
 of ``ppgpc.infer.convergence`` assume; Vehtari et al. 2021) warmed up for 500 transitions,
 then drawn in windows until the check passes (``ppgpc.infer.mcmc``): ``num_samples`` draws
 per chain at least when given, ``max_samples`` (default ``DEFAULT_MAX_SAMPLES``) at most."""
+
+_SVI_STREAM = 0x737669
+"""``fold_in`` data of the key of the SVI fit that gives NUTS its hyperparameters."""
 
 _FORMS = {"collapsed": "conjugate", "latent": "latent"}
 """The capability group each form of NUTS needs."""
@@ -101,7 +106,7 @@ def run_nuts_method(spec, data, kernel, key, opts) -> RunOutput:
                                       "target_accept", "max_tree_depth", "dense_mass",
                                       "progress_bar")}
     optimizers = ()
-    optimizer = initial = cavi = None
+    optimizer = initial = cavi = svi = None
 
     if form == "collapsed":
         # the type-II MAP point only starts the chains, which sample the hyperparameters
@@ -132,6 +137,14 @@ def run_nuts_method(spec, data, kernel, key, opts) -> RunOutput:
             fixed = check_hyperparameters(spec, data, kernel, fit.values)
             how, cavi = fit.how, cavi_info(fit)
             optimizers = (cavi_check(cavi),)
+        elif opts["hyperparameters"] is None and not spec.has("conjugate") \
+                and spec.has("svi"):
+            # the model's SVI fit at its own schedule (the SVGP), as its estimator runs it
+            fit = svi_hypers(spec, data, kernel, jax.random.fold_in(key, _SVI_STREAM),
+                             progress=bool(opts["progress_bar"]))
+            fixed = check_hyperparameters(spec, data, kernel, fit.values)
+            how, svi = fit.how, fit.output.info.svi
+            optimizers = tuple(fit.output.optimizers)
         else:
             given = point_hypers(spec, data, kernel, opts["hyperparameters"], False,
                                  OPTIMIZER_OPTIONS)
@@ -159,7 +172,7 @@ def run_nuts_method(spec, data, kernel, key, opts) -> RunOutput:
     sampler = SamplerInfo(num_draws=int(out.run.num_draws), stop_reason=out.run.stop_reason,
                           divergences=int(np.sum(out.sample_stats["diverging"])), form=form)
     info = FitInfo(hyperparameters=how, optimizer=optimizer, initial_optimizer=initial,
-                   cavi=cavi, sampler=sampler)
+                   cavi=cavi, svi=svi, sampler=sampler)
     if not bool(jnp.all(jnp.isfinite(latent))):
         raise FloatingPointError("NUTS produced non-finite latent draws")
     return RunOutput(hypers=hypers, latent=latent, predictive_kind="latent" if form == "latent"

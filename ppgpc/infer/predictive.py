@@ -242,7 +242,7 @@ def inducing_draws(result, key, Xs, num_draws=None, shared=False) -> jax.Array:
     draw, then the model's mixing if it has one (``spec.inducing.inducing_latent``), with
     the point hyperparameters, (chain, draw, n, L) (``num_draws`` does not apply)."""
     data, _ = padded_training(result)
-    inducing_mask = getattr(data, "inducing_mask", None)
+    inducing_mask = data.inducing_mask
     if inducing_mask is None:
         hypers, v = result.hyper_draw(0, 0), _flat(result.inducing)
     else:  # padded with the rows, as the fit was (on the host: no program per M)
@@ -277,14 +277,26 @@ def _key(result, key, tag: int) -> jax.Array:
     return stream_key(result.seed, tag) if key is None else key
 
 
-def predict_latent(result, Xs, key: jax.Array | None = None) -> jax.Array:
+def predict_latent(result, Xs, key: jax.Array | None = None, *,
+                   shared: bool = False) -> jax.Array:
     """(chain, draw, n, L) posterior draws of the latent at new inputs Xs (n, D), each row
-    independent of the others given the posterior draw (the per-draw marginal predictive,
-    which the export reads as posterior draws of f*). Key: default
-    ``stream_key(seed, LATENT_TAG)``, folded with the block index."""
+    drawn from its per-draw marginal predictive p(f*_i | draw s).
+
+    ``shared=False``: each row's draws independent of the others' (key: default
+    ``stream_key(seed, LATENT_TAG)``, folded with the block index). ``shared=True``: every
+    row uses the same standard normals (shape (chain, draw, 1, L); key: default
+    ``stream_key(seed, PROBA_TAG)``), the draws ``predict_proba_draws`` and
+    ``predict_proba`` average, so the link of these draws averaged over them is
+    ``predict_proba`` (where the fit holds at least ``MIN_PREDICTIVE_DRAWS`` draws or is
+    not a point-hyperparameter conjugate fit): the export's predictions use them."""
     Xs = np.asarray(Xs, dtype=np.float64)
-    key = _key(result, key, LATENT_TAG)
     L = result.spec.num_latent(result.num_classes)
+    if shared:
+        key = _key(result, key, PROBA_TAG)
+        return jax.device_put(_map_blocks(
+            Xs, lambda i, block: block_draws(result, key, block, shared=True),
+            (result.num_chains, result.num_draws, 0, L)))
+    key = _key(result, key, LATENT_TAG)
     return jax.device_put(_map_blocks(
         Xs, lambda i, block: block_draws(result, jax.random.fold_in(key, i), block),
         (result.num_chains, result.num_draws, 0, L)))

@@ -24,7 +24,10 @@ three standard errors of its Monte Carlo noise, below ``SETTLED_PER_POINT`` nats
 training point, or below ``tol`` relative) for ``patience`` windows in a row, or after
 ``max_iter`` steps (rounded up to a whole number of windows); ``tol=None`` runs all
 ``max_iter`` steps. A tqdm progress bar shows the running
-ELBO.
+ELBO. ``batch_size``, ``max_iter`` and ``learning_rate`` left at None take the model's own
+schedule (``SVI.default_options``: the SVGP's full batch of 2000 steps at 0.1 up to 640
+points, minibatches of 256 for 5000 steps at 0.01 above), or else ``DEFAULT_BATCH_SIZE``
+and ``DEFAULT_STEPS``.
 
 Validation monitor (option ``validation_data=(X_val, y_val)``, held-out inputs scaled as the
 training inputs and integer labels): after each window the held-out NLL of the current
@@ -50,6 +53,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -66,16 +70,22 @@ from ppgpc.infer.records import FitInfo, RunOutput, SVIInfo, ValidationInfo
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.runtime.programs import jit
 
-__all__ = ["run_svi", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE", "default_batch_size", "make_optimizer",
+__all__ = ["run_svi", "svi_hypers", "schedule_options", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE",
+           "DEFAULT_STEPS", "default_batch_size", "make_optimizer",
            "natural_gradient_schedule"]
 
 DEFAULT_BATCH_SIZE = 256
-"""Minibatch size when ``batch_size`` is not given (N if the data is smaller)."""
+"""Minibatch size when ``batch_size`` is not given and the model has no schedule of its own
+(N if the data is smaller)."""
+
+DEFAULT_STEPS = (5000, 0.01)
+"""(max_iter, learning_rate) when they are not given and the model has no schedule of its
+own (``SVI.default_options``)."""
 
 SVI_OPTIONS = {
     "batch_size": None,
-    "max_iter": 5000,
-    "learning_rate": 0.01,
+    "max_iter": None,
+    "learning_rate": None,
     "optimizer": "adam",
     "schedule": "warmup_cosine",
     "warmup_steps": 100,
@@ -184,23 +194,43 @@ def default_batch_size(N: int) -> int:
     return min(DEFAULT_BATCH_SIZE, N)
 
 
-def _check_options(opts: dict, N: int) -> dict:
-    def positive_int(name):
-        value = opts[name]
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"svi option {name} must be a positive integer, got {value!r}")
-        return int(value)
+def _positive_int(opts: dict, name: str) -> int:
+    value = opts[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) \
+            or int(value) != value or value < 1:
+        raise ValueError(f"svi option {name} must be a positive integer, got {value!r}")
+    return int(value)
 
+
+def schedule_options(spec, opts: dict, N: int) -> dict:
+    """``opts`` with ``batch_size``, ``max_iter`` and ``learning_rate`` that are None filled
+    in: from the model's own schedule (``spec.svi.default_options(N, batch_size)``) where it
+    has one, else B = min(``DEFAULT_BATCH_SIZE``, N) and ``DEFAULT_STEPS``."""
     out = dict(opts)
-    for name in ("max_iter", "num_particles", "patience", "window", "num_draws"):
-        out[name] = positive_int(name)
-    if out["batch_size"] is None:
-        out["batch_size"] = default_batch_size(N)
-    else:
-        out["batch_size"] = positive_int("batch_size")
+    if out["batch_size"] is not None:
+        out["batch_size"] = _positive_int(out, "batch_size")
         if out["batch_size"] > N:
             raise ValueError(f"batch_size B = {out['batch_size']} exceeds the number of "
                              f"training points N = {N}; choose B <= N")
+    own = spec.svi.default_options
+    if own is not None:
+        defaults = own(N, out["batch_size"])
+    else:
+        defaults = {"batch_size": default_batch_size(N), "max_iter": DEFAULT_STEPS[0],
+                    "learning_rate": DEFAULT_STEPS[1]}
+    for name in ("batch_size", "max_iter", "learning_rate"):
+        if out[name] is None:
+            out[name] = defaults[name]
+    return out
+
+
+def _check_options(spec, opts: dict, N: int) -> dict:
+    def positive_int(name):
+        return _positive_int(out, name)
+
+    out = schedule_options(spec, opts, N)
+    for name in ("max_iter", "num_particles", "patience", "window", "num_draws"):
+        out[name] = positive_int(name)
     gamma = out["natural_gradient"]
     if gamma is not None:
         if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 < gamma <= 1:
@@ -241,8 +271,8 @@ def _check_validation_data(spec, data, validation_data):
     if not np.issubdtype(y_val.dtype, np.integer):
         raise ValueError("validation labels must be integer class indices 0..C-1, got dtype "
                          f"{y_val.dtype}")
-    C = getattr(data, "num_classes", None)
-    if C is not None and (y_val.min() < 0 or y_val.max() >= C):
+    C = data.num_classes
+    if y_val.min() < 0 or y_val.max() >= C:
         raise ValueError(f"validation labels must lie in 0..{C - 1} (C = {C} classes), got "
                          f"{int(y_val.min())}..{int(y_val.max())}")
     return score, jnp.asarray(X_val), jnp.asarray(y_val, dtype=jnp.int32)
@@ -304,7 +334,7 @@ def _svi_programs(spec, optimizer, learning_rate: float, schedule, max_iter: int
 def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"svi"`` (``ppgpc.infer.register_method``; the module docstring)."""
     N = num_real_rows(data)
-    opts = _check_options(opts, N)
+    opts = _check_options(spec, opts, N)
     B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
     max_iter = -(-opts["max_iter"] // window) * window  # whole windows
     # a full batch is batch_size None to the model: one program for every N of a bucket
@@ -412,6 +442,34 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     return RunOutput(hypers=as_draws(out.pop("hypers")), point_hypers=True, info=info,
                      sample_stats={"elbo": trace[None]},
                      optimizers=(_svi_check(windows, record, opts["tol"], N),), **out)
+
+
+class SVIHypers(NamedTuple):
+    """Point kernel hyperparameters from a model's SVI fit (``svi_hypers``)."""
+
+    values: dict
+    """Kernel hyperparameter values by site name (``kernel_*``)."""
+    how: str
+    """``"SVI ELBO (type-II ML)"`` or ``"... (type-II MAP)"``."""
+    output: RunOutput
+    """The SVI run itself: its ``info.svi`` record and its optimisation check."""
+
+
+def svi_hypers(spec, data, kernel, key, *, progress: bool) -> SVIHypers:
+    """The kernel hyperparameters of the model's SVI fit at the model's own schedule
+    (``SVI.default_options``; every other option at ``SVI_OPTIONS``): the point that NUTS on
+    the latent form of a model without a collapsed form holds fixed (``ppgpc.infer.nuts``).
+
+    Args:
+        spec: a model spec with the ``svi`` capability.
+        data: its prepared (possibly padded) data; kernel: the kernel.
+        key: the PRNG key of the SVI run.
+        progress: show the SVI progress bar.
+    """
+    opts = {**SVI_OPTIONS, "num_draws": 1, "progress_bar": bool(progress)}
+    out = run_svi(spec, data, kernel, key, opts)
+    values = {k: np.asarray(v[0, 0]) for k, v in out.hypers.items() if k.startswith("kernel_")}
+    return SVIHypers(values, out.info.hyperparameters, out)
 
 
 SETTLED_PER_POINT = 1e-3

@@ -5,8 +5,11 @@ A saved model is a folder with two files:
 * ``settings.json``: what it is (``"kind"``: ``"fit_result"`` or ``"estimator"``), the model
   name, kernel, method, predictive kind, settings, run facts, seed and, for an estimator,
   its class, constructor parameters and small fitted attributes (``classes_``, the
-  standardiser, ``epsilon_`` ...). Arrays in it are tagged lists whose float64 values
-  round-trip exactly (Python writes the shortest repr that reads back to the same double).
+  standardiser, ``epsilon_`` ...), and, for an estimator fitted on a CSV table by
+  ``ppgpc fit --csv``, the ``table`` entry: its label column, id column and dropped
+  columns (``TABLE_ENTRIES``), so that ``ppgpc predict`` writes the ids back. Arrays in
+  it are tagged lists whose float64 values round-trip exactly (Python writes the shortest
+  repr that reads back to the same double).
 * ``arrays.nc``: the ``FitResult`` arrays in netCDF groups (h5netcdf engine):
   ``hypers`` (chain, draw, ...) by site name, ``fields`` (the latent draws and any other
   array field of ``FitResult``), ``sample_stats`` and ``data`` (the training ``X`` and
@@ -58,6 +61,7 @@ from ppgpc.io.format import (FITTED_ATTRIBUTES, FORMAT_VERSION, KINDS, check_ent
 from ppgpc.models import get_spec
 
 __all__ = ["save_result", "load_result", "save_estimator", "load_estimator", "load",
+           "load_table_model", "TABLE_ENTRIES",
            "constructor_params"]
 
 # This module sits below the estimators: it never imports them. A caller that saves or
@@ -264,7 +268,21 @@ def _constructor_param_names(cls) -> list[str]:
             if name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
-def save_estimator(estimator, path, classes: dict) -> Path:
+TABLE_ENTRIES = {"target": str, "id_column": (str, type(None)), "dropped": list}
+"""The ``table`` entry of an estimator fitted on a CSV table: the label column, the column
+of row identifiers (None without one) and the columns left out of the features."""
+
+
+def _checked_table(where: Path, table) -> dict:
+    """``table`` if it is what a save writes (``TABLE_ENTRIES``, dropped columns strings),
+    else ``damaged`` naming the entry."""
+    table = check_entries(where, "table", table, TABLE_ENTRIES)
+    if not all(isinstance(c, str) for c in table["dropped"]):
+        raise damaged(where, "table.dropped", "is not a list of column names")
+    return table
+
+
+def save_estimator(estimator, path, classes: dict, *, table: dict | None = None) -> Path:
     """Save a fitted ppgpc estimator to the folder ``path`` (created if new; an earlier save
     there is replaced atomically, see the module docstring, while a file or a folder of
     other files is refused).
@@ -277,6 +295,8 @@ def save_estimator(estimator, path, classes: dict) -> Path:
         path: the folder.
         classes: the estimator classes a save may name, by class name
             (``ppgpc.estimators.ESTIMATORS``).
+        table: for an estimator fitted on a CSV table, ``{"target", "id_column",
+            "dropped"}`` (``TABLE_ENTRIES``); None otherwise.
 
     Raises:
         RuntimeError: the estimator is not fitted. ValueError/TypeError: something in it
@@ -303,6 +323,8 @@ def save_estimator(estimator, path, classes: dict) -> Path:
     payload = {"format_version": FORMAT_VERSION, "kind": "estimator", "class": name,
                "params": constructor_params(estimator), "fitted": fitted,
                "result": result_payload}
+    if table is not None:
+        payload["table"] = _checked_table(Path("table"), dict(table))
     write_save(path, groups, json.dumps(encode(payload), indent=1, sort_keys=True))
     return path
 
@@ -315,6 +337,7 @@ _TOP_LEVEL = {"fit_result": {"format_version": int, "kind": str, "result": dict}
 
 def _estimator_from(path: Path, payload: dict, arrays, classes: dict, expected=None):
     where = path / SETTINGS
+    payload = {k: v for k, v in payload.items() if k != "table"}
     payload = check_entries(where, "", payload, _TOP_LEVEL["estimator"])
     cls = classes.get(payload["class"])
     if cls is None:
@@ -381,6 +404,21 @@ def load_estimator(path, classes: dict, expected=None):
             raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not an "
                              "estimator")
         return _estimator_from(path, payload, arrays, classes, expected)
+
+
+def load_table_model(path, classes: dict):
+    """(estimator, table) from one read of the save at ``path``: the estimator as
+    ``load_estimator`` loads it, and its ``table`` entry (``TABLE_ENTRIES``; None for an
+    estimator not fitted on a CSV table), checked."""
+    path = Path(path)
+    with opened(path) as (payload, arrays):
+        if _kind(path, payload) != "estimator":
+            raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not an "
+                             "estimator")
+        table = payload.get("table")
+        if table is not None:
+            table = _checked_table(path / SETTINGS, table)
+        return _estimator_from(path, payload, arrays, classes), table
 
 
 def load(path, classes: dict):

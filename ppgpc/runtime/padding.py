@@ -131,7 +131,7 @@ def real_rows(x, mask):
 
 def num_real_rows(data) -> int:
     """The real rows of prepared data: its rows, or the ones of its ``mask`` when padded."""
-    mask = getattr(data, "mask", None)
+    mask = data.mask
     return int(np.shape(data.X)[0]) if mask is None else int(np.sum(np.asarray(mask)))
 
 

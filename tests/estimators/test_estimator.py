@@ -230,3 +230,32 @@ def test_the_logistic_softmax_estimator_and_the_driver_hold_the_same_hyperparame
     for info in (direct.info, clf.result_.info):
         assert info.hyperparameters == "CAVI ELBO (type-II MAP)" and info.cavi.converged
         assert [c.stage for c in info.convergence.optimizers] == ["CAVI"]
+
+
+def test_the_svgp_estimator_and_the_driver_hold_the_same_hyperparameters_for_nuts():
+    """``SoftmaxSVGPClassifier(inference="nuts")`` is one call to the driver: ``fit(...,
+    method="nuts", form="latent")`` with the estimator's model options runs the same SVI fit
+    of the kernel at the model's schedule (``svi_hypers``) and the same chains, and both
+    record the SVI run and its check."""
+    import numpy as np
+
+    from ppgpc import SoftmaxSVGPClassifier
+    from ppgpc.infer import fit
+
+    rng = np.random.default_rng(4)
+    y = np.arange(36) % 3
+    X = rng.normal(size=(36, 2)) + 2.0 * np.eye(3, 2)[y]
+    short = {"num_warmup": 50, "num_samples": 50, "max_samples": 50}
+    clf = SoftmaxSVGPClassifier(inference="nuts", progress=False,
+                                inference_options=short).fit(X, y)
+    direct = fit("softmax_svgp", clf.standardizer_.transform(X), y, method="nuts",
+                 form="latent", progress_bar=False,
+                 model_options=clf._svi_model_options(len(y), None), **short)
+    assert set(direct.hypers) == set(clf.result_.hypers)
+    for name, value in direct.hypers.items():
+        np.testing.assert_array_equal(np.asarray(value), np.asarray(clf.result_.hypers[name]))
+    np.testing.assert_array_equal(np.asarray(direct.latent), np.asarray(clf.result_.latent))
+    for info in (direct.info, clf.result_.info):
+        assert info.hyperparameters == "SVI ELBO (type-II ML)"
+        assert info.svi is not None and info.svi.steps > 0
+        assert [c.stage for c in info.convergence.optimizers][0].startswith("SVI")

@@ -338,38 +338,38 @@ def test_a_failed_first_fit_leaves_the_estimator_unfitted(toy):
         clf.predict(X[:1])
 
 
-# ------------------------------------------------------- diagnostics, comparison, CLI
+# ------------------------------------------------------- exports, maps, comparison, CLI
 def test_labels_given_with_an_estimator_export_are_its_class_names(toy):
     """wine-style labels 1, 2, 3: scoring an estimator's export with test labels that are
     all 1 and 2 must read them as classes '1' and '2', not as indices 1 and 2 (which gave
     accuracy 0 where the estimator's own evaluate gives the truth)."""
-    from ppgpc.evaluation import diagnostics
+    from ppgpc.evaluation import exports
 
     X, y = toy
     labels = y + 1
     clf = ILRGPClassifier(epsilon=0.99, inference_options=QUICK).fit(X, labels)
     keep = labels < 3
     idata = clf.to_inference_data(X[keep])
-    probs = diagnostics.predictive_probabilities(idata)
-    expected = diagnostics.evaluate(probs, labels[keep] - 1)   # the indices of 1, 2
-    got = diagnostics.evaluate(idata, labels[keep])
+    probs = exports.predictive_probabilities(idata)
+    expected = exports.scores(probs, labels[keep] - 1)   # the indices of 1, 2
+    got = exports.scores(idata, labels[keep])
     assert got == expected
     assert got["accuracy"] == clf.evaluate(X[keep], labels[keep])["accuracy"] > 0.9
-    assert diagnostics.calibration_table({"ILR": idata}, labels[keep]).rows["ILR"] == expected
-    np.testing.assert_array_equal(diagnostics.labels_to_indices(idata, [3, 1]), [2, 0])
+    assert exports.calibration_table({"ILR": idata}, labels[keep]).rows["ILR"] == expected
+    np.testing.assert_array_equal(exports.labels_to_indices(idata, [3, 1]), [2, 0])
     with pytest.raises(ValueError, match="label\\(s\\) \\['0'\\] that are not among this "
                                          "InferenceData's classes \\['1', '2', '3'\\]"):
-        diagnostics.evaluate(idata, labels[keep] - 1)
+        exports.scores(idata, labels[keep] - 1)
 
 
 def test_labels_given_with_a_driver_export_are_indices(toy):
-    from ppgpc.evaluation import diagnostics
+    from ppgpc.evaluation import exports
 
     X, y = toy
     result = fit("ilr_gp", X, y, **QUICK)
     idata = to_inference_data(result, X[:6])
-    probs = diagnostics.predictive_probabilities(idata)
-    assert diagnostics.evaluate(idata, y[:6]) == diagnostics.evaluate(probs, y[:6])
+    probs = exports.predictive_probabilities(idata)
+    assert exports.scores(idata, y[:6]) == exports.scores(probs, y[:6])
 
 
 def test_compare_posteriors_refuses_non_finite_draws_and_bad_settings():
@@ -386,17 +386,17 @@ def test_compare_posteriors_refuses_non_finite_draws_and_bad_settings():
         compare_posteriors(good, good, max_draws=0)
 
 
-def test_probability_map_checks_its_inputs(toy):
-    from ppgpc.evaluation.diagnostics import input_grid, probability_map
+def test_probability_maps_check_their_inputs(toy):
+    from ppgpc.evaluation.maps import input_grid, plot_probability_maps
 
     X, y = toy
     uniform = lambda Z: np.full((len(Z), 3), 1 / 3)  # noqa: E731
     with pytest.raises(ValueError, match="X contains NaN in 1 row"):
         input_grid(np.vstack([X, [[np.nan, 0.0]]]))
     with pytest.raises(ValueError, match="disagree on the number of samples: 30 versus 5"):
-        probability_map(uniform, X, y[:5], grid_size=4)
+        plot_probability_maps(uniform, X, y[:5], grid_size=4)
     with pytest.raises(ValueError, match="y must hold class indices 0..2"):
-        probability_map(uniform, X, y + 1, grid_size=4)
+        plot_probability_maps(uniform, X, y + 1, grid_size=4)
 
 
 def test_a_damaged_save_is_named(tmp_path, fitted_ilr):

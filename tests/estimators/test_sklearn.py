@@ -217,16 +217,41 @@ def test_feature_names_are_recorded_and_enforced(blobs):
     with pytest.warns(UserWarning, match="X does not have valid feature names"):
         from_array = clf.predict_proba(X)  # scikit-learn's warning: the names go unchecked
     np.testing.assert_array_equal(clf.predict_proba(frame), from_array)
-    with pytest.raises(ValueError, match="Feature names must be in the same order as they "
-                                         "were in fit"):
+    expected = r"the model was fitted on the columns \['width', 'height'\], in that order"
+    with pytest.raises(ValueError, match="X has the columns in another order; " + expected):
         clf.predict_proba(frame[["height", "width"]])
-    with pytest.raises(ValueError, match="Feature names unseen at fit time:\n- depth"):
+    with pytest.raises(ValueError, match=r"X lacks \['height'\]; " + expected):
         clf.predict(frame.rename(columns={"height": "depth"}))
-    with pytest.raises(ValueError, match="The feature names should match those that were "
-                                         "passed during fit"):
+    with pytest.raises(ValueError, match=r"X has columns not seen in fit \['depth'\]"):
+        clf.predict(frame.assign(depth=1.0))
+    with pytest.raises(ValueError, match="in another order"):
         clf.score(frame[["height", "width"]], y)
     # refitted on an array, the names are gone
     assert not hasattr(clf.fit(X, y), "feature_names_in_")
+
+
+@pytest.mark.parametrize("dtype, kind", [(object, "strings"), ("category", "categories"),
+                                         ("string", "strings")])
+def test_a_column_of_words_is_named_with_how_to_drop_or_encode_it(blobs, dtype, kind):
+    X, y = blobs
+    colour = np.where(np.arange(len(y)) % 2 == 0, "red", "blue")
+    frame = pd.DataFrame(X, columns=["width", "height"]).assign(
+        colour=pd.Series(colour).astype(dtype))
+    with pytest.raises(ValueError, match=f"X's column 'colour' holds {kind} \\(e.g. 'red'\\), "
+                                         r"not numbers; drop it \(X.drop\(columns=\['colour'\]"):
+        quick(ILRGPClassifier).fit(frame, y)
+    # numbers in an object column are numbers
+    numbers = pd.DataFrame(X, columns=["width", "height"]).astype(object)
+    assert quick(ILRGPClassifier).fit(numbers, y).n_features_in_ == 2
+
+
+def test_a_class_with_one_row_is_named_in_a_warning(blobs):
+    X, y = blobs
+    labels = y.astype(object)
+    labels[0] = "lonely"
+    with pytest.warns(UserWarning, match="single training row: 'lonely' \\(1 row\\)"):
+        clf = quick(ILRGPClassifier).fit(X, labels)
+    assert "lonely" in clf.classes_.tolist()
 
 
 def test_saved_estimators_keep_feature_names_and_iterations(blobs, tmp_path):
@@ -236,7 +261,7 @@ def test_saved_estimators_keep_feature_names_and_iterations(blobs, tmp_path):
     loaded = ppgpc.load(clf.save(tmp_path / "model"))
     np.testing.assert_array_equal(loaded.feature_names_in_, clf.feature_names_in_)
     assert loaded.n_iter_ == clf.n_iter_
-    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+    with pytest.raises(ValueError, match="X has the columns in another order"):
         loaded.predict(frame[["height", "width"]])
 
 
@@ -263,3 +288,49 @@ def test_unfitted_estimators_raise_not_fitted_error(cls, tmp_path):
         with pytest.raises(NotFittedError, match=f"This {cls.__name__} instance is not "
                                                  "fitted yet"):
             call()
+
+
+def test_the_export_names_its_features_after_the_columns(blobs):
+    X, y = blobs
+    frame = pd.DataFrame(X, columns=["width", "height"])
+    idata = quick(ILRGPClassifier).fit(frame, y).to_inference_data(frame.iloc[:3])
+    assert idata.constant_data["feature"].values.tolist() == ["width", "height"]
+    assert idata.predictions_constant_data["feature"].values.tolist() == ["width", "height"]
+    assert quick(ILRGPClassifier).fit(X, y).to_inference_data() \
+        .constant_data["feature"].values.tolist() == [0, 1]
+
+
+def test_hyperparameters_are_named_by_the_column_they_belong_to():
+    """One column carries the classes and one is noise: its lengthscale is the long one
+    under its own name, whichever order the columns come in, and a sampled lengthscale is
+    the posterior mean of its draws, under the same names."""
+    rng = np.random.default_rng(6)
+    y = np.repeat([0, 1], 25)
+    frame = pd.DataFrame({"signal": 2.0 * y + 0.3 * rng.normal(size=50),
+                          "noise": rng.normal(size=50)})
+    fits = [ILRGPClassifier(epsilon=0.99, tau=0.1, progress=False).fit(frame[cols], y)
+            for cols in (["signal", "noise"], ["noise", "signal"])]
+    for clf in fits:
+        h = clf.hyperparameters_
+        assert h["kernel_lengthscale[noise]"] > 2.0 * h["kernel_lengthscale[signal]"]
+        order = clf.feature_names_in_.tolist()
+        raw = np.asarray(clf.result_.hypers["kernel_lengthscale"])[0, 0]
+        for j, column in enumerate(order):
+            assert h[f"kernel_lengthscale[{column}]"] == raw[j]
+    for column in ("signal", "noise"):
+        a, b = (clf.hyperparameters_[f"kernel_lengthscale[{column}]"] for clf in fits)
+        np.testing.assert_allclose(a, b, rtol=1e-3)
+    short = {"num_warmup": 50, "num_samples": 50, "max_samples": 50, "num_chains": 2}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ppgpc.ConvergenceWarning)  # (50 draws, on purpose)
+        sampled = ILRGPClassifier(epsilon=0.99, tau=0.1, inference="nuts", progress=False,
+                                  inference_options=short).fit(frame, y)
+    assert not sampled.result_.point_hypers
+    draws = np.asarray(sampled.result_.hypers["kernel_lengthscale"])
+    assert draws.shape[:2] == (2, 50) and np.std(draws[..., 0]) > 0
+    h = sampled.hyperparameters_
+    for j, column in enumerate(["signal", "noise"]):
+        np.testing.assert_allclose(h[f"kernel_lengthscale[{column}]"],
+                                   draws[..., j].mean(), rtol=1e-12)
+    np.testing.assert_allclose(h["kernel_variance"], np.asarray(
+        sampled.result_.hypers["kernel_variance"]).mean(), rtol=1e-12)

@@ -101,10 +101,10 @@ def test_a_diagram_drawn_after_plt_figure_is_what_plt_savefig_saves(tmp_path):
     figure ``plt.figure()`` made is what ``plt.savefig`` writes (not a blank image)."""
     import matplotlib.pyplot as plt
 
-    from ppgpc.evaluation import diagnostics
+    from ppgpc.evaluation import exports
 
     plt.figure()
-    ax = diagnostics.reliability_diagram(*_synthetic(3, seed=7))
+    ax = exports.plot_reliability(*_synthetic(3, seed=7))
     assert ax is plt.gca()
     plt.savefig(tmp_path / "rel.png")
     assert _png_is_not_blank(tmp_path / "rel.png")
@@ -116,7 +116,8 @@ def test_a_diagram_drawn_after_plt_figure_is_what_plt_savefig_saves(tmp_path):
 def test_every_single_panel_plot_takes_ax_and_returns_it():
     import matplotlib.pyplot as plt
 
-    from ppgpc.evaluation.plotting import confidence_map, probability_map, reliability_bands_diagram
+    from ppgpc.evaluation.plotting import (confidence_map, probability_map,
+                                          reliability_bands_diagram)
 
     probs, y = _synthetic(3, seed=9)
     _, axes = plt.subplots(1, 4)

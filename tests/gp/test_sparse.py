@@ -261,8 +261,9 @@ def test_collapsed_ilr_with_inducing_inputs_per_coordinate():
     assert np.mean(probs.argmax(1) == y) > 0.9
     idata = to_inference_data(result)
     assert idata.constant_data["inducing_inputs"].dims == ("latent", "inducing", "feature")
-    u = idata.posterior["u"].values                                  # (1, 400, M, L)
-    assert u.shape == (1, 400, 6, 2)
+    u = idata.posterior["u"].values                                  # (4, 100, M, L)
+    assert u.shape == (4, 100, 6, 2)
+    u = u.reshape((1, 400, 6, 2))            # the 4 chains in order: the fit's one chain
     for c in range(2):
         draws = np.asarray(result.predict_latent(Z[c]))[0, :, :, c]      # (400, M)
         se = draws.std(0) / np.sqrt(u.shape[1])
@@ -463,8 +464,9 @@ def test_sparse_gpd_with_inducing_inputs_per_class_fits_and_predicts(tmp_path):
     probs = result.predict_proba(X)
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-12)
     assert np.mean(probs.argmax(1) == y) > 0.9
-    u = to_inference_data(result).posterior["u"].values             # (1, 400, M, C)
-    assert u.shape == (1, 400, 6, 3)
+    u = to_inference_data(result).posterior["u"].values             # (4, 100, M, C)
+    assert u.shape == (4, 100, 6, 3)
+    u = u.reshape((1, 400, 6, 3))            # the 4 chains in order: the fit's one chain
     for c in range(3):
         draws = np.asarray(result.predict_latent(Z[c]))[0, :, :, c]      # (400, M)
         se = draws.std(0) / np.sqrt(u.shape[1])
@@ -496,8 +498,9 @@ def test_sparse_gpd_arviz_u_is_the_latent_without_pseudo_observation_noise(share
     hypers = result.hyper_draw(0, 0)
     q = result.spec.conjugate.condition(result.data, result.kernel, hypers)
     Z = np.asarray(hypers["inducing_inputs"])
-    u = to_inference_data(result).posterior["u"].values                     # (1, S, M, C)
-    assert u.shape == (1, S, 6, 3)
+    u = to_inference_data(result).posterior["u"].values                 # (4, S / 4, M, C)
+    assert u.shape == (4, S // 4, 6, 3)
+    u = u.reshape((1, S, 6, 3))              # the 4 chains in order: the fit's one chain
     for c in range(3):
         own = Z if shared_inducing else Z[c]
         mean, var = dirichlet_gp._sparse_latent(result.data, result.kernel, hypers, q, own)

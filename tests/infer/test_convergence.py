@@ -9,6 +9,7 @@ singular kernel matrix, converged optimisers).
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import arviz as az
@@ -19,9 +20,9 @@ import sklearn.exceptions
 import ppgpc
 from ppgpc.infer import fit
 from ppgpc.evaluation.chain_diagnostics import chain_diagnostics
-from ppgpc.infer.convergence import (ChainCheck, ConvergenceReport, ConvergenceWarning,
-                                     OptimizerCheck, chain_check, collect, falling_edge, grid_edge,
-                                     warn_if_needed)
+from ppgpc.infer.convergence import (JITTER_RELATIVE_MAX, ChainCheck, ConvergenceReport,
+                                     ConvergenceWarning, OptimizerCheck, chain_check, collect,
+                                     falling_edge, grid_edge, warn_if_needed)
 
 
 def _ar1_chains(rng, chains=4, draws=301, entries=40, shift=0.0):
@@ -227,3 +228,44 @@ def test_a_search_extends_its_grid_past_a_falling_edge():
     assert min(est.tau_scores_) < min(TAU_GRID)
     edges = [e for e in est.convergence_.grid_edges if e.startswith("tau")]
     assert edges or falling_edge(est.tau_scores_) is None
+
+
+# ------------------------------------------------------------ the thresholds at their edges
+def _chains(rhat: float, bulk: float, tail: float, chains: int = 4) -> ChainCheck:
+    return ChainCheck(chains, 1000, rhat, bulk, tail, 0, "f[0, 0]")
+
+
+@pytest.mark.parametrize("rhat, bulk, tail, passes", [
+    (1.0099, 400.0, 400.0, True),     # every value just inside
+    (1.0101, 400.0, 400.0, False),    # R-hat just above 1.01
+    (1.01, 400.0, 400.0, False),      # R-hat at 1.01: the bound is strict
+    (1.0, 399.9, 1000.0, False),      # bulk ESS just below 100 per chain x 4 chains
+    (1.0, 1000.0, 399.9, False),      # tail ESS just below it
+    (1.0, 250.0, 250.0, False),       # above 100 (one chain's bound), below 400 (four's)
+    (1.0, 400.0, 400.0, True),        # ESS at the bound passes
+    (float("nan"), 1000.0, 1000.0, False),   # an undefined R-hat does not pass
+])
+def test_chain_thresholds_at_their_edges(rhat, bulk, tail, passes):
+    """R-hat < 1.01 and bulk and tail ESS >= 100 per chain, in total over the chains: a
+    report on either side of each bound (a wrong comparison, or ESS counted per chain, is
+    caught here)."""
+    check = _chains(rhat, bulk, tail)
+    report = ConvergenceReport(method="nuts", chains=check)
+    assert check.mixed is passes
+    assert (check.problems() == []) is passes
+    assert report.converged is passes
+    if not passes:
+        assert check.draws_needed() > 1000 or math.isnan(rhat)
+
+
+def test_the_ess_bound_scales_with_the_chains():
+    assert _chains(1.0, 200.0, 200.0, chains=2).mixed
+    assert not _chains(1.0, 199.0, 200.0, chains=2).mixed
+    assert not _chains(1.0, 200.0, 200.0, chains=3).mixed
+
+
+@pytest.mark.parametrize("jitter, passes", [(0.99 * JITTER_RELATIVE_MAX, True),
+                                             (JITTER_RELATIVE_MAX, True),
+                                             (1.01 * JITTER_RELATIVE_MAX, False)])
+def test_the_jitter_threshold_at_its_edge(jitter, passes):
+    assert ConvergenceReport(method="map", max_jitter=jitter).converged is passes

@@ -9,7 +9,7 @@ import pytest
 from fitted_cases import (CORE_MODELS, SAME_PATH, SPARSE_VARIANTS, C, N, NUM_PRED, cases,
                           fitted, toy)
 from ppgpc.infer import fit, supported_methods, to_inference_data
-from ppgpc.infer.arviz_export import LABEL_GROUPS, hyperparameter_dims
+from ppgpc.infer.arviz_export import LABEL_GROUPS, exported_chains, hyperparameter_dims
 from ppgpc.infer.driver import METHODS
 
 CASES = cases()
@@ -40,7 +40,7 @@ def test_every_model_and_method_is_covered():
 
 def test_groups_shapes_and_dims(exported):
     model, method, result, idata = exported
-    chains, draws = result.num_chains, result.num_draws
+    chains, draws = exported_chains(result)
     L = result.spec.num_latent(C)
     for group in ("posterior", "log_likelihood", "posterior_predictive", "observed_data",
                   "constant_data", "predictions", "predictions_constant_data"):
@@ -79,7 +79,7 @@ def test_groups_shapes_and_dims(exported):
 
 def test_sample_stats_record_the_method(exported):
     _, method, result, idata = exported
-    chains, draws = result.num_chains, result.num_draws
+    chains, draws = exported_chains(result)
     if method == "nuts":
         stats = idata.sample_stats
         for name in ("diverging", "tree_depth"):
@@ -118,8 +118,32 @@ def test_arviz_summary_loo_and_rhat_run(exported):
     assert np.all(np.isfinite(summary["mean"]))
     assert np.isfinite(loo.elpd_loo) and loo.loo_i.shape == (N,)
     assert rhat["f"].shape == (N, L)
-    if result.num_chains > 1:  # R-hat needs two chains; short MCMC of a tiny problem mixes
+    if exported_chains(result)[0] > 1:  # short MCMC of a tiny problem mixes
         assert np.nanmax(rhat["f"].values) < 1.5
+
+
+@pytest.mark.parametrize("case", [("logistic_softmax", "cavi"), ("ilr_gp", "exact"),
+                                  ("softmax_svgp", "svi")])
+def test_independent_draws_are_split_into_chains_that_arviz_diagnoses(case):
+    """A fit's S independent draws (CAVI's q, the closed form, SVI's q) are exported as 4
+    chains of S / 4 in their order: ArviZ's summary runs without a warning, and reads
+    R-hat near 1 and a bulk ESS near S, as independent draws give."""
+    result = fitted(*case)
+    assert result.num_chains == 1 and result.num_draws == 60
+    assert exported_chains(result) == (4, 15)
+    idata = to_inference_data(result, toy()[0][:NUM_PRED])
+    for group in ("posterior", "log_likelihood", "posterior_predictive", "predictions"):
+        assert (idata[group].sizes["chain"], idata[group].sizes["draw"]) == (4, 15), group
+    flat = np.asarray(result.predict_proba_draws(toy()[0][:NUM_PRED]))
+    np.testing.assert_allclose(idata.predictions["p"].values.reshape(flat.shape), flat,
+                               rtol=0, atol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = az.summary(idata, var_names=["f"])
+    assert summary["r_hat"].max() < 1.2
+    assert summary["ess_bulk"].median() > 30
+    thinned = to_inference_data(result, thin=7)   # 9 draws: not split
+    assert thinned.posterior.sizes["chain"] == 1
 
 
 def test_loo_compares_models_on_the_label_likelihood():
@@ -153,15 +177,16 @@ def test_a_point_estimate_is_one_value_and_the_sampled_latent_real_draws(case, k
         np.testing.assert_array_equal(constant[name].values, np.asarray(value)[0, 0])
     assert "point_estimate" not in constant["X"].attrs
     f = idata.posterior["f"].values
-    assert f.shape[:2] == (result.num_chains, result.num_draws)
+    chains, draws = exported_chains(result)
+    assert f.shape[:2] == (chains, draws)
     assert np.all(np.std(f, axis=(0, 1)) > 0)       # every element of f really varies
     # a point value broadcasts against the draws and survives a selection of draws
-    kept = idata.sel(draw=slice(result.num_draws // 2, None))
+    kept = idata.sel(draw=slice(draws // 2, None))
     assert kept.constant_data.identical(constant)
     scaled = idata.posterior["f"] / np.sqrt(constant["kernel_variance"])
-    assert scaled.sizes["draw"] == result.num_draws
+    assert scaled.sizes["draw"] == draws
     both = az.concat(idata, idata, dim="chain")       # two runs as chains: data kept once
-    assert both.posterior.sizes["chain"] == 2 * result.num_chains
+    assert both.posterior.sizes["chain"] == 2 * chains
     assert both.constant_data.identical(constant)
 
 
@@ -248,8 +273,10 @@ def test_thinned_export_keeps_every_kth_draw(case):
         if result.predictive_kind == "inducing" and name in ("f", "u"):
             assert thinned.posterior[name].shape[1] == len(kept)
             continue
-        np.testing.assert_array_equal(thinned.posterior[name].values,
-                                      full.posterior[name].values[:, kept], err_msg=name)
+        values = full.posterior[name].values  # back to the fit's chains, in order
+        values = values.reshape((result.num_chains, result.num_draws) + values.shape[2:])
+        np.testing.assert_array_equal(thinned.posterior[name].values, values[:, kept],
+                                      err_msg=name)
     if method in ("svi", "cavi"):  # the ELBO trace is not per draw
         assert thinned.sample_stats["elbo"].shape == full.sample_stats["elbo"].shape
     else:

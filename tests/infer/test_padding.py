@@ -27,6 +27,7 @@ import pytest
 
 from compile_count import count_compilations
 from conftest import compare_samplers, toy_problem
+from ppgpc.models.svgp import variational as svgp_schedule
 from ppgpc import ConvergenceWarning
 from ppgpc.infer import fit
 from ppgpc.infer.loo import loo_latent
@@ -384,7 +385,7 @@ def test_the_default_svgp_estimator_compiles_nothing_at_a_new_size(monkeypatch, 
     _hold_programs(monkeypatch)
     first, second = sizes
     assert padding.bucket(first) == padding.bucket(second)
-    limit = SoftmaxSVGPClassifier.FULL_BATCH_POINTS
+    limit = svgp_schedule.FULL_BATCH_POINTS
     assert (first > limit) == (second > limit)
     X, y = toy_problem(second, 3, seed=14)
     options = {} if first < 256 else {"inference_options": {"max_iter": 200}}

@@ -10,6 +10,7 @@ import pytest
 import threadpoolctl
 
 from conftest import toy_problem
+from ppgpc.models.svgp import variational as svgp_schedule
 from ppgpc import ConvergenceWarning
 from ppgpc.infer import fit
 from ppgpc.infer.convergence import ChainCheck, ConvergenceReport, chain_check
@@ -102,7 +103,7 @@ def test_svi_stops_when_its_elbo_settles_and_the_check_agrees(problem):
     est = SoftmaxSVGPClassifier(progress=False).fit(X, y)
     info = est.result_.info
     assert info.svi.stopped_on == "elbo" and info.svi.converged
-    assert info.svi.steps < SoftmaxSVGPClassifier.FULL_BATCH_STEPS[0]
+    assert info.svi.steps < svgp_schedule.FULL_BATCH_STEPS[0]
     assert est.convergence_.converged
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # (300 steps, on purpose)

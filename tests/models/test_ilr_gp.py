@@ -103,13 +103,13 @@ def test_inference_data_groups_and_diagnostics(exact_fit):
                   "predictions", "constant_data"):
         assert group in idata.groups()
     assert idata.posterior["f"].dims == ("chain", "draw", "obs", "latent")
-    assert idata.posterior["f"].shape == (1, 400, 30, 2)
+    assert idata.posterior["f"].shape == (4, 100, 30, 2)  # 400 independent draws, 4 chains
     # type-II point hyperparameters: one value in constant_data, not draws
     assert "kernel_lengthscale" not in idata.posterior
     assert idata.constant_data["kernel_lengthscale"].dims == ("feature",)
     assert idata.constant_data.attrs["point_estimate"] == result.info.hyperparameters
-    assert idata.log_likelihood["y"].shape == (1, 400, 30)
-    assert idata.predictions["p"].shape == (1, 400, 5, 3)
+    assert idata.log_likelihood["y"].shape == (4, 100, 30)
+    assert idata.predictions["p"].shape == (4, 100, 5, 3)
     assert idata.posterior.attrs["ppgpc_model"] == "ilr_gp"
     # categorical log-likelihood of the observed labels
     ll = idata.log_likelihood["y"].values

@@ -21,8 +21,8 @@ import ppgpc
 from ppgpc import SoftmaxSVGPClassifier
 from ppgpc.gp import simplex, sparse
 from ppgpc.gp.kernels import RBF, gram
-from ppgpc.infer import FitResult, fit
-from ppgpc.infer.svi import default_batch_size
+from ppgpc.infer import fit
+from ppgpc.models.svgp import variational as svgp_schedule
 from ppgpc.models import svgp
 
 from conftest import SMALL, toy_problem
@@ -233,8 +233,6 @@ def test_bad_options_raise_clear_errors():
     with pytest.raises(ValueError, match="unknown schedule"):
         fit("softmax_svgp", X, y, method="svi", schedule="linear",
             model_options={"num_inducing": 5})
-    with pytest.raises(ValueError, match="no collapsed form"):
-        fit("softmax_svgp", X, y, method="nuts", form="latent")
 
 
 # ------------------------------------------------------------- fits and predictions
@@ -281,14 +279,15 @@ def test_inference_data_export(fitted):
     idata = clf.to_inference_data(X[:7])
     post = idata.posterior
     assert post["v"].dims == ("chain", "draw", "inducing", "latent")
-    assert post["u"].shape == (1, 64, 8, 3)
+    assert post["u"].shape == (4, 16, 8, 3)  # 64 independent draws as 4 chains
     # the SVI optimum of the inducing inputs is one point, not draws
     assert idata.constant_data["inducing_inputs"].dims == ("inducing", "feature")
     assert idata.constant_data.attrs["point_estimate"].startswith("SVI ELBO")
     assert post["f"].dims == ("chain", "draw", "obs", "latent")   # computed on demand
-    assert idata.log_likelihood["y"].shape == (1, 64, 90)
-    assert np.allclose(idata.log_likelihood["y"].values, clf.result_.log_likelihood())
-    assert idata.predictions["p"].shape == (1, 64, 7, 3)
+    assert idata.log_likelihood["y"].shape == (4, 16, 90)
+    assert np.allclose(idata.log_likelihood["y"].values.reshape(1, 64, 90),
+                       clf.result_.log_likelihood())
+    assert idata.predictions["p"].shape == (4, 16, 7, 3)
     assert idata.sample_stats["elbo"].shape == (1, 400)
 
 
@@ -657,7 +656,9 @@ def test_per_latent_fit_predict_export_and_round_trip(fitted_per_latent, tmp_pat
           "lengthscale": res.hypers["kernel_lengthscale"][0, 0, c]}
     Kmm = np.asarray(gram(KERNEL, kp, jnp.asarray(Z[0, 0, c])))
     Lm = np.linalg.cholesky(Kmm + res.data.kmm_jitter * float(kp["variance"]) * np.eye(6))
-    assert np.allclose(post["u"].values[0, :, :, c],
+    u = post["u"].values  # 4 chains of S / 4 draws, in order: back to the fit's one chain
+    u = u.reshape((1, -1) + u.shape[2:])
+    assert np.allclose(u[0, :, :, c],
                        np.asarray(res.inducing)[0, :, :, c] @ Lm.T, rtol=1e-8, atol=1e-10)
     loaded = SoftmaxSVGPClassifier.load(clf.save(tmp_path / "svgp"))
     assert (loaded.shared_kernel, loaded.shared_inducing) == (False, False)
@@ -930,43 +931,47 @@ def test_default_steps_depend_on_whether_a_step_sees_every_point():
     earlier when its ELBO settles (``tol=None``: every step); given values win."""
     X, y = toy_problem(30, 3, seed=9)
     full = SoftmaxSVGPClassifier(num_inducing=5, inference_options={"tol": None}).fit(X, y)
-    assert full.result_.info.svi.steps == SoftmaxSVGPClassifier.FULL_BATCH_STEPS[0] == 2000
+    assert full.result_.info.svi.steps == svgp_schedule.FULL_BATCH_STEPS[0] == 2000
     assert full.score(X, y) > 0.9
     settled = SoftmaxSVGPClassifier(num_inducing=5).fit(X, y)
     assert settled.result_.info.svi.stopped_on == "elbo"
     assert settled.result_.info.svi.steps < 2000 and settled.score(X, y) > 0.9
     mini = SoftmaxSVGPClassifier(num_inducing=5, inference_options={"batch_size": 10,
                                                                      "tol": None}).fit(X, y)
-    assert mini.result_.info.svi.steps == SoftmaxSVGPClassifier.MINIBATCH_STEPS[0] == 5000
+    assert mini.result_.info.svi.steps == svgp_schedule.MINIBATCH_STEPS[0] == 5000
     given = SoftmaxSVGPClassifier(num_inducing=5, inference_options={
         "max_iter": 100, "learning_rate": 0.05}).fit(X, y)
     assert given.result_.info.svi.steps == 100
 
 
-def test_default_batch_is_every_point_up_to_full_batch_points(monkeypatch):
+def test_default_batch_is_every_point_up_to_full_batch_points():
     """Without a batch_size, a step sees every point up to FULL_BATCH_POINTS (640) training
-    points, with the full-batch schedule, and minibatches of 256 above, with theirs."""
-    seen = {}
+    points, with the full-batch schedule, and minibatches of 256 above, with theirs: the
+    model's schedule, which the driver fills in (``schedule_options``) for the estimator and
+    for ``ppgpc.infer.fit`` alike; a given batch picks the schedule by whether it covers
+    every point, and given steps win. A model without a schedule gets the driver's."""
+    import dataclasses
 
-    class Stop(Exception):
-        pass
+    from ppgpc.infer.svi import SVI_OPTIONS, schedule_options
+    from ppgpc.models import get_spec
 
-    def run_driver(self, model_name, X, y, num_classes, **kwargs):
-        seen[len(y)] = kwargs["options"]
-        raise Stop
-
-    monkeypatch.setattr(SoftmaxSVGPClassifier, "_run_driver", run_driver)
-    limit = SoftmaxSVGPClassifier.FULL_BATCH_POINTS
+    spec = get_spec("softmax_svgp")
+    limit = svgp_schedule.FULL_BATCH_POINTS
     assert limit == 640
-    for n in (limit, limit + 1):
-        X, y = toy_problem(n, 3, seed=1)
-        with pytest.raises(Stop):
-            SoftmaxSVGPClassifier(progress=False).fit(X, y)
-    # the batch the driver then takes (its default for a missing batch_size: min(256, N))
-    batch = {n: opts.get("batch_size") or default_batch_size(n) for n, opts in seen.items()}
-    assert batch == {limit: limit, limit + 1: 256}
-    assert (seen[limit]["max_iter"], seen[limit]["learning_rate"]) == (2000, 0.1)
-    assert (seen[limit + 1]["max_iter"], seen[limit + 1]["learning_rate"]) == (5000, 0.01)
+
+    def schedule(spec, n, **given):
+        out = schedule_options(spec, {**SVI_OPTIONS, **given}, n)
+        return out["batch_size"], out["max_iter"], out["learning_rate"]
+
+    assert schedule(spec, limit) == (limit, 2000, 0.1)
+    assert schedule(spec, limit + 1) == (256, 5000, 0.01)
+    assert schedule(spec, 30, batch_size=30) == (30, 2000, 0.1)
+    assert schedule(spec, 30, batch_size=10) == (10, 5000, 0.01)
+    assert schedule(spec, 30, max_iter=7, learning_rate=0.5) == (30, 7, 0.5)
+    plain = dataclasses.replace(spec, svi=spec.svi._replace(default_options=None))
+    assert schedule(plain, limit) == (256, 5000, 0.01)
+    with pytest.raises(ValueError, match="exceeds the number of training points"):
+        schedule(spec, 30, batch_size=31)
 
 
 def test_identity_mixing_holds_w_at_the_identity(tmp_path):

@@ -1,68 +1,61 @@
-"""Calibration diagnostics from an ArviZ ``InferenceData`` or from arrays (docs/math.md section 7).
+"""Scores and reliability of the class probabilities in an ArviZ ``InferenceData`` export,
+or in arrays (docs/math.md section 7).
 
 The metrics themselves live in ``ppgpc.evaluation.metrics`` (accuracy, NLL, Brier, ECE and its
-reliability table); this module gets probabilities and labels out of an ``InferenceData``,
-puts several models in one table, and draws the pictures:
+reliability table), the tests and checks in ``ppgpc.evaluation.calibration`` and the drawing in
+``ppgpc.evaluation.plotting``; this module gets (n, C) probabilities and (n,) labels out of an
+``InferenceData`` (a ppgpc export: ``ppgpc.infer.to_inference_data`` or an estimator's
+``to_inference_data``) and hands them to those, and puts several models in one table. All
+but ``confidence_check`` (which needs an export's replicated labels) also take an (n, C)
+probability array with (n,) labels 0..C-1 in place of the export:
 
-* ``predictive_probabilities`` / ``true_labels``: p(y* = c) averaged over the draws of the
-  ``predictions`` group (or, for the training inputs, of the posterior ``f`` through the
-  model's link), and the labels to score them against;
-* ``evaluate`` and ``calibration_table``: accuracy, NLL, Brier, the ECE of the kind the
-  table names and the class-wise ECE. The papers disagree on the ECE: Milios et al. (and
-  the ILR paper) bin the top-label confidence max_c p(c | x) (``"top-label"``, binary
-  p(y = 1) for C = 2); Galy-Fajou et al. report the class-wise ECE, the mean over classes
-  of the one-vs-rest ECE (``"classwise"``). Both are always computed and every table
-  says which column is which;
-* ``reliability_diagram`` / ``classwise_reliability``: ``ppgpc.evaluation.plotting``'s diagrams
-  (bin counts, identity line, ArviZ look) fed from an ``InferenceData``;
-* ``calibration_test`` and ``reliability_bands``: ``ppgpc.evaluation.calibration``'s SKCE test of
-  calibration (a p-value) and its equal-mass reliability diagram with consistency bands;
-* ``confidence_ppc``: ``ppgpc.evaluation.calibration.confidence_ppc`` (the posterior predictive
-check
-  of the predicted labels' accuracy by confidence bin) from an export's replicated labels;
-* ``input_grid``, ``rgb_image`` and ``probability_map``: the RGB picture of predictive
-  probabilities over a 2-D input grid (appendix A.4 of the logistic-softmax paper): each
-  of three classes owns a colour channel, so saturated colours are confident predictions
-  and mixtures are transitions. For C != 3 classes each class gets a colour of
-  ``ppgpc.evaluation.plotting.CLASS_PALETTE`` and a pixel is the probability-weighted mix of them
-  (the title says so). For D > 2 inputs the grid lies in the plane of the first two principal
-  components of the standardised training inputs, through their mean (the title says so).
+* ``predictive_probabilities`` / ``true_labels`` / ``labels_to_indices``: p(y* = c) averaged
+  over the draws of the ``predictions`` group (or, for the training inputs, of the posterior
+  ``f`` through the model's link), the labels to score them against, and labels given by
+  class name turned into indices;
+* ``scores`` and ``calibration_table``: accuracy, NLL, Brier, the ECE of the kind the
+  table names and the class-wise ECE (``classwise_ece``, also per class). The papers
+  disagree on the ECE: Milios et al. (and the ILR paper) bin the top-label confidence
+  max_c p(c | x) (``"top-label"``, binary p(y = 1) for C = 2); Galy-Fajou et al. report the
+  class-wise ECE, the mean over classes of the one-vs-rest ECE (``"classwise"``). Both are
+  always computed and every table says which column is which;
+* ``plot_reliability`` / ``plot_classwise_reliability``: ``ppgpc.evaluation.plotting``'s
+  diagrams (bin counts, consistency bands or the ECE, identity line, ArviZ look) fed from an
+  ``InferenceData``;
+* ``calibration_test``: ``ppgpc.evaluation.calibration``'s SKCE test of calibration (a
+  p-value);
+* ``confidence_check``: ``ppgpc.evaluation.calibration.confidence_ppc`` (the posterior
+  predictive check of the predicted labels' accuracy by confidence bin) from an export's
+  replicated labels.
 
 Example:
     >>> import numpy as np
-    >>> from ppgpc.evaluation.diagnostics import evaluate
-    >>> evaluate(np.array([[0.8, 0.1, 0.1], [0.2, 0.5, 0.3]]), np.array([0, 2]))["accuracy"]
+    >>> from ppgpc.evaluation.exports import scores
+    >>> scores(np.array([[0.8, 0.1, 0.1], [0.2, 0.5, 0.3]]), np.array([0, 2]))["accuracy"]
     0.5
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ppgpc.evaluation import calibration, metrics
 from ppgpc.models import get_spec
-from ppgpc.validation import check_features, check_labels
 
 __all__ = [
     "predictive_probabilities",
     "true_labels",
     "labels_to_indices",
-    "evaluate",
+    "scores",
+    "classwise_ece",
     "CalibrationTable",
     "calibration_table",
-    "classwise_ece",
-    "reliability_diagram",
-    "classwise_reliability",
     "calibration_test",
-    "reliability_bands",
-    "confidence_ppc",
-    "InputGrid",
-    "input_grid",
-    "rgb_image",
-    "probability_map",
+    "plot_reliability",
+    "plot_classwise_reliability",
+    "confidence_check",
 ]
 
 
@@ -72,7 +65,10 @@ def _is_idata(source) -> bool:
 
 
 def predictive_probabilities(idata, group: str = "predictions") -> np.ndarray:
-    """(n, C) class probabilities averaged over chains and draws.
+    """(n, C) class probabilities averaged over chains and draws: for ``"predictions"``,
+    the estimator's ``predict_proba`` at those points (the export draws them with the same
+    normals), to rounding for an export of every draw and within Monte Carlo error of a
+    thinned one (``ppgpc.infer.arviz_export``).
 
     Args:
         idata: an ``InferenceData`` from ``ppgpc`` (``ppgpc.infer.to_inference_data``).
@@ -161,7 +157,7 @@ def _probs_and_labels(source, y=None, group: str = "predictions"):
 
 
 # ------------------------------------------------------------------ metrics
-def evaluate(source, y=None, *, n_bins: int = 10, group: str = "predictions") -> dict:
+def scores(source, y=None, *, n_bins: int = 10, group: str = "predictions") -> dict:
     """Accuracy, NLL, Brier, ECE (with ``ece_kind`` naming it) and class-wise ECE.
 
     Args:
@@ -197,7 +193,7 @@ class CalibrationTable:
     """Metrics of several models on one test set, with the ECE kinds named.
 
     Attributes:
-        rows: ``{model name: metrics dict}`` (``evaluate``'s keys).
+        rows: ``{model name: metrics dict}`` (``scores``' keys).
         n_bins: ECE bins.
     """
 
@@ -237,12 +233,12 @@ class CalibrationTable:
 
 def calibration_table(sources: dict, y=None, *, n_bins: int = 10,
                       group: str = "predictions") -> CalibrationTable:
-    """``evaluate`` for several models: ``{name: InferenceData or (n, C) probs}``, with the
-    labels ``y`` shared (read by each source as ``evaluate`` reads them) or held by each
+    """``scores`` for several models: ``{name: InferenceData or (n, C) probs}``, with the
+    labels ``y`` shared (read by each source as ``scores`` reads them) or held by each
     ``InferenceData``."""
     if not sources:
         raise ValueError("sources is empty: pass {model name: InferenceData or probs}")
-    return CalibrationTable({name: evaluate(src, y, n_bins=n_bins, group=group)
+    return CalibrationTable({name: scores(src, y, n_bins=n_bins, group=group)
                              for name, src in sources.items()}, int(n_bins))
 
 
@@ -253,12 +249,12 @@ def _class_names(source, C: int):
 
 
 BINNINGS = ("equal-mass", "equal-width")
-"""``reliability_diagram``'s bins: equal-mass with consistency bands (the default), or
+"""``plot_reliability``'s bins: equal-mass with consistency bands (the default), or
 equal-width with the ECE."""
 
 
-def reliability_diagram(source, y=None, *, group: str = "predictions",
-                        bins: str = "equal-mass", **kwargs):
+def plot_reliability(source, y=None, *, group: str = "predictions",
+                     bins: str = "equal-mass", **kwargs):
     """A reliability diagram from an ``InferenceData`` or arrays, drawn into ``ax`` or
     pyplot's current axes; returns the Axes.
 
@@ -277,7 +273,7 @@ def reliability_diagram(source, y=None, *, group: str = "predictions",
     return draw(probs, labels, **kwargs)
 
 
-def classwise_reliability(source, y=None, *, group: str = "predictions", **kwargs):
+def plot_classwise_reliability(source, y=None, *, group: str = "predictions", **kwargs):
     """One one-vs-rest reliability diagram per class
     (``ppgpc.evaluation.plotting.classwise_reliability_grid``); returns the Figure."""
     from ppgpc.evaluation.plotting import classwise_reliability_grid
@@ -288,23 +284,15 @@ def classwise_reliability(source, y=None, *, group: str = "predictions", **kwarg
 
 
 def calibration_test(source, y=None, *, group: str = "predictions", **kwargs):
-    """``ppgpc.evaluation.calibration.skce_test`` (the SKCE and its p-value under "calibrated") from
-    an ``InferenceData`` or arrays; ``kwargs`` go to it (estimator, method, n_resamples,
-    bandwidth, seed)."""
+    """``ppgpc.evaluation.calibration.skce_test`` (the SKCE and its p-value under
+    "calibrated") from an ``InferenceData`` or arrays; ``kwargs`` go to it (estimator, method,
+    n_resamples, bandwidth, seed)."""
     probs, labels = _probs_and_labels(source, y, group)
     return calibration.skce_test(probs, labels, **kwargs)
 
 
-def reliability_bands(source, y=None, *, group: str = "predictions", **kwargs):
-    """``ppgpc.evaluation.plotting.reliability_bands_diagram`` (equal-mass bins with counts and
-    Broecker-Smith consistency bands) from an ``InferenceData`` or arrays; returns the Axes."""
-    from ppgpc.evaluation.plotting import reliability_bands_diagram
-
-    probs, labels = _probs_and_labels(source, y, group)
-    return reliability_bands_diagram(probs, labels, **kwargs)
-
-
-def confidence_ppc(idata, *, group: str = "posterior", **kwargs) -> calibration.ConfidencePPC:
+def confidence_check(idata, *, group: str = "posterior",
+                     **kwargs) -> calibration.ConfidencePPC:
     """``ppgpc.evaluation.calibration.confidence_ppc`` from a ppgpc ``InferenceData``.
 
     ``group="posterior"``: the training points, with ``predictive_probabilities(idata,
@@ -318,7 +306,7 @@ def confidence_ppc(idata, *, group: str = "posterior", **kwargs) -> calibration.
         A ``ppgpc.evaluation.calibration.ConfidencePPC``.
     """
     if not _is_idata(idata):
-        raise ValueError("confidence_ppc needs a ppgpc InferenceData (to_inference_data); "
+        raise ValueError("confidence_check needs a ppgpc InferenceData (to_inference_data); "
                          "for arrays use ppgpc.evaluation.calibration.confidence_ppc")
     probs = predictive_probabilities(idata, group)
     labels = true_labels(idata, group)
@@ -329,142 +317,3 @@ def confidence_ppc(idata, *, group: str = "posterior", **kwargs) -> calibration.
     else:
         rep = idata.predictions["y"].transpose("chain", "draw", "pred")
     return calibration.confidence_ppc(probs, labels, np.asarray(rep.values), **kwargs)
-
-
-# ------------------------------------------------------------------ RGB probability maps
-class InputGrid(NamedTuple):
-    """A regular 2-D grid of input points (in the original input space)."""
-
-    points: np.ndarray
-    """(G * G, D) inputs, row-major: point [i * G + j] has coordinates (u[j], v[i])."""
-    u: np.ndarray
-    """(G,) horizontal plot coordinate."""
-    v: np.ndarray
-    """(G,) vertical plot coordinate."""
-    origin: np.ndarray
-    """(D,) input at plot coordinates (0, 0) (for D = 2: the zero vector)."""
-    axes: np.ndarray
-    """(2, D) input-space directions of one plot unit along u and v."""
-    description: str
-    """What the plane is, for titles."""
-    xlabel: str
-    ylabel: str
-
-    @property
-    def extent(self) -> tuple:
-        """(left, right, bottom, top) for ``imshow``."""
-        return (float(self.u[0]), float(self.u[-1]), float(self.v[0]), float(self.v[-1]))
-
-    def project(self, X) -> np.ndarray:
-        """(n, 2) plot coordinates of inputs X (n, D): least-squares projection on the plane."""
-        X = np.asarray(X, dtype=np.float64)
-        coef, *_ = np.linalg.lstsq(self.axes.T, (X - self.origin).T, rcond=None)
-        return coef.T
-
-
-def input_grid(X, grid_size: int = 60, margin: float = 0.1) -> InputGrid:
-    """A grid covering the training inputs X (n, D).
-
-    D = 2: the box of X widened by ``margin`` of its range on each side. D > 2: the plane of
-    the first two principal components of the standardised inputs, through their mean,
-    mapped back to the input space (x = mean + scale * (a pc1 + b pc2)); the grid covers the
-    projected training points plus the margin. D = 1 is refused (there is no plane).
-    """
-    X = check_features(X)
-    if X.shape[0] < 2 or X.shape[1] < 2:
-        raise ValueError(f"input_grid needs X of shape (n >= 2, D >= 2); got {X.shape}")
-    if not (isinstance(grid_size, (int, np.integer)) and grid_size >= 2):
-        raise ValueError(f"grid_size must be an integer >= 2; got {grid_size!r}")
-    D = X.shape[1]
-    if D == 2:
-        origin, axes = np.zeros(2), np.eye(2)
-        description, xlabel, ylabel = "inputs x1, x2", "x$_1$", "x$_2$"
-    else:
-        mean, scale = X.mean(axis=0), X.std(axis=0)
-        scale = np.where(scale > 0, scale, 1.0)
-        _, _, vt = np.linalg.svd((X - mean) / scale, full_matrices=False)
-        origin, axes = mean, vt[:2] * scale[None, :]
-        description = ("plane of the first two principal components of the standardised "
-                       "training inputs, through their mean")
-        xlabel, ylabel = "PC 1", "PC 2"
-    grid = InputGrid(np.zeros((0, D)), np.zeros(2), np.zeros(2), origin, axes, description,
-                     xlabel, ylabel)
-    coords = grid.project(X)
-    lo, hi = coords.min(axis=0), coords.max(axis=0)
-    pad = margin * np.maximum(hi - lo, 1e-12)
-    u = np.linspace(lo[0] - pad[0], hi[0] + pad[0], grid_size)
-    v = np.linspace(lo[1] - pad[1], hi[1] + pad[1], grid_size)
-    uu, vv = np.meshgrid(u, v)
-    points = origin + uu.reshape(-1, 1) * axes[0] + vv.reshape(-1, 1) * axes[1]
-    return grid._replace(points=points, u=u, v=v)
-
-
-def rgb_image(probs, grid_shape: tuple) -> tuple[np.ndarray, str]:
-    """RGB pixels from class probabilities (appendix A.4 of the logistic-softmax paper).
-
-    Args:
-        probs: (G1 * G2, C) probabilities, row-major over the grid.
-        grid_shape: (G1, G2).
-
-    Returns:
-        ((G1, G2, 3) image in [0, 1], a note for titles). For C = 3 the probabilities are
-        the red, green and blue channels; otherwise each class has a palette colour
-        (``ppgpc.evaluation.plotting.CLASS_PALETTE``) and a pixel is sum_c p_c colour_c.
-    """
-    from ppgpc.evaluation.plotting import _class_colours
-
-    probs = np.asarray(probs, dtype=np.float64)
-    if probs.ndim != 2 or probs.shape[0] != int(np.prod(grid_shape)):
-        raise ValueError(f"probs must have shape ({int(np.prod(grid_shape))}, C) for a "
-                         f"{tuple(grid_shape)} grid; got {probs.shape}")
-    C = probs.shape[1]
-    image = (probs @ _class_colours(C)).reshape(tuple(grid_shape) + (3,))
-    note = ("RGB = p(class 0, 1, 2)" if C == 3
-            else f"colour = probability-weighted mix of {C} class colours")
-    return np.clip(image, 0.0, 1.0), note
-
-
-def probability_map(predict_proba: Callable | dict, X, y=None, *, grid_size: int = 60,
-                    margin: float = 0.1, show_points: bool = True, confidence: bool = True,
-                    axes=None):
-    """RGB pictures of one or several classifiers' predictive probabilities over a grid,
-    each above a map of its top-class probability max_c p(c | x) (where it is unsure).
-
-    Args:
-        predict_proba: a function (n, D) inputs -> (n, C) probabilities (an estimator's
-            ``predict_proba``), or ``{name: function}`` for one panel per model.
-        X: (n, D) training inputs (the grid covers them; ``input_grid``).
-        y: optional (n,) training labels as indices 0..C-1, drawn in the class colours.
-        grid_size: points per side; margin: fraction of the range added on each side.
-        show_points: draw the training points.
-        confidence: draw the top-class probability map under each RGB map.
-        axes: the panels to draw into (models along the columns, the confidence maps in a
-            second row); a new pyplot figure when None.
-
-    Returns:
-        The figure, titled with the colour coding and, for D > 2, the plane.
-    """
-    from ppgpc.evaluation.plotting import probability_map_grid
-
-    X = check_features(X)
-    if y is not None:
-        y = check_labels(y, X.shape[0])
-    models = predict_proba if isinstance(predict_proba, dict) else {"": predict_proba}
-    grid = input_grid(X, grid_size, margin)
-    images, tops, note = {}, {}, ""
-    for name, fn in models.items():
-        probs = np.asarray(fn(grid.points))
-        if y is not None and not images and (y.dtype.kind not in "iu" or y.min() < 0
-                                             or y.max() >= probs.shape[1]):
-            raise ValueError(f"y must hold class indices 0..{probs.shape[1] - 1} (for the "
-                             "class colours); encode labels first, e.g. with an estimator's "
-                             "classes_")
-        images[name], note = rgb_image(probs, (grid_size, grid_size))
-        tops[name] = probs.max(axis=1).reshape(grid_size, grid_size)
-    suptitle = note if X.shape[1] == 2 else f"{note}\n{grid.description}"
-    points = grid.project(X) if show_points else None
-    labels = None if (y is None or not show_points) else y
-    return probability_map_grid(images, grid.extent, points=points, labels=labels,
-                                suptitle=suptitle, xlabel=grid.xlabel, ylabel=grid.ylabel,
-                                confidence=tops if confidence else None,
-                                num_classes=probs.shape[1], axes=axes)
