@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 
 import ppgpc
+from ppgpc.evaluation import exports
 from fitted_cases import NUM_PRED, SPARSE_VARIANTS, cases, estimator_problem, fitted, toy
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
@@ -100,8 +101,28 @@ def test_saves_from_before_load_and_predict_as_recorded(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ESTIMATORS)
-def test_estimator_defaults_fit_as_recorded(name):
+def test_estimator_defaults_fit_as_recorded_with_one_set_of_probabilities(name):
+    """Every estimator's defaults predict as recorded; and (on the same fit, which is the
+    costly part) its export's mean probabilities are ``predict_proba``: the export draws its
+    predictions with the same normals, so the two agree to rounding for an export of every
+    draw, and a thinned export by Monte Carlo error (its draws are other draws)."""
     X, y, X_test = estimator_problem()
     estimator = getattr(ppgpc, name)(progress=False).fit(X, y)
     result = estimator.result_
     assert_as_recorded(result, X_test, RECORDED[f"defaults/{name}"], f"defaults/{name}")
+    proba = estimator.predict_proba(X_test)
+    idata = estimator.to_inference_data(X_test)
+    mean = idata.predictions["p"].mean(("chain", "draw")).values
+    np.testing.assert_allclose(mean, proba, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(exports.predictive_probabilities(idata), proba, rtol=0,
+                               atol=1e-12)
+    if name == "ILRGPClassifier":
+        # 1000 independent predictive draws: every fourth is an estimate with standard
+        # error sd / sqrt(250), predict_proba's own sd / sqrt(1000)
+        full = idata.predictions["p"]
+        thinned = estimator.to_inference_data(X_test, thin=4).predictions["p"]
+        draws = thinned.sizes["chain"] * thinned.sizes["draw"]
+        assert draws == full.sizes["chain"] * full.sizes["draw"] // 4
+        error = full.std(("chain", "draw")).values * np.sqrt(1.0 / draws + 0.25 / draws)
+        gap = np.abs(thinned.mean(("chain", "draw")).values - proba)
+        assert np.all(gap <= 5.0 * error + 1e-12) and gap.max() > 0

@@ -131,6 +131,60 @@ def test_point_fits_equal_the_unpadded_fit(model, method):
             assert _relative(a, b) < 1e-10, options
 
 
+def _repeated_rows():
+    """(X (37, 2), y (37,)): 20 points and 17 of them again, so every Gram matrix of the
+    training inputs is singular and its factorisation needs jitter."""
+    X, y = toy_problem(20, 3, seed=4)
+    return np.concatenate([X, X[:17]]), np.concatenate([y, y[:17]])
+
+
+SINGULAR_HYPERS = {"kernel_variance": 3.0, "kernel_lengthscale": np.array([0.8, 1.2])}
+"""Kernel variance 3 against the padded identity block's 1: a jitter scaled by the mean
+diagonal of every row, padded ones included, would differ from the unpadded one."""
+
+
+@pytest.mark.parametrize("model", ["ilr_gp", "dirichlet_gp", "logistic_softmax",
+                                   "softmax_svgp"])
+def test_a_singular_prior_is_jittered_as_unpadded_through_the_model(model):
+    """The model's own factor of its prior covariance (``Latent.prior_factor``, which NUTS
+    and Gibbs use) on padded data: the real rows get the jitter they get unpadded, and
+    their factor is the unpadded one."""
+    from ppgpc.gp.kernels import make_kernel
+
+    X, y = _repeated_rows()
+    spec = get_spec(model)
+    options = {"num_inducing": 1, "seed": 0} if spec.seeded_prepare else {}
+    data = spec.prepare(X, y, 3, **options)
+    kernel = make_kernel("rbf-ard")
+    hypers = {**spec.initial_hypers(data, kernel), **SINGULAR_HYPERS}
+    plain = spec.latent.prior_factor(data, kernel, hypers)
+    padded = spec.latent.prior_factor(spec.pad(data, padding.bucket(37)), kernel, hypers)
+    assert float(np.max(plain.jitter)) > 0.0
+    np.testing.assert_allclose(np.max(padded.jitter), np.max(plain.jitter), rtol=1e-12)
+    # the singular block's factor entries are sqrt(jitter) ~ 2e-5 and are fixed only to
+    # rounding / sqrt(jitter) ~ eps * 3 / 2e-5 ~ 1e-11 by the matrix: held to ten times that
+    real = np.asarray(padded.factor)[..., :37, :37]
+    np.testing.assert_allclose(real, np.asarray(plain.factor), rtol=0, atol=1e-10)
+
+
+def test_a_singular_gram_matrix_is_jittered_as_unpadded_through_the_cavi_fit():
+    """The full CAVI on repeated inputs (K_nn singular): padded, the fit reports the
+    jitter and gives the latent draws and predictions of the unpadded fit."""
+    X, y = _repeated_rows()
+    Xs = toy_problem(9, 3, seed=5)[0]
+    spec = get_spec("logistic_softmax")
+    options = dict(hyperparameters=SINGULAR_HYPERS, num_draws=50, max_iter=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # (20 CAVI iterations)
+        padded = fit(spec, X, y, method="cavi", **options)
+        plain = fit(_unpadded(spec), X, y, method="cavi", **options)
+    jitter = plain.info.convergence.max_jitter
+    assert jitter > 0.0
+    assert padded.info.convergence.max_jitter == pytest.approx(jitter, rel=1e-12)
+    assert _relative(padded.latent, plain.latent) < 1e-6
+    assert _relative(padded.predict_proba(Xs), plain.predict_proba(Xs)) < 1e-8
+
+
 def test_full_cavi_equals_the_unpadded_fit():
     """The logistic-softmax GP's full CAVI (type-II MAP of the kernel on the ELBO): the
     padded rows' q(v) stays the prior and their terms weigh nothing, so the fit is the
