@@ -441,16 +441,13 @@ def predict(args) -> int:
     import pandas as pd
 
     from ppgpc.datasets import read_features
-    from ppgpc.estimators import saveable_estimators
-    from ppgpc.io.persistence import load_table_model
+    from ppgpc.estimators import GPClassifierBase, saveable_estimators
+    from ppgpc.io.persistence import load_with_table
 
-    try:
-        model, table = load_table_model(args.model_dir, saveable_estimators())
-    except ValueError as err:
-        if "not an estimator" not in str(err):
-            raise
+    model, table = load_with_table(args.model_dir, saveable_estimators())
+    if not isinstance(model, GPClassifierBase):
         raise ValueError(f"--model-dir {args.model_dir} holds a driver fit (a FitResult), not "
-                         "a fitted classifier; save one with ppgpc fit --save") from None
+                         "a fitted classifier; save one with ppgpc fit --save")
     columns = getattr(model, "feature_names_in_", None)
     if columns is None:
         raise ValueError(f"--model-dir {args.model_dir}: the model was fitted without column "

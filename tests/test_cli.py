@@ -279,3 +279,15 @@ def test_the_model_table_is_the_estimators():
         cls = getattr(ppgpc, cls_name)
         assert list(methods) == [str(m) for m in cls.inference_choices], name
         assert methods[0] == cls().inference, name
+
+
+def test_predict_refuses_a_saved_driver_fit(tmp_path, iris_csv, capsys):
+    import pandas as pd
+
+    frame = pd.read_csv(iris_csv)
+    X = frame.drop(columns="species").to_numpy()
+    y = pd.factorize(frame["species"])[0]
+    ppgpc.save(ppgpc.fit("ilr_gp", X[::5], y[::5], num_draws=10), tmp_path / "fit")
+    assert main(["predict", "--model-dir", str(tmp_path / "fit"), "--csv", str(iris_csv),
+                 "--output", str(tmp_path / "p.csv")]) == 2
+    assert "holds a driver fit (a FitResult), not a fitted classifier" in capsys.readouterr().err

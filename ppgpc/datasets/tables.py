@@ -58,7 +58,7 @@ def _check_columns(frame, path, names, what: str) -> list[str]:
 def _split_columns(frame, path, target, id_column, drop) -> list[str]:
     """The feature columns: every column but ``target``, ``id_column`` and ``drop``, each
     of which must be a column, and none of which may be another's."""
-    keep_out = [] if target is None else [str(target)]
+    keep_out = [target]
     if id_column is not None:
         (id_column,) = _check_columns(frame, path, [id_column], "id")
         if id_column in keep_out:

@@ -225,12 +225,9 @@ def schedule_options(spec, opts: dict, N: int) -> dict:
 
 
 def _check_options(spec, opts: dict, N: int) -> dict:
-    def positive_int(name):
-        return _positive_int(out, name)
-
     out = schedule_options(spec, opts, N)
     for name in ("max_iter", "num_particles", "patience", "window", "num_draws"):
-        out[name] = positive_int(name)
+        out[name] = _positive_int(out, name)
     gamma = out["natural_gradient"]
     if gamma is not None:
         if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 < gamma <= 1:
@@ -239,9 +236,9 @@ def _check_options(spec, opts: dict, N: int) -> dict:
         out["natural_gradient"] = float(gamma)
     if out["tol"] is not None and not out["tol"] >= 0:
         raise ValueError(f"svi option tol must be >= 0 or None, got {out['tol']!r}")
-    out["validation_draws"] = positive_int("validation_draws")
+    out["validation_draws"] = _positive_int(out, "validation_draws")
     if out["validation_patience"] is not None:
-        out["validation_patience"] = positive_int("validation_patience")
+        out["validation_patience"] = _positive_int(out, "validation_patience")
     return out
 
 

@@ -61,7 +61,7 @@ from ppgpc.io.format import (FITTED_ATTRIBUTES, FORMAT_VERSION, KINDS, check_ent
 from ppgpc.models import get_spec
 
 __all__ = ["save_result", "load_result", "save_estimator", "load_estimator", "load",
-           "load_table_model", "TABLE_ENTRIES",
+           "load_with_table", "TABLE_ENTRIES",
            "constructor_params"]
 
 # This module sits below the estimators: it never imports them. A caller that saves or
@@ -406,15 +406,14 @@ def load_estimator(path, classes: dict, expected=None):
         return _estimator_from(path, payload, arrays, classes, expected)
 
 
-def load_table_model(path, classes: dict):
-    """(estimator, table) from one read of the save at ``path``: the estimator as
-    ``load_estimator`` loads it, and its ``table`` entry (``TABLE_ENTRIES``; None for an
-    estimator not fitted on a CSV table), checked."""
+def load_with_table(path, classes: dict):
+    """(what ``load`` loads, its ``table`` entry) from one read of the save at ``path``: the
+    table entry (``TABLE_ENTRIES``) checked, None for a save without one (an estimator not
+    fitted on a CSV table, or a ``FitResult``)."""
     path = Path(path)
     with opened(path) as (payload, arrays):
         if _kind(path, payload) != "estimator":
-            raise ValueError(f"{path} holds a saved {payload.get('kind')!r}, not an "
-                             "estimator")
+            return _result_from_save(path, payload, arrays), None
         table = payload.get("table")
         if table is not None:
             table = _checked_table(path / SETTINGS, table)
@@ -425,11 +424,7 @@ def load(path, classes: dict):
     """Load whatever ppgpc saved at ``path``: an estimator (one of ``classes``, by class
     name) or a ``FitResult`` (errors as for ``load_estimator``); ``ppgpc.load`` passes
     ppgpc's estimator classes."""
-    path = Path(path)
-    with opened(path) as (payload, arrays):
-        if _kind(path, payload) == "estimator":
-            return _estimator_from(path, payload, arrays, classes)
-        return _result_from_save(path, payload, arrays)
+    return load_with_table(path, classes)[0]
 
 
 def _result_from_save(path: Path, payload: dict, arrays):
