@@ -1,7 +1,8 @@
 """What padding the training data to fixed sizes costs: default fits at N padded and not.
 
-``ppgpc.runtime.padding`` fits the exact GPs on their data padded to ``bucket(N)`` rows (N = 1000
--> 1024, 2000 -> 2048). For each N and estimator (``ILRGPClassifier()``,
+``ppgpc.runtime.padding`` fits the exact GPs on their data padded to ``bucket(N)`` rows (N = 200
+-> 224, 1000 -> 1008, 2000 -> 2016: ``python -c "from ppgpc.runtime.padding import bucket;
+print([bucket(n) for n in (200, 1000, 2000)])"``). For each N and estimator (``ILRGPClassifier()``,
 ``DirichletGPClassifier()``, defaults, ``progress=False``; synthetic blobs with
 ``--features`` features and ``--classes`` classes), two fresh processes, each fitting twice:
 

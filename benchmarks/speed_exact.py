@@ -22,8 +22,11 @@ with N training and 1000 test points. For each (N, C), one row of:
   included; ``xla``: the seconds XLA spent compiling or loading programs from the persistent
   cache in it) and again (``warm``); GPyTorch's fit (``gpytorch_peer.fit_predict``, after a
   small warm-up fit in the process); the ratio GPyTorch / ILR warm; the test NLL of each;
-* ``lbfgs fit``: ILR's default fit (L-BFGS to convergence, ``method="exact"``): seconds
-  (first call), iterations and test NLL.
+* ``lbfgs fit``: the driver's exact fit, ``fit("ilr_gp", ..., method="exact")`` at
+  ``epsilon=0.99`` (type-II ML by L-BFGS to convergence, then the conjugate posterior):
+  seconds (first call), iterations and test NLL. This is not ``ILRGPClassifier()``'s
+  default, which also chooses epsilon and tau by leave-one-out (``benchmarks/uci_exact.py``,
+  ``benchmarks/speed_small.py``).
 
 First calls read ppgpc's persistent compilation cache (``ppgpc._config``; the header names
 the folder), so they depend on earlier runs; ``PPGPC_COMPILATION_CACHE=0`` turns it off and

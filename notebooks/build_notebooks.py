@@ -206,14 +206,18 @@ plt.show()'''),
 
 Every fit exports to ArviZ `InferenceData`: the latent draws, the hyperparameters, the
 categorical log-likelihood of the labels, posterior-predictive labels and, when inputs are
-given, predictions. Notebook 04 walks through the diagnostics; for leave-one-out on ILR-GP
-and GPD use `ppgpc.infer.exact_loo` or `ppgpc.infer.psis_loo` rather than `az.loo` on this
-export (notebooks 04 and 06 say why).
+given, predictions: the class probabilities of 200 of the draws (`predictions["p"]`), and
+their exact mean over every draw, which is `predict_proba`
+(`predictions_constant_data["p_mean"]`). Notebook 04 walks through the diagnostics; for
+leave-one-out on ILR-GP and GPD use `ppgpc.infer.exact_loo` or `ppgpc.infer.psis_loo`
+rather than `az.loo` on this export (notebooks 04 and 06 say why).
 """),
     code('''
 idata = ilr.to_inference_data(split.X_test)
 print(idata)
-print("predictive probabilities:", dict(idata.predictions["p"].sizes))'''),
+print("draws of the predictive probabilities:", dict(idata.predictions["p"].sizes))
+p_mean = idata.predictions_constant_data["p_mean"].values
+print("p_mean is predict_proba:", np.array_equal(p_mean, ilr.predict_proba(split.X_test)))'''),
 ]
 
 

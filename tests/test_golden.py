@@ -34,7 +34,8 @@ import pytest
 
 import ppgpc
 from ppgpc.evaluation import exports
-from fitted_cases import NUM_PRED, SPARSE_VARIANTS, cases, estimator_problem, fitted, toy
+from fitted_cases import (HYPERPARAMETER_CASES, NUM_PRED, SPARSE_VARIANTS, cases,
+                          estimator_problem, fitted, toy)
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 RECORDED = dict(np.load(GOLDEN / "predictions.npz"))
@@ -73,6 +74,7 @@ def assert_as_recorded(result, X, recorded, key):
 def test_every_recorded_case_is_still_a_case():
     expected = {f"fit/{m}/{k}" for m, k in cases()}
     expected |= {f"fit/{m}/{k}/{n}" for m, k, n in SPARSE_VARIANTS}
+    expected |= {f"hyperparameters/{m}/{k}" for m, k in HYPERPARAMETER_CASES}
     expected |= {f"{kind}/{name}" for name in ESTIMATORS for kind in ("estimator", "defaults")}
     assert set(RECORDED) == expected
 
@@ -90,6 +92,17 @@ def test_sparse_variants_predict_as_recorded(model, method, num_inducing):
                        RECORDED[key], key)
 
 
+@pytest.mark.parametrize("model, method", HYPERPARAMETER_CASES)
+def test_driver_fits_of_their_hyperparameters_predict_as_recorded(model, method):
+    """The method chooses the hyperparameters (type-II ML / MAP by L-BFGS, CAVI's ELBO), so
+    a changed prior, objective, start or optimiser moves these, held to the optimiser's
+    tolerance."""
+    result = fitted(model, method, fit_hyperparameters=True)
+    assert result.info.hyperparameters not in (None, "given")
+    key = f"hyperparameters/{model}/{method}"
+    assert_as_recorded(result, toy()[0][:NUM_PRED], RECORDED[key], key)
+
+
 @pytest.mark.parametrize("name", ESTIMATORS)
 def test_saves_from_before_load_and_predict_as_recorded(name):
     X_test = estimator_problem()[2]
@@ -103,26 +116,27 @@ def test_saves_from_before_load_and_predict_as_recorded(name):
 @pytest.mark.parametrize("name", ESTIMATORS)
 def test_estimator_defaults_fit_as_recorded_with_one_set_of_probabilities(name):
     """Every estimator's defaults predict as recorded; and (on the same fit, which is the
-    costly part) its export's mean probabilities are ``predict_proba``: the export draws its
-    predictions with the same normals, so the two agree to rounding for an export of every
-    draw, and a thinned export by Monte Carlo error (its draws are other draws)."""
+    costly part) its export's mean probabilities are ``predict_proba``: ``p_mean`` is it,
+    the export of every draw draws its predictions with the same normals, so their mean
+    agrees to rounding, and the default export's thinned draws by Monte Carlo error."""
     X, y, X_test = estimator_problem()
     estimator = getattr(ppgpc, name)(progress=False).fit(X, y)
     result = estimator.result_
     assert_as_recorded(result, X_test, RECORDED[f"defaults/{name}"], f"defaults/{name}")
     proba = estimator.predict_proba(X_test)
     idata = estimator.to_inference_data(X_test)
-    mean = idata.predictions["p"].mean(("chain", "draw")).values
-    np.testing.assert_allclose(mean, proba, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(exports.predictive_probabilities(idata), proba, rtol=0,
+    np.testing.assert_array_equal(idata.predictions_constant_data["p_mean"].values, proba)
+    np.testing.assert_array_equal(exports.predictive_probabilities(idata), proba)
+    full = estimator.to_inference_data(X_test, prediction_draws=None).predictions["p"]
+    np.testing.assert_allclose(full.mean(("chain", "draw")).values, proba, rtol=0,
                                atol=1e-12)
     if name == "ILRGPClassifier":
-        # 1000 independent predictive draws: every fourth is an estimate with standard
-        # error sd / sqrt(250), predict_proba's own sd / sqrt(1000)
-        full = idata.predictions["p"]
-        thinned = estimator.to_inference_data(X_test, thin=4).predictions["p"]
+        # 1000 independent predictive draws, of which the default export keeps every fifth
+        # of each chain: their mean differs from the mean of all by sd * sqrt(1/k - 1/S)
+        thinned = idata.predictions["p"]
         draws = thinned.sizes["chain"] * thinned.sizes["draw"]
-        assert draws == full.sizes["chain"] * full.sizes["draw"] // 4
-        error = full.std(("chain", "draw")).values * np.sqrt(1.0 / draws + 0.25 / draws)
+        total = full.sizes["chain"] * full.sizes["draw"]
+        assert (draws, total) == (200, 1000)
+        error = full.std(("chain", "draw")).values * np.sqrt(1.0 / draws - 1.0 / total)
         gap = np.abs(thinned.mean(("chain", "draw")).values - proba)
         assert np.all(gap <= 5.0 * error + 1e-12) and gap.max() > 0

@@ -409,6 +409,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         codes = self._encode_known(y, X.shape[0])
         return metrics.evaluate(self.result_.predict_proba(X), codes, n_bins=n_bins)
 
+    @blas_limited
     def to_inference_data(self, X=None, y=None, *, thin=1, **kwargs):
         """ArviZ ``InferenceData`` of the fit, with a ``predictions`` group at X if given
         (and the true labels y there, for ``ppgpc.evaluation.exports``).
@@ -418,9 +419,18 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         coordinate along ``class``. Point hyperparameters (type-II ML / MAP) are one value
         each in ``constant_data``, marked by ``attrs["point_estimate"]``.
 
+        Groups: ``posterior`` (``f`` at the training inputs, sampled hyperparameters),
+        ``constant_data`` (training X, point hyperparameters), ``log_likelihood`` and
+        ``posterior_predictive`` (per draw at the training inputs), ``observed_data``,
+        ``sample_stats``; with X, ``predictions`` (``p`` and a sampled ``y`` per draw, for at
+        most ``PREDICTION_DRAWS`` = 200 draws: pass ``prediction_draws=None`` for all, and
+        ``prediction_latent=True`` for the latent ``f`` there) and
+        ``predictions_constant_data`` (X, ``p_mean``, which is ``predict_proba(X)``, and y).
+
         The ``feature`` coordinate holds the column names of fit (``feature_names_in_``)
         when X had them, 0..D-1 otherwise. ``thin`` keeps every ``thin``-th posterior draw;
-        other keyword arguments (``key``, ``feature_names``, ``max_bytes``) go to
+        other keyword arguments (``key``, ``feature_names``, ``max_bytes``,
+        ``prediction_draws``, ``prediction_latent``) go to
         ``ppgpc.infer.arviz_export.to_inference_data``.
         """
         self._check_fitted()

@@ -65,10 +65,11 @@ def _is_idata(source) -> bool:
 
 
 def predictive_probabilities(idata, group: str = "predictions") -> np.ndarray:
-    """(n, C) class probabilities averaged over chains and draws: for ``"predictions"``,
-    the estimator's ``predict_proba`` at those points (the export draws them with the same
-    normals), to rounding for an export of every draw and within Monte Carlo error of a
-    thinned one (``ppgpc.infer.arviz_export``).
+    """(n, C) class probabilities averaged over the posterior: for ``"predictions"``, the
+    estimator's ``predict_proba`` at those points, which the export holds as
+    ``predictions_constant_data["p_mean"]`` (for an export without it, the mean of
+    ``predictions["p"]`` over its chains and draws, within Monte Carlo error of it:
+    ``ppgpc.infer.arviz_export``); for ``"posterior"``, the mean over the draws of ``f``.
 
     Args:
         idata: an ``InferenceData`` from ``ppgpc`` (``ppgpc.infer.to_inference_data``).
@@ -80,6 +81,10 @@ def predictive_probabilities(idata, group: str = "predictions") -> np.ndarray:
         if "predictions" not in idata.groups():
             raise ValueError("this InferenceData has no predictions group: export it with "
                              "X_pred (to_inference_data(X_pred)) or use group='posterior'")
+        if ("predictions_constant_data" in idata.groups()
+                and "p_mean" in idata.predictions_constant_data):
+            p_mean = idata.predictions_constant_data["p_mean"]
+            return np.asarray(p_mean.transpose("pred", "class").values)
         p = idata.predictions["p"]
         return np.asarray(p.mean(dim=("chain", "draw")).transpose("pred", "class").values)
     if group == "posterior":

@@ -32,15 +32,21 @@ Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
   (ArviZ's reliability plots estimate probabilities from sampled labels).
 * ``observed_data``: ``y`` [obs]; ``constant_data``: ``X`` [obs, feature] (and the point
   hyperparameters above).
-* ``predictions`` (when ``X_pred`` is given): ``f`` [pred, latent], ``p`` [pred, class]
-  (p(y* = c | f*_s) per draw) and sampled labels ``y`` [pred]; ``predictions_constant_data``:
-  ``X`` [pred, feature] and, when the true labels are given, ``y`` [pred]. ``f`` is drawn
-  with the standard normals ``predict_proba`` uses (one per draw, shared by the rows:
-  ``ppgpc.infer.predictive.predict_latent(shared=True)``), so the mean of ``p`` over the
-  draws IS ``predict_proba`` (to rounding) for an export of every draw (no ``thin``, no
-  ``key``) of a fit that holds at least ``MIN_PREDICTIVE_DRAWS`` draws or is not a
-  point-hyperparameter conjugate fit; otherwise the two differ by Monte Carlo error,
-  about sd(p) / sqrt(draws exported).
+* ``predictions`` (when ``X_pred`` is given): ``p`` [pred, class], p(y* = c | f*_s) per
+  draw, and sampled labels ``y`` [pred], for at most ``PREDICTION_DRAWS`` draws (every k-th
+  draw of every chain, the ``draw`` coordinate holding the posterior draws they belong to;
+  ``prediction_draws=None`` keeps every draw); ``f`` [pred, latent], the latent at the
+  prediction points, only with ``prediction_latent=True``. These are the export's heaviest
+  variables (draws x points x classes), so by default they are a thinned sample, as PyMC's
+  ``idata_kwargs`` keeps its heavy groups opt-in. ``predictions_constant_data``: ``X`` [pred,
+  feature], ``p_mean`` [pred, class], which IS ``predict_proba`` at ``X_pred`` (the mean over
+  every draw of the fit, computed by ``FitResult.predict_proba``), and when the true labels
+  are given, ``y`` [pred]. ``f`` is drawn with the standard normals ``predict_proba`` uses
+  (one per draw, shared by the rows: ``ppgpc.infer.predictive.predict_latent(shared=True)``),
+  so the mean of the exported ``p`` over its draws differs from ``p_mean`` by Monte Carlo
+  error only, about sd(p) / sqrt(draws exported) (zero for an export of every draw, no
+  ``thin`` and no ``key``, of a fit that holds at least ``MIN_PREDICTIVE_DRAWS`` draws or is
+  not a point-hyperparameter conjugate fit). ``ppgpc.evaluation.exports`` scores ``p_mean``.
 * Chains: a sampler's chains as they ran; the S independent draws of any other fit (exact,
   MAP, CAVI, SVI) split into ``INDEPENDENT_CHAINS`` chains of S / 4 in their order when 4
   divides S (``exported_chains``; the defaults' 1000 and 500 draws), so that ArviZ's R-hat
@@ -85,7 +91,8 @@ from ppgpc.models.spec import Inducing
 from ppgpc.runtime.programs import jit
 
 __all__ = ["to_inference_data", "training_latent", "exported_chains", "INDEPENDENT_CHAINS",
-           "TRACE_STATS", "hyperparameter_dims", "arviz_dims", "LABEL_GROUPS"]
+           "TRACE_STATS", "hyperparameter_dims", "arviz_dims", "LABEL_GROUPS",
+           "PREDICTION_DRAWS"]
 
 _BLOCK = 512  # training inputs per block of an on-demand latent (as FitResult does)
 
@@ -113,6 +120,23 @@ def _split_chains(value, chains: int):
     if chains == 1 or value.ndim < 2 or value.shape[0] != 1:
         return value
     return value.reshape((chains, value.shape[1] // chains) + value.shape[2:])
+
+
+PREDICTION_DRAWS = 200
+"""Most draws of ``p`` (and sampled ``y``) the ``predictions`` group holds by default: 200 x
+150 points x 6 classes is 1.4 MB, where every draw of a 4 x 800-draw Gibbs fit was 47 MB
+(``benchmarks/export_cost.py``); the exact mean is ``p_mean`` beside it."""
+
+
+def _prediction_step(chains: int, draws: int, cap: int | None) -> int:
+    """Every how many draws of each chain the ``predictions`` group keeps, so that it holds
+    at most ``cap`` draws in all (1: every draw; ``cap=None``: every draw)."""
+    if cap is None:
+        return 1
+    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
+        raise ValueError(f"prediction_draws must be a positive integer or None; got {cap!r}")
+    per_chain = max(1, cap // chains)
+    return -(-draws // per_chain)
 
 
 MAX_EXPORT_BYTES = 2 ** 30
@@ -280,8 +304,24 @@ def _bytes(n: float) -> str:
 
 
 def to_inference_data(result, X_pred=None, *, key=None, class_names=None, feature_names=None,
-                      y_pred=None, thin=1, max_bytes=MAX_EXPORT_BYTES):
-    """Build an ``az.InferenceData`` from a fitted result (groups in the module docstring).
+                      y_pred=None, thin=1, max_bytes=MAX_EXPORT_BYTES,
+                      prediction_draws=PREDICTION_DRAWS, prediction_latent=False):
+    """Build an ``az.InferenceData`` from a fitted result.
+
+    Groups (details, dims and coordinates in the module docstring):
+
+    * ``posterior``: the draws the fit made: ``f`` [obs, latent] at the training inputs,
+      ``u``/``v`` at inducing inputs, and hyperparameters where they were sampled.
+    * ``constant_data``: the training ``X``, and point hyperparameters (one value each,
+      ``attrs["point_estimate"]`` says how they were obtained).
+    * ``log_likelihood``: ``y`` [obs], the categorical log p(y_i | f_i) per draw.
+    * ``posterior_predictive``: ``y`` [obs], a label drawn per draw at each training input.
+    * ``observed_data``: ``y`` [obs], the training labels (codes 0..C-1).
+    * ``sample_stats``: the sampler's per-draw statistics and optimisation traces.
+    * with ``X_pred``, ``predictions``: ``p`` [pred, class] and a sampled label ``y`` per
+      draw, for at most ``prediction_draws`` draws (and ``f`` [pred, latent] with
+      ``prediction_latent=True``); ``predictions_constant_data``: ``X_pred``, ``p_mean``
+      [pred, class] = ``predict_proba(X_pred)`` exactly, and ``y_pred`` when given.
 
     Args:
         result: a ``FitResult``.
@@ -301,6 +341,9 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
             they are computed here, so thin to keep the export small.
         max_bytes: refuse (with a message that gives the ``thin`` that fits) to build a
             training latent larger than this many bytes; ``None`` lifts the limit.
+        prediction_draws: most draws of ``p`` and ``y`` in ``predictions`` (every k-th
+            draw of each chain); ``None`` keeps every draw.
+        prediction_latent: also export ``f`` [pred, latent], the latent at ``X_pred``.
 
     Returns:
         ``az.InferenceData``.
@@ -310,9 +353,10 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         >>> from ppgpc.infer import fit, to_inference_data
         >>> X = np.random.default_rng(0).normal(size=(30, 2)); y = (X[:, 0] > 0).astype(int)
         >>> idata = to_inference_data(fit("ilr_gp", X, y, num_draws=100), X[:4])
-        >>> idata.predictions["p"].shape
-        (1, 100, 4, 2)
+        >>> idata.predictions["p"].shape, idata.predictions_constant_data["p_mean"].shape
+        ((4, 25, 4, 2), (4, 2))
     """
+    full = result
     result = result.thin(thin)
     _check_export_size(result, max_bytes)
     given_key = key
@@ -372,19 +416,29 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
                                  f"0..{C - 1}; got shape {y_pred.shape}")
             constant["y"] = y_pred.astype(np.int64)
         # the draws predict_proba averages (the same normals), so that the mean of p over
-        # the draws is predict_proba
-        f_pred = predictive.predict_latent(result, result._inputs(X_pred),
-                                           None if given_key is None else k_pred, shared=True)
+        # the draws is predict_proba; every step-th draw of each chain is exported
+        step = _prediction_step(shown, chains * draws // shown, prediction_draws)
+        f_pred = _split_chains(predictive.predict_latent(
+            result, result._inputs(X_pred), None if given_key is None else k_pred,
+            shared=True), shown)[:, ::step]
         probs, labels = _predictive_parts(k_pred_y, result.spec.log_link, f_pred)
+        constant["p_mean"] = np.asarray(full.predict_proba(X_pred))
+        variables = {"p": np.asarray(probs), "y": np.asarray(labels)}
+        if prediction_latent:
+            variables["f"] = np.asarray(f_pred)
         pred_dims = {"f": ["pred", "latent"], "p": ["pred", "class"], "y": ["pred"],
-                     "X": ["pred", "feature"]}
-        idata.extend(az.from_dict(
-            predictions={"f": _split_chains(f_pred, shown), "p": _split_chains(probs, shown),
-                         "y": _split_chains(labels, shown)},
-            predictions_constant_data=constant,
+                     "X": ["pred", "feature"], "p_mean": ["pred", "class"]}
+        extra = az.from_dict(
+            predictions=variables, predictions_constant_data=constant,
             coords={**coords, "pred": np.arange(X_pred.shape[0])},
             dims=pred_dims, pred_dims=pred_dims,
-        ))
+        )
+        # the draw coordinate names the posterior draws the kept ones are
+        extra.predictions = extra.predictions.assign_coords(
+            draw=np.arange(0, chains * draws // shown, step))
+        extra.predictions_constant_data["p_mean"].attrs["description"] = (
+            "predict_proba at X_pred: the posterior predictive mean over every draw of the fit")
+        idata.extend(extra)
     attrs = {
         "ppgpc_model": result.spec.name,
         "ppgpc_method": result.method,

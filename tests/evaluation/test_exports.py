@@ -60,8 +60,10 @@ def idata():
 
 def test_metrics_from_an_inference_data(idata):
     p = idata.predictions["p"].values                       # (chain, draw, pred, class)
-    probs = exports.predictive_probabilities(idata)
-    np.testing.assert_allclose(probs, p.mean(axis=(0, 1)), rtol=1e-12)
+    probs = exports.predictive_probabilities(idata)        # p_mean: predict_proba
+    np.testing.assert_array_equal(probs, np.asarray(
+        fitted("logistic_softmax", "cavi").predict_proba(toy()[0][:NUM_PRED])))
+    np.testing.assert_allclose(probs, p.mean(axis=(0, 1)), rtol=1e-12)  # every draw kept
     labels = toy()[1][:NUM_PRED]
     np.testing.assert_array_equal(exports.true_labels(idata), labels)
     assert exports.scores(idata) == exports.scores(probs, labels)

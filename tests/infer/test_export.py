@@ -70,11 +70,37 @@ def test_groups_shapes_and_dims(exported):
     np.testing.assert_allclose(p.sum("class"), 1.0, atol=1e-10)
     assert list(p["class"].values) == [0, 1, 2]                  # the codes y holds
     assert list(p["class_label"].values) == ["a", "b", "c"]       # the labels they stand for
-    assert idata.predictions["f"].shape == (chains, draws, NUM_PRED, L)
+    assert "f" not in idata.predictions          # the latent there only on request
     np.testing.assert_array_equal(idata.predictions_constant_data["y"], toy()[1][:NUM_PRED])
     for group in idata.groups():
         assert idata[group].attrs["ppgpc_model"] == model
         assert idata[group].attrs["ppgpc_method"] == method
+
+
+def test_predictions_are_thinned_with_the_exact_mean_beside_them(exported):
+    """The predictions group keeps every k-th draw of each chain (at most
+    ``prediction_draws`` in all), labelled with the posterior draws they are, and drawn
+    as the full set draws them; ``p_mean`` beside it is ``predict_proba`` exactly."""
+    model, method, result, idata = exported
+    chains, draws = exported_chains(result)
+    X = toy()[0][:NUM_PRED]
+    np.testing.assert_array_equal(idata.predictions_constant_data["p_mean"],
+                                  np.asarray(result.predict_proba(X)))
+    full = to_inference_data(result, X, prediction_draws=None, prediction_latent=True)
+    few = to_inference_data(result, X, prediction_draws=2 * chains, prediction_latent=True)
+    L = result.spec.num_latent(C)
+    assert full.predictions["f"].shape == (chains, draws, NUM_PRED, L)
+    kept = few.predictions["draw"].values
+    step = -(-draws // 2)
+    np.testing.assert_array_equal(kept, np.arange(0, draws, step))
+    assert few.predictions["p"].shape == (chains, len(kept), NUM_PRED, C)
+    for name in ("f", "p"):
+        np.testing.assert_array_equal(few.predictions[name].values,
+                                      full.predictions[name].sel(draw=kept).values)
+    np.testing.assert_array_equal(few.predictions_constant_data["p_mean"],
+                                  idata.predictions_constant_data["p_mean"])
+    with pytest.raises(ValueError, match="prediction_draws must be a positive integer"):
+        to_inference_data(result, X, prediction_draws=0)
 
 
 def test_sample_stats_record_the_method(exported):

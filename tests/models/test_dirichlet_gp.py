@@ -87,7 +87,7 @@ def test_exact_fit_predicts_and_exports(exact_fit):
     assert result.latent.shape == (1, 300, 30, 3)
     idata = to_inference_data(result, X[:4])
     assert idata.constant_data["mean"].dims == ("latent",)  # GPD: latent c = class c
-    assert idata.predictions["p"].shape == (4, 75, 4, 3)  # 300 independent draws, 4 chains
+    assert idata.predictions["p"].shape == (4, 38, 4, 3)  # 300 draws: 4 chains, every 2nd kept
 
 
 def test_noisy_prediction_adds_the_pseudo_observation_noise(exact_fit):

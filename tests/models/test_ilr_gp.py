@@ -109,7 +109,7 @@ def test_inference_data_groups_and_diagnostics(exact_fit):
     assert idata.constant_data["kernel_lengthscale"].dims == ("feature",)
     assert idata.constant_data.attrs["point_estimate"] == result.info.hyperparameters
     assert idata.log_likelihood["y"].shape == (4, 100, 30)
-    assert idata.predictions["p"].shape == (4, 100, 5, 3)
+    assert idata.predictions["p"].shape == (4, 50, 5, 3)  # 400 draws, every 2nd kept
     assert idata.posterior.attrs["ppgpc_model"] == "ilr_gp"
     # categorical log-likelihood of the observed labels
     ll = idata.log_likelihood["y"].values

@@ -22,7 +22,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))  # tests/: fitted_cases, conftest
 
 import ppgpc  # noqa: E402
-from fitted_cases import NUM_PRED, SPARSE_VARIANTS, cases, estimator_problem, fitted, toy  # noqa: E402
+from fitted_cases import (HYPERPARAMETER_CASES, NUM_PRED, SPARSE_VARIANTS, cases,  # noqa: E402
+                          estimator_problem, fitted, toy)
 
 
 ESTIMATORS = ("ILRGPClassifier", "DirichletGPClassifier", "LogisticSoftmaxGPClassifier",
@@ -38,6 +39,9 @@ def main():
     for model, method, num_inducing in SPARSE_VARIANTS:
         result = fitted(model, method, num_inducing=num_inducing)
         arrays[f"fit/{model}/{method}/{num_inducing}"] = result.predict_proba(X_pred)
+    for model, method in HYPERPARAMETER_CASES:
+        result = fitted(model, method, fit_hyperparameters=True)
+        arrays[f"hyperparameters/{model}/{method}"] = result.predict_proba(X_pred)
     X, y, X_test = estimator_problem()
     saves = HERE / "saves"
     shutil.rmtree(saves, ignore_errors=True)
