@@ -279,10 +279,12 @@ def compare_samplers(draws_a, draws_b):
 
     import arviz as az
 
+    from arviz_versions import convert
+
     out = {}
     for tag, draws in (("a", draws_a), ("b", draws_b)):
         draws = np.asarray(draws)
-        summary = az.summary(az.convert_to_inference_data({"x": draws}), round_to="none")
+        summary = az.summary(convert({"x": draws}), round_to="none")
         for key, column in (("mean", "mean"), ("sd", "sd"), ("ess", "ess_bulk"),
                             ("mcse_mean", "mcse_mean"), ("mcse_sd", "mcse_sd")):
             out[f"{key}_{tag}"] = summary[column].values.reshape(draws.shape[2:])

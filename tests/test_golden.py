@@ -27,13 +27,16 @@ defaults now stop at their check (the logistic-softmax GP's NUTS, the SVGP's SVI
 saves still predict their ``estimator/`` entries.
 """
 
+import warnings
 from pathlib import Path
 
+import arviz as az
 import numpy as np
 import pytest
 
 import ppgpc
 from ppgpc.evaluation import exports
+from arviz_versions import loo
 from fitted_cases import (HYPERPARAMETER_CASES, NUM_PRED, SPARSE_VARIANTS, cases,
                           estimator_problem, fitted, toy)
 
@@ -115,8 +118,9 @@ def test_saves_from_before_load_and_predict_as_recorded(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ESTIMATORS)
 def test_estimator_defaults_fit_as_recorded_with_one_set_of_probabilities(name):
-    """Every estimator's defaults predict as recorded; and (on the same fit, which is the
-    costly part) its export's mean probabilities are ``predict_proba``: ``p_mean`` is it,
+    """Every estimator's defaults predict as recorded; its export is one that the installed
+    ArviZ summarises and scores by LOO; and (on the same fit, which is the costly part) its
+    export's mean probabilities are ``predict_proba``: ``p_mean`` is it,
     the export of every draw draws its predictions with the same normals, so their mean
     agrees to rounding, and the default export's thinned draws by Monte Carlo error."""
     X, y, X_test = estimator_problem()
@@ -125,6 +129,10 @@ def test_estimator_defaults_fit_as_recorded_with_one_set_of_probabilities(name):
     assert_as_recorded(result, X_test, RECORDED[f"defaults/{name}"], f"defaults/{name}")
     proba = estimator.predict_proba(X_test)
     idata = estimator.to_inference_data(X_test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # Pareto k warnings on 30 points
+        assert len(az.summary(idata, var_names=["f"])) == idata.posterior["f"][0, 0].size
+        assert np.isfinite(loo(idata).elpd)    # ArviZ 0.2x or 1, whichever is installed
     np.testing.assert_array_equal(idata.predictions_constant_data["p_mean"].values, proba)
     np.testing.assert_array_equal(exports.predictive_probabilities(idata), proba)
     full = estimator.to_inference_data(X_test, prediction_draws=None).predictions["p"]

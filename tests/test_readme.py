@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from arviz_versions import group_names
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -53,4 +55,4 @@ def test_the_short_example_runs_as_printed():
     exec(compile(block, "README: A short example", "exec"), namespace)
     assert namespace["probs"].shape == (50, 6)
     np.testing.assert_allclose(namespace["probs"].sum(axis=1), 1.0, atol=1e-9)
-    assert "posterior" in namespace["idata"].groups()
+    assert "posterior" in group_names(namespace["idata"])

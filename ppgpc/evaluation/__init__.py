@@ -18,17 +18,20 @@ Everything here takes predicted probabilities (n, C) and labels, or an ArviZ
 * ``chain_diagnostics``: rank-normalised split R-hat and bulk and tail ESS of MCMC draws,
   as ArviZ defines them, vectorised over every entry;
 * ``posteriors``: two posteriors compared variable by variable (MCMC against a conjugate
-  posterior, Gibbs against NUTS), with Monte Carlo standard errors and an energy test.
+  posterior, Gibbs against NUTS), with Monte Carlo standard errors and an energy test;
+* ``arviz_objects``: the installed ArviZ's container of groups (``InferenceData`` under
+  ArviZ 0.2x, ``xarray.DataTree`` under ArviZ 1) and the calls whose form differs between
+  them (PSIS weights, ESS, ``ELPDData``), so that exports are built and read one way.
 """
 
 from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
-from ppgpc.evaluation import (calibration, chain_diagnostics, conformal, exports, maps, metrics,
-                              plotting, posteriors, recalibration)
+from ppgpc.evaluation import (arviz_objects, calibration, chain_diagnostics, conformal, exports,
+                              maps, metrics, plotting, posteriors, recalibration)
 from ppgpc.evaluation.calibration import skce_test
 from ppgpc.evaluation.conformal import ConformalClassifier
 from ppgpc.evaluation.posteriors import compare_posteriors
 from ppgpc.evaluation.recalibration import fit_dirichlet, fit_temperature
 
-__all__ = ["metrics", "calibration", "chain_diagnostics", "recalibration", "conformal",
+__all__ = ["arviz_objects", "metrics", "calibration", "chain_diagnostics", "recalibration", "conformal",
            "exports", "maps", "plotting", "posteriors", "compare_posteriors",
            "ConformalClassifier", "skce_test", "fit_temperature", "fit_dirichlet"]

@@ -4,7 +4,10 @@ every entry of an array of draws.
 The definitions are those of Vehtari, Gelman, Simpson, Carpenter & Buerkner (2021),
 "Rank-normalization, folding, and localization: an improved R-hat for assessing convergence
 of MCMC", Bayesian Analysis 16(2), as ArviZ implements them (``az.rhat(method="rank")``,
-``az.ess(method="bulk" | "tail")``). For the draws x (chain, draw) of one entry:
+``az.ess(method="bulk")`` and ``az.ess(method="tail", prob=0.05)``, in ArviZ 0.2x and 1;
+ArviZ 1's default tail takes the quantiles of its ``rcParams["stats.ci_prob"]``, 0.11 and
+0.89, so its ``az.summary`` prints another tail ESS). For the draws x (chain, draw) of one
+entry:
 
 * split: each chain cut into halves (the middle draw of an odd chain dropped), m chains of
   n draws;

@@ -42,6 +42,7 @@ import dataclasses
 import numpy as np
 
 from ppgpc.evaluation import calibration, metrics
+from ppgpc.evaluation.arviz_objects import group_names, is_container
 from ppgpc.models import get_spec
 
 __all__ = [
@@ -61,7 +62,8 @@ __all__ = [
 
 # ------------------------------------------------------------ InferenceData -> arrays
 def _is_idata(source) -> bool:
-    return hasattr(source, "groups") and callable(source.groups)
+    """An ArviZ container: ``InferenceData`` (ArviZ 0.2x) or ``DataTree`` (ArviZ 1)."""
+    return is_container(source)
 
 
 def predictive_probabilities(idata, group: str = "predictions") -> np.ndarray:
@@ -78,10 +80,10 @@ def predictive_probabilities(idata, group: str = "predictions") -> np.ndarray:
             ``f``).
     """
     if group == "predictions":
-        if "predictions" not in idata.groups():
+        if "predictions" not in group_names(idata):
             raise ValueError("this InferenceData has no predictions group: export it with "
                              "X_pred (to_inference_data(X_pred)) or use group='posterior'")
-        if ("predictions_constant_data" in idata.groups()
+        if ("predictions_constant_data" in group_names(idata)
                 and "p_mean" in idata.predictions_constant_data):
             p_mean = idata.predictions_constant_data["p_mean"]
             return np.asarray(p_mean.transpose("pred", "class").values)
@@ -101,7 +103,7 @@ def true_labels(idata, group: str = "predictions") -> np.ndarray:
     """(n,) the labels (indices 0..C-1) that ``predictive_probabilities(idata, group)``
     predicts: ``predictions_constant_data["y"]`` or ``observed_data["y"]``."""
     if group == "predictions":
-        if ("predictions_constant_data" not in idata.groups()
+        if ("predictions_constant_data" not in group_names(idata)
                 or "y" not in idata.predictions_constant_data):
             raise ValueError("the InferenceData holds no true labels for its predictions: "
                              "pass y, or export with to_inference_data(X_pred, y_pred=...)")
@@ -117,7 +119,7 @@ def _class_coordinate(idata) -> list[str] | None:
     ``classes_``, or the codes 0..C-1 of a driver export), else its ``class``
     coordinate."""
     for name in ("class_label", "class"):
-        for group in idata.groups():
+        for group in group_names(idata):
             if name in idata[group].coords:
                 return [str(c) for c in idata[group].coords[name].values]
     return None
@@ -316,7 +318,7 @@ def confidence_check(idata, *, group: str = "posterior",
     probs = predictive_probabilities(idata, group)
     labels = true_labels(idata, group)
     if group == "posterior":
-        if "posterior_predictive" not in idata.groups():
+        if "posterior_predictive" not in group_names(idata):
             raise ValueError("this InferenceData has no posterior_predictive group")
         rep = idata.posterior_predictive["y"].transpose("chain", "draw", "obs")
     else:

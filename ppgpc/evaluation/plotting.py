@@ -504,13 +504,21 @@ def probability_map_grid(images: dict, extent, *, points=None, labels=None,
 
 def marginal_overlay(ax: Axes, draws_a: ArrayLike, draws_b: ArrayLike, *,
                      labels=("a", "b"), title: str | None = None) -> Axes:
-    """Overlay two samples' marginal densities (ArviZ KDE; a vertical line for a constant).
+    """Overlay two samples' marginal densities (a Gaussian KDE with Scott's bandwidth,
+    ``scipy.stats.gaussian_kde``, on the range of the draws widened by three bandwidths; a
+    vertical line for a constant).
 
     Args:
         ax: axes to draw into; draws_a, draws_b: 1-D samples of one scalar quantity.
         labels: legend names of the two posteriors; title: panel title.
     """
-    from arviz import kde
+    from scipy.stats import gaussian_kde
+
+    def kde(draws):
+        density = gaussian_kde(draws)
+        width = 3.0 * float(np.sqrt(density.covariance[0, 0]))
+        grid = np.linspace(draws.min() - width, draws.max() + width, 256)
+        return grid, density(grid)
 
     for draws, name, colour in ((draws_a, labels[0], "C0"), (draws_b, labels[1], "C1")):
         draws = np.asarray(draws, dtype=np.float64).ravel()

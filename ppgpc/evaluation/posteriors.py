@@ -44,6 +44,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from ppgpc.evaluation.arviz_objects import group, group_names, is_container
 from ppgpc.evaluation.chain_diagnostics import ess_bulk
 from ppgpc.runtime.programs import jit
 from ppgpc.validation import check_count, check_probability, check_seed
@@ -113,7 +114,7 @@ def energy_test(draws_a, draws_b, *, num_permutations: int = 200, seed: int = 0)
 def _point_estimates(idata, chains: int, draws: int) -> dict:
     """{name: (chain, draw, ...)}: the point hyperparameters that ppgpc's export keeps in
     ``constant_data`` (marked ``attrs["point_estimate"]``), constant over the draws."""
-    if "constant_data" not in idata.groups():
+    if "constant_data" not in group_names(idata):
         return {}
     data = idata.constant_data
     return {str(name): np.broadcast_to(np.asarray(data[name].values),
@@ -125,8 +126,8 @@ def _posterior(source) -> dict:
     """{name: (chain, draw, ...) numpy array} from an InferenceData (its posterior, and its
     point estimates as constant draws), Dataset or dict."""
     points = {}
-    if hasattr(source, "groups") and callable(source.groups):
-        idata, source = source, source.posterior
+    if is_container(source):
+        idata, source = source, group(source, "posterior")
         points = _point_estimates(idata, source.sizes["chain"], source.sizes["draw"])
     if hasattr(source, "data_vars"):
         out = {}
@@ -272,8 +273,9 @@ def compare_posteriors(idata_a, idata_b, var_names=None, *, labels=("a", "b"),
     """Compare two posteriors variable by variable (module docstring for the statistics).
 
     Args:
-        idata_a, idata_b: ``InferenceData`` (their ``posterior`` groups and point
-            estimates), xarray Datasets or dicts of (chain, draw, ...) arrays.
+        idata_a, idata_b: exports (``InferenceData`` or, under ArviZ 1, ``DataTree``: their
+            ``posterior`` groups and point estimates), xarray Datasets or dicts of
+            (chain, draw, ...) arrays.
         var_names: variables to compare (default: every variable both have with the same
             per-draw shape).
         labels: names of the two posteriors (tables and plots).

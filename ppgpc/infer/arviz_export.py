@@ -77,12 +77,12 @@ from __future__ import annotations
 import functools
 import json
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from ppgpc.evaluation.arviz_objects import build
 from ppgpc.infer import predictive
 from ppgpc.infer.common import get_method
 from ppgpc.infer.dims import arviz_dims, hyperparameter_dims
@@ -229,6 +229,24 @@ def _posterior_group(result, chains: int, draws: int, key):
     return posterior, point, dims
 
 
+def _dataset(variables: dict, dims: dict, coords: dict, *, sampled: bool = True) -> xr.Dataset:
+    """A group as an ``xarray.Dataset``: each array with dims ``[chain, draw]`` (when
+    ``sampled``) then ``dims[name]`` (or ``<name>_dim_<i>``), and a coordinate for every dim
+    (``coords`` where given, else 0..n-1), as ArviZ's ``from_dict`` lays groups out."""
+    lead = ["chain", "draw"] if sampled else []
+    data_vars = {}
+    for name, value in variables.items():
+        value = np.asarray(value)
+        rest = value.ndim - len(lead)
+        var_dims = list(dims.get(name) or [f"{name}_dim_{i}" for i in range(rest)])
+        if len(var_dims) != rest:
+            raise ValueError(f"{name!r} has shape {value.shape}, not {lead + var_dims}")
+        data_vars[name] = (lead + var_dims, value)
+    dataset = xr.Dataset(data_vars)
+    return dataset.assign_coords({d: coords[d] if d in coords else np.arange(n)
+                                  for d, n in dataset.sizes.items()})
+
+
 def _point_variables(point: dict, dims: dict, coords: dict, kind: str) -> dict:
     """The point hyperparameters as DataArrays without chain and draw (a scalar stays a
     scalar), each marked ``attrs["point_estimate"] = kind``."""
@@ -306,7 +324,9 @@ def _bytes(n: float) -> str:
 def to_inference_data(result, X_pred=None, *, key=None, class_names=None, feature_names=None,
                       y_pred=None, thin=1, max_bytes=MAX_EXPORT_BYTES,
                       prediction_draws=PREDICTION_DRAWS, prediction_latent=False):
-    """Build an ``az.InferenceData`` from a fitted result.
+    """Build the installed ArviZ's container of a fitted result: ``az.InferenceData``
+    (ArviZ 0.2x) or an ``xarray.DataTree`` with one child per group (ArviZ 1;
+    ``ppgpc.evaluation.arviz_objects``), with the same groups, dims and coordinates.
 
     Groups (details, dims and coordinates in the module docstring):
 
@@ -346,7 +366,7 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         prediction_latent: also export ``f`` [pred, latent], the latent at ``X_pred``.
 
     Returns:
-        ``az.InferenceData``.
+        ``az.InferenceData`` (ArviZ 0.2x) or ``xarray.DataTree`` (ArviZ 1).
 
     Example:
         >>> import numpy as np
@@ -378,43 +398,44 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
                                             jnp.asarray(posterior["f"]), jnp.asarray(data.y))
     per_draw_stats, traces = _sample_stats_group(result, chains, draws)
     shown = exported_chains(result)[0]
-    groups = dict(
-        posterior={k: _split_chains(v, shown) for k, v in posterior.items()},
-        log_likelihood={"y": _split_chains(log_lik, shown)},
-        posterior_predictive={"y": _split_chains(pp_labels, shown)},
-        observed_data={"y": np.asarray(data.y)},
-        constant_data={"X": np.asarray(data.X)},
-    )
-    if per_draw_stats:
-        groups["sample_stats"] = {k: _split_chains(v, shown) for k, v in per_draw_stats.items()}
     coords = {"obs": np.arange(N), "latent": np.arange(L), "class": np.arange(C),
               "feature": features}
     if "inducing_inputs" in result.hypers:
         coords["inducing"] = np.arange(np.shape(result.hypers["inducing_inputs"])[-2])
-    idata = az.from_dict(**groups, coords=coords, dims=dims)
+
+    def split(variables):
+        return {k: _split_chains(v, shown) for k, v in variables.items()}
+
+    groups = {
+        "posterior": _dataset(split(posterior), dims, coords),
+        "posterior_predictive": _dataset(split({"y": pp_labels}), dims, coords),
+        "log_likelihood": _dataset(split({"y": log_lik}), dims, coords),
+    }
+    if per_draw_stats or traces is not None:
+        stats = _dataset(split(per_draw_stats), dims, coords) if per_draw_stats else None
+        if traces is not None:
+            stats = traces if stats is None else xr.merge([stats, traces],
+                                                          combine_attrs="override")
+        groups["sample_stats"] = stats
+    groups["observed_data"] = _dataset({"y": data.y}, dims, coords, sampled=False)
+    constant = _dataset({"X": data.X}, dims, coords, sampled=False)
     if point:
         kind = str(result.info.hyperparameters or "point estimate")
-        idata.constant_data = idata.constant_data.assign(
-            _point_variables(point, dims, coords, kind))
-        idata.constant_data.attrs["point_estimate"] = kind
-    if traces is not None:
-        if "sample_stats" in idata.groups():
-            idata.sample_stats = xr.merge([idata.sample_stats, traces],
-                                          combine_attrs="override")
-        else:
-            idata.add_groups(sample_stats=traces)
+        constant = constant.assign(_point_variables(point, dims, coords, kind))
+        constant.attrs["point_estimate"] = kind
+    groups["constant_data"] = constant
 
     if X_pred is not None:
         X_pred = jnp.asarray(X_pred, dtype=jnp.float64)
         if X_pred.ndim != 2 or X_pred.shape[1] != D:
             raise ValueError(f"X_pred must have shape (n, {D}); got {X_pred.shape}")
-        constant = {"X": np.asarray(X_pred)}
+        pred_constant = {"X": np.asarray(X_pred)}
         if y_pred is not None:
             y_pred = np.asarray(y_pred)
             if y_pred.shape != (X_pred.shape[0],) or not np.all((y_pred >= 0) & (y_pred < C)):
                 raise ValueError(f"y_pred must be ({X_pred.shape[0]},) class indices in "
                                  f"0..{C - 1}; got shape {y_pred.shape}")
-            constant["y"] = y_pred.astype(np.int64)
+            pred_constant["y"] = y_pred.astype(np.int64)
         # the draws predict_proba averages (the same normals), so that the mean of p over
         # the draws is predict_proba; every step-th draw of each chain is exported
         step = _prediction_step(shown, chains * draws // shown, prediction_draws)
@@ -422,23 +443,20 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
             result, result._inputs(X_pred), None if given_key is None else k_pred,
             shared=True), shown)[:, ::step]
         probs, labels = _predictive_parts(k_pred_y, result.spec.log_link, f_pred)
-        constant["p_mean"] = np.asarray(full.predict_proba(X_pred))
+        pred_constant["p_mean"] = np.asarray(full.predict_proba(X_pred))
         variables = {"p": np.asarray(probs), "y": np.asarray(labels)}
         if prediction_latent:
             variables["f"] = np.asarray(f_pred)
         pred_dims = {"f": ["pred", "latent"], "p": ["pred", "class"], "y": ["pred"],
                      "X": ["pred", "feature"], "p_mean": ["pred", "class"]}
-        extra = az.from_dict(
-            predictions=variables, predictions_constant_data=constant,
-            coords={**coords, "pred": np.arange(X_pred.shape[0])},
-            dims=pred_dims, pred_dims=pred_dims,
-        )
+        pred_coords = {**coords, "pred": np.arange(X_pred.shape[0])}
         # the draw coordinate names the posterior draws the kept ones are
-        extra.predictions = extra.predictions.assign_coords(
+        groups["predictions"] = _dataset(variables, pred_dims, pred_coords).assign_coords(
             draw=np.arange(0, chains * draws // shown, step))
-        extra.predictions_constant_data["p_mean"].attrs["description"] = (
+        groups["predictions_constant_data"] = _dataset(pred_constant, pred_dims, pred_coords,
+                                                       sampled=False)
+        groups["predictions_constant_data"]["p_mean"].attrs["description"] = (
             "predict_proba at X_pred: the posterior predictive mean over every draw of the fit")
-        idata.extend(extra)
     attrs = {
         "ppgpc_model": result.spec.name,
         "ppgpc_method": result.method,
@@ -452,9 +470,11 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
     if report is not None:  # the fit's ConvergenceReport: a verdict and its one-line summary
         attrs["ppgpc_converged"] = int(bool(report.converged))
         attrs["ppgpc_convergence"] = report.summary()
-    for group in idata.groups():
-        if group in LABEL_GROUPS:  # attribute, not item: setting an item lists it twice
-            setattr(idata, group, idata[group].assign_coords(
-                {"class": np.arange(C), "class_label": ("class", class_labels)}))
-        idata[group].attrs.update(attrs)
+    for name, dataset in groups.items():
+        if name in LABEL_GROUPS:
+            dataset = dataset.assign_coords(
+                {"class": np.arange(C), "class_label": ("class", class_labels)})
+        dataset.attrs.update(attrs)
+        groups[name] = dataset
+    idata = build(groups)
     return idata

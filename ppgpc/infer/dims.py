@@ -62,7 +62,9 @@ def hyperparameter_dims(name: str, shape: tuple, *, num_features: int, num_laten
 
 
 def arviz_dims(model, data, kernel, *, feature_names=None) -> dict:
-    """``dims`` and ``coords`` for ``az.from_numpyro`` of a run of a model's ``latent_model``.
+    """``dims``, ``coords`` and ``log_likelihood=True`` for ``az.from_numpyro`` of a run of a
+    model's ``latent_model`` (ArviZ 1's ``from_numpyro`` no longer exports the pointwise
+    log-likelihood unless asked; ArviZ 0.2x's did by default).
 
     Names the sites as ``to_inference_data`` names the same quantities: ``f`` [obs, latent],
     ``f_white`` [latent, obs], the observed site (``y``, ``z`` or ``ytilde``) [obs, ...]
@@ -79,8 +81,8 @@ def arviz_dims(model, data, kernel, *, feature_names=None) -> dict:
         feature_names: optional names of the D inputs.
 
     Returns:
-        ``{"dims": {site: [dim, ...]}, "coords": {dim: values}}``, to pass as
-        ``az.from_numpyro(mcmc, **arviz_dims(...))``.
+        ``{"dims": {site: [dim, ...]}, "coords": {dim: values}, "log_likelihood": True}``,
+        to pass as ``az.from_numpyro(mcmc, **arviz_dims(...))``.
 
     Raises:
         ValueError: the model has no latent form (the collapsed sparse models), or
@@ -120,4 +122,4 @@ def arviz_dims(model, data, kernel, *, feature_names=None) -> dict:
         if site_dims is not None:
             dims[name] = site_dims
     coords = {"obs": np.arange(N), "latent": np.arange(L), "feature": features}
-    return {"dims": dims, "coords": coords}
+    return {"dims": dims, "coords": coords, "log_likelihood": True}

@@ -50,19 +50,22 @@ Two estimators:
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
-import xarray as xr
-from arviz.stats.stats_utils import ELPDData
 from jax.scipy.special import logsumexp
+
+from ppgpc.evaluation.arviz_objects import elpd_data, psislw, relative_ess
 
 from ppgpc.infer.arviz_export import training_latent
 from ppgpc.infer.loo import loo_latent
 from ppgpc.infer.results import FitResult, stream_key
 from ppgpc.runtime.programs import jit
+
+if TYPE_CHECKING:
+    from arviz import ELPDData
 
 __all__ = ["exact_loo", "psis_loo", "EXACT_LOO_DRAWS", "NOISY_UTILITY_DRAWS"]
 
@@ -94,30 +97,7 @@ def _log_predictive(key, log_link, mean, var, y, num_draws):
     return logsumexp(logp_y, axis=0) - jnp.log(num_draws)
 
 
-def _elpd_data(loo_i, lppd_i, n_samples: int, warning: bool, pareto_k=None, good_k=None):
-    """``ELPDData`` as ``az.loo(..., pointwise=True)`` builds it, on the log scale."""
-    loo_i = np.asarray(loo_i, dtype=np.float64)
-    N = loo_i.shape[0]
-    elpd = float(loo_i.sum())
-    se = float(np.sqrt(N * np.var(loo_i)))
-    p_loo = float(np.sum(lppd_i) - elpd)
-    coords = {"obs": np.arange(N)}
-    values = [elpd, se, p_loo, n_samples, N, bool(warning),
-              xr.DataArray(loo_i, dims=["obs"], coords=coords, name="loo_i")]
-    index = ["elpd_loo", "se", "p_loo", "n_samples", "n_data_points", "warning", "loo_i"]
-    if pareto_k is not None:
-        values += [xr.DataArray(np.asarray(pareto_k), dims=["obs"], coords=coords,
-                                name="pareto_shape")]
-        index += ["pareto_k"]
-    values += ["log"]
-    index += ["scale"]
-    if good_k is not None:
-        values += [good_k]
-        index += ["good_k"]
-    return ELPDData(data=values, index=index)
-
-
-def exact_loo(result: FitResult, *, key=None, num_draws: int = EXACT_LOO_DRAWS) -> ELPDData:
+def exact_loo(result: FitResult, *, key=None, num_draws: int = EXACT_LOO_DRAWS) -> "ELPDData":
     """Closed-form leave-one-out ELPD of a conjugate fit with point hyperparameters.
 
     log p(y_i | y_-i) = log E[p(y_i | f_i)], f_i ~ N(m_-i, v_-i) the closed-form
@@ -158,7 +138,7 @@ def exact_loo(result: FitResult, *, key=None, num_draws: int = EXACT_LOO_DRAWS) 
     log_link = result.spec.log_link
     loo_i = _log_predictive(key, log_link, loo_mean, loo_var, y, int(num_draws))
     lppd_i = _log_predictive(key, log_link, mean, var, y, int(num_draws))
-    return _elpd_data(loo_i, lppd_i, int(num_draws), warning=False)
+    return elpd_data(loo_i, lppd_i, int(num_draws), warning=False)
 
 
 @functools.partial(jit, static_argnames=("log_link", "pseudo_log_lik"))
@@ -196,11 +176,10 @@ def _relative_efficiency(f: np.ndarray) -> float:
     chains, draws = f.shape[:2]
     if chains == 1:
         return 1.0
-    ess = az.ess(az.convert_to_dataset({"f": f}), method="mean")["f"].values
-    return float(np.mean(ess) / (chains * draws))
+    return relative_ess(f)
 
 
-def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
+def psis_loo(result: FitResult, *, reff: float | None = None) -> "ELPDData":
     """PSIS-LOO ELPD of any fit, with importance ratios from the likelihood term the
     posterior was conditioned on (module docstring).
 
@@ -261,7 +240,7 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
     reff = _relative_efficiency(np.asarray(f)) if reff is None else float(reff)
     if not 0 < reff:
         raise ValueError(f"reff must be positive; got {reff}")
-    log_weights, pareto_k = az.psislw(log_ratio, reff)                    # normalised
+    log_weights, pareto_k = psislw(log_ratio, reff)                       # normalised
     if noisy:
         flat = np.asarray(f).reshape(S, N, -1)
         loo_mean = np.einsum("ns,snl->nl", np.exp(log_weights), flat)       # (N, L)
@@ -274,5 +253,5 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> ELPDData:
     loo_i = np.asarray(logsumexp(jnp.asarray(log_weights + loglik), axis=-1))
     lppd_i = np.asarray(logsumexp(jnp.asarray(loglik), axis=-1)) - np.log(S)
     good_k = min(1 - 1 / np.log10(S), 0.7)
-    return _elpd_data(loo_i, lppd_i, S, warning=bool(np.any(pareto_k > good_k)),
+    return elpd_data(loo_i, lppd_i, S, warning=bool(np.any(pareto_k > good_k)),
                       pareto_k=pareto_k, good_k=good_k)

@@ -15,6 +15,7 @@ import pytest
 from numpyro.infer import MCMC, NUTS
 
 import ppgpc
+from arviz_versions import convert
 from conftest import SMALL, assert_level_draws_match, compare_samplers, grid_moments, toy_problem
 from ppgpc import LogisticSoftmaxGPClassifier
 from ppgpc.gp.kernels import RBF
@@ -161,12 +162,12 @@ def test_inducing_gibbs_result_holds_v_and_predicts(inducing_fit, tmp_path):
     rows = np.arange(len(y))
     rival = np.where(np.eye(3, dtype=bool)[y], -np.inf, probs).argmax(1)
     gap = draws[..., rows, y] - draws[..., rows, rival]               # (chain, draw, N)
-    mcse = np.asarray(az.mcse(az.convert_to_inference_data({"gap": gap}))["gap"])
+    mcse = np.asarray(az.mcse(convert({"gap": gap}))["gap"])
     z = gap.mean((0, 1)) / mcse
     assert np.all(z > 4.5), f"label minus rival in Monte Carlo s.e.: min {z.min():.2f}"
     idata = to_inference_data(result)
     assert "mean_count" in idata.sample_stats
-    rhat = az.rhat(az.convert_to_inference_data({"v": np.asarray(result.inducing)}))
+    rhat = az.rhat(convert({"v": np.asarray(result.inducing)}))
     assert float(rhat["v"].max()) < 1.05
     loaded = ppgpc.load(ppgpc.save(result, tmp_path / "fit"))
     assert loaded.predictive_kind == "inducing"
