@@ -564,6 +564,9 @@ import arviz as az
 
 from ppgpc import DirichletGPClassifier, ILRGPClassifier, LogisticSoftmaxGPClassifier
 from ppgpc.datasets import load, paper_split
+# ArviZ 1 (Python >= 3.12) or 0.2x (3.11): an export is the installed one's container, and
+# where their plots differ the cells below show both
+from ppgpc.evaluation.arviz_objects import ARVIZ_1
 
 NUM_CHAINS = 2 if SMALL else 4
 NUM_WARMUP, NUM_SAMPLES = (100, 100) if SMALL else (500, 500)
@@ -594,15 +597,21 @@ ilr = ILRGPClassifier(epsilon=0.999, kernel="rbf", inference="nuts", progress=Fa
 print(f"NUTS: {time.perf_counter() - start:.1f} s")
 idata_ilr = ilr.to_inference_data()
 hypers = ["kernel_variance", "kernel_lengthscale"]
-az.plot_trace(idata_ilr, var_names=hypers, figsize=(10, 4))
-plt.tight_layout()'''),
+if ARVIZ_1:   # ArviZ 1 (arviz-plots): each chain's draws and density, in its own figure
+    az.plot_trace_dist(idata_ilr, var_names=hypers)
+else:         # ArviZ 0.2x
+    az.plot_trace(idata_ilr, var_names=hypers, figsize=(10, 4))
+    plt.tight_layout()'''),
     md("""
 Rank plots are the sharper check: for chains that sample the same distribution, each
 chain's ranks among the pooled draws are uniform, so every histogram should be flat.
 """),
     code('''
-az.plot_rank(idata_ilr, var_names=hypers, figsize=(8, 3))
-plt.tight_layout()'''),
+if ARVIZ_1:   # ArviZ 1: the rank ECDFs of each chain against their uniform band
+    az.plot_rank(idata_ilr, var_names=hypers)
+else:         # ArviZ 0.2x: the rank histograms
+    az.plot_rank(idata_ilr, var_names=hypers, figsize=(8, 3))
+    plt.tight_layout()'''),
     code('''
 summary = az.summary(idata_ilr, var_names=hypers)
 summary'''),
@@ -634,7 +643,8 @@ lsm = LogisticSoftmaxGPClassifier(inference="gibbs", progress=False, inference_o
 print(f"Gibbs: {time.perf_counter() - start:.1f} s")
 idata_lsm = lsm.to_inference_data()
 f_summary = az.summary(idata_lsm, var_names=["f"], kind="diagnostics")
-ll_summary = az.summary(idata_lsm.log_likelihood, var_names=["y"], kind="diagnostics")
+ll_summary = az.summary(idata_lsm, group="log_likelihood", var_names=["y"],
+                        kind="diagnostics")
 pd.concat({"latent f": f_summary[["r_hat", "ess_bulk", "ess_tail"]].describe(),
            "log p(y_i | f_i)": ll_summary[["r_hat", "ess_bulk", "ess_tail"]].describe()},
           axis=1).loc[["min", "50%", "max"]]'''),
@@ -658,11 +668,14 @@ intervals) would then need a longer run, the probabilities do not.
     code('''
 worst = f_summary["ess_bulk"].idxmin()                       # e.g. "f[17, 2]"
 obs, latent = (int(v) for v in worst[2:-1].split(","))
-fig, axes = plt.subplots(1, 2, figsize=(10, 3))
-az.plot_trace(idata_lsm, var_names=["f"], coords={"obs": [obs], "latent": [latent]},
-              axes=axes[None, :])
-fig.suptitle(f"lowest bulk ESS: {worst}")
-plt.tight_layout()'''),
+print(f"lowest bulk ESS: {worst}")
+if ARVIZ_1:
+    az.plot_trace_dist(idata_lsm, var_names=["f"], coords={"obs": [obs], "latent": [latent]})
+else:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3))
+    az.plot_trace(idata_lsm, var_names=["f"], coords={"obs": [obs], "latent": [latent]},
+                  axes=axes[None, :])
+    plt.tight_layout()'''),
     md("""
 ## 3. Leave-one-out across models
 
@@ -692,15 +705,21 @@ comparison = az.compare(elpd)
 comparison'''),
     code('''
 loo_ilr = psis_loo(ilr.result_)
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
-if len(comparison) > 1:
-    az.plot_compare(comparison, ax=axes[0])
-else:                                  # (the small size: short chains fail the checks)
-    axes[0].set_axis_off()
-    axes[0].set_title("only one fit passed the checks: nothing to compare")
-az.plot_khat(loo_ilr, ax=axes[1])
-axes[1].set_title(f"Pareto k, Exact-ILR (NUTS), good below {loo_ilr.good_k:.2f}")
-plt.tight_layout()'''),
+print(f"Pareto k of Exact-ILR (NUTS), good below {loo_ilr.good_k:.2f}")
+if len(comparison) < 2:                # (the small size: short chains fail the checks)
+    print("only one fit passed the checks: nothing to compare")
+if ARVIZ_1:   # ArviZ 1: each plot in its own figure, no ax argument
+    if len(comparison) > 1:
+        az.plot_compare(comparison)
+    az.plot_khat(loo_ilr)
+else:         # ArviZ 0.2x
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
+    if len(comparison) > 1:
+        az.plot_compare(comparison, ax=axes[0])
+    else:
+        axes[0].set_axis_off()
+    az.plot_khat(loo_ilr, ax=axes[1])
+    plt.tight_layout()'''),
     md("""
 ## 4. A posterior predictive check that can fail
 
@@ -908,6 +927,9 @@ from ppgpc import (ConformalClassifier, DirichletGPClassifier, ILRGPClassifier,
                    LogisticSoftmaxGPClassifier, fit_temperature, skce_test)
 from ppgpc.datasets import (DatasetNotFoundError, available, load, paper_split,
                             train_validation_split)
+# elpd_values: an ELPDData's numbers under one set of names, ArviZ 1's (elpd, se, p,
+# elpd_i, pareto_k), whichever ArviZ is installed
+from ppgpc.evaluation.arviz_objects import elpd_values
 from ppgpc.evaluation.exports import calibration_table
 from ppgpc.infer import exact_loo, psis_loo
 
@@ -971,19 +993,23 @@ rows, elpd = {}, {}
 for name in ["Exact-ILR", "GPD", "LSM (CAVI)"]:
     result = classifiers[name].result_
     psis = psis_loo(result)
-    bad = psis.pareto_k.values > psis.good_k
-    row = {"PSIS-LOO": psis.elpd_loo, "PSIS se": psis.se,
-           "max Pareto k": float(psis.pareto_k.max()),
+    # elpd_values reads an ELPDData under either ArviZ's names: ArviZ 1's elpd, p and
+    # elpd_i are ArviZ 0.2x's elpd_loo, p_loo and loo_i
+    values = elpd_values(psis)
+    bad = values.pareto_k > psis.good_k
+    row = {"PSIS-LOO": values.elpd, "PSIS se": values.se,
+           "max Pareto k": float(values.pareto_k.max()),
            "points with k above good": int(bad.sum())}
     if name != "LSM (CAVI)":
         exact = exact_loo(result)
-        gap = exact.loo_i.values - psis.loo_i.values        # pointwise log p(y_i | y_-i)
+        gap = elpd_values(exact).elpd_i - values.elpd_i    # pointwise log p(y_i | y_-i)
         row.update({"exact - PSIS, good-k points": gap[~bad].sum(),
                     "exact - PSIS, other points": gap[bad].sum()})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")                  # its Pareto-k warnings
             naive = az.loo(classifiers[name].to_inference_data())
-        row.update({"exact LOO": exact.elpd_loo, "az.loo on the export": naive.elpd_loo})
+        row.update({"exact LOO": elpd_values(exact).elpd,
+                    "az.loo on the export": elpd_values(naive).elpd})
         elpd[name] = exact
     else:
         elpd[name] = psis
