@@ -30,7 +30,8 @@ nbclient = pytest.importorskip("nbclient", reason="the test extra (nbclient) is 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
 EXPECTED = ["01_quickstart", "02_toy_mixture", "03_mcmc_vs_conjugate", "04_arviz_diagnostics",
-            "05_uci_calibration", "06_checking_probabilities", "07_your_own_table"]
+            "05_uci_calibration", "06_checking_probabilities", "07_your_own_table",
+            "08_beside_pymc"]
 TIMEOUT = 600  # per cell, seconds
 
 MACHINE_PATH = re.compile(r"/home/|/root/|/tmp/|/work/|/Users/|/private/var/|site-packages"
