@@ -1,4 +1,8 @@
-"""Export a ``FitResult`` to ArviZ ``InferenceData``, the same way for every model and method.
+"""Export a ``FitResult`` to ArviZ, the same way for every model and method.
+
+The export is the installed ArviZ's own container (``ppgpc.evaluation.arviz_objects``):
+``InferenceData`` under ArviZ 0.2x, an ``xarray.DataTree`` with one child per group under
+ArviZ 1; both hold the groups below with the same dims and coordinates.
 
 Groups (dims in brackets; every posterior-like variable also has [chain, draw]):
 
