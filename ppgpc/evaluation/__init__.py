@@ -32,6 +32,6 @@ from ppgpc.evaluation.conformal import ConformalClassifier
 from ppgpc.evaluation.posteriors import compare_posteriors
 from ppgpc.evaluation.recalibration import fit_dirichlet, fit_temperature
 
-__all__ = ["arviz_objects", "metrics", "calibration", "chain_diagnostics", "recalibration", "conformal",
-           "exports", "maps", "plotting", "posteriors", "compare_posteriors",
+__all__ = ["arviz_objects", "metrics", "calibration", "chain_diagnostics", "recalibration",
+           "conformal", "exports", "maps", "plotting", "posteriors", "compare_posteriors",
            "ConformalClassifier", "skce_test", "fit_temperature", "fit_dirichlet"]

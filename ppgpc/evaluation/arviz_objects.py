@@ -10,9 +10,8 @@ the installed ArviZ's own object:
 * ``ARVIZ_1``: whether the installed ArviZ is 1.x (read from the package metadata, without
   importing ArviZ, which takes a second);
 * ``build(groups)``: an ``InferenceData`` or ``DataTree`` of named ``xarray.Dataset`` groups;
-* ``is_container``, ``group_names``, ``group``, ``set_group``: what both containers hold;
-* ``from_netcdf``: a file written by either's ``to_netcdf``, read back as the installed
-  ArviZ's container;
+* ``is_container``, ``group_names``, ``group``: what both containers hold (``to_netcdf``
+  and ``az.from_netcdf`` read and write either alike);
 * ``psislw``: Pareto-smoothed importance log weights (``az.psislw`` in 0.2x,
   ``arviz_stats``'s array interface in 1.x), normalised;
 * ``relative_ess``: the mean-method ESS over the draws, relative to their number;
@@ -33,8 +32,8 @@ import numpy as np
 if TYPE_CHECKING:
     import xarray
 
-__all__ = ["ARVIZ_1", "build", "is_container", "group_names", "group", "set_group",
-           "from_netcdf", "psislw", "relative_ess", "elpd_data", "ELPD", "elpd_values"]
+__all__ = ["ARVIZ_1", "build", "is_container", "group_names", "group", "psislw",
+           "relative_ess", "elpd_data", "ELPD", "elpd_values"]
 
 
 def _major(version: str) -> int:
@@ -88,26 +87,6 @@ def group(obj, name: str) -> "xarray.Dataset":
     return getattr(obj, name)
 
 
-def set_group(obj, name: str, dataset: "xarray.Dataset") -> None:
-    """Put ``dataset`` into ``obj`` as its group ``name`` (added or replaced), in place."""
-    if _is_tree(obj):
-        import xarray as xr
-
-        obj[name] = xr.DataTree(dataset)
-    elif name in obj.groups():
-        setattr(obj, name, dataset)
-    else:
-        obj.add_groups({name: dataset})
-
-
-def from_netcdf(path):
-    """A netCDF file of groups (written by ``InferenceData.to_netcdf`` or
-    ``DataTree.to_netcdf``) as the installed ArviZ's container."""
-    import arviz as az
-
-    return az.from_netcdf(str(path))
-
-
 def psislw(log_ratios, reff: float):
     """(log weights (N, S), Pareto k (N,)) of the importance ratios exp(log_ratios) (N, S)
     along the draws, Pareto smoothed (Vehtari et al. 2024, "Pareto smoothed importance
@@ -132,16 +111,11 @@ def psislw(log_ratios, reff: float):
 def relative_ess(draws) -> float:
     """ESS / S of ``draws`` (chain, draw, ...) by ArviZ's ``method="mean"``, averaged over
     the entries (as ``az.loo`` sets its relative efficiency)."""
+    import arviz as az
+
     draws = np.asarray(draws, dtype=np.float64)
     chains, num = draws.shape[:2]
-    import arviz as az
-    import xarray as xr
-
-    if ARVIZ_1:
-        dims = ["chain", "draw"] + [f"dim_{i}" for i in range(draws.ndim - 2)]
-        ess = az.ess(xr.Dataset({"x": (dims, draws)}), method="mean")["x"].values
-    else:
-        ess = az.ess(az.convert_to_dataset({"x": draws}), method="mean")["x"].values
+    ess = az.ess(az.convert_to_dataset({"x": draws}), method="mean")["x"].values
     return float(np.mean(ess) / (chains * num))
 
 
@@ -208,10 +182,6 @@ def elpd_values(elpd) -> ELPD:
             value = getattr(elpd, name, None)
             if value is not None:
                 return value
-            try:
-                return elpd[name]
-            except (KeyError, TypeError, IndexError):
-                continue
         return None
 
     pointwise = get("elpd_i", "loo_i")

@@ -61,11 +61,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------ InferenceData -> arrays
-def _is_idata(source) -> bool:
-    """An ArviZ container: ``InferenceData`` (ArviZ 0.2x) or ``DataTree`` (ArviZ 1)."""
-    return is_container(source)
-
-
 def predictive_probabilities(idata, group: str = "predictions") -> np.ndarray:
     """(n, C) class probabilities averaged over the posterior: for ``"predictions"``, the
     estimator's ``predict_proba`` at those points, which the export holds as
@@ -153,7 +148,7 @@ def _probs_and_labels(source, y=None, group: str = "predictions"):
     """(probs (n, C), labels (n,) as indices 0..C-1) from an InferenceData (``y`` then
     names classes as its ``class_label`` coordinate does: ``labels_to_indices``) or from a
     probability array (``y`` then holds indices)."""
-    if _is_idata(source):
+    if is_container(source):
         probs = predictive_probabilities(source, group)
         labels = true_labels(source, group) if y is None else labels_to_indices(source, y)
     else:
@@ -251,7 +246,7 @@ def calibration_table(sources: dict, y=None, *, n_bins: int = 10,
 
 # ------------------------------------------------------------------ reliability
 def _class_names(source, C: int):
-    names = _class_coordinate(source) if _is_idata(source) else None
+    names = _class_coordinate(source) if is_container(source) else None
     return names if names is not None and len(names) == C else list(range(C))
 
 
@@ -312,7 +307,7 @@ def confidence_check(idata, *, group: str = "posterior",
     Returns:
         A ``ppgpc.evaluation.calibration.ConfidencePPC``.
     """
-    if not _is_idata(idata):
+    if not is_container(idata):
         raise ValueError("confidence_check needs a ppgpc InferenceData (to_inference_data); "
                          "for arrays use ppgpc.evaluation.calibration.confidence_ppc")
     probs = predictive_probabilities(idata, group)

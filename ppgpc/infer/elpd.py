@@ -58,7 +58,6 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from ppgpc.evaluation.arviz_objects import elpd_data, psislw, relative_ess
-
 from ppgpc.infer.arviz_export import training_latent
 from ppgpc.infer.loo import loo_latent
 from ppgpc.infer.results import FitResult, stream_key

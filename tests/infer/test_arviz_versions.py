@@ -14,7 +14,7 @@ import xarray as xr
 from arviz_versions import ARVIZ_1, group_names, loo
 from fitted_cases import C, N, NUM_PRED, cases, fitted, toy
 from ppgpc.evaluation import exports
-from ppgpc.evaluation.arviz_objects import from_netcdf, is_container
+from ppgpc.evaluation.arviz_objects import is_container
 from ppgpc.infer import psis_loo, to_inference_data
 
 GROUPS = {"posterior", "posterior_predictive", "log_likelihood", "observed_data",
@@ -48,7 +48,7 @@ def test_every_export_is_the_installed_arviz_container(model, method, tmp_path):
                                     y[:NUM_PRED])
     path = tmp_path / "export.nc"
     idata.to_netcdf(str(path))
-    back = from_netcdf(path)
+    back = az.from_netcdf(str(path))
     assert type(back) is type(idata) and set(group_names(back)) == set(group_names(idata))
     np.testing.assert_array_equal(back.posterior["f"].values, idata.posterior["f"].values)
     assert exports.scores(back) == scores
