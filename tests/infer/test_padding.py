@@ -11,8 +11,10 @@ whose ``pad`` is None (fitted at its own N, as before padding existed), and comp
 * ``cavi`` (the logistic-softmax GP's full CAVI): as the point fits;
 * ``nuts``: the padded rows change the floating-point rounding of the log-density (the
   collapsed form) or add independent standard-normal coordinates to the sampler (the
-  latent form), so the chains are not the same draws; their posteriors are compared
-  entry by entry with Monte Carlo standard errors (``conftest.compare_samplers``).
+  latent form), so the chains are not the same draws. The density NUTS samples and its
+  gradient are compared at random points, for every model and form; one fit's posteriors
+  are compared entry by entry with Monte Carlo standard errors
+  (``conftest.compare_samplers``).
 
 And the point of padding: a second fit at another N of the same bucket compiles nothing.
 """
@@ -341,6 +343,101 @@ def test_padded_kmeans_rows_are_never_centres():
 
 
 # ------------------------------------------------------------------ NUTS
+SAMPLED = [(model, form) for model in PADDED_MODELS for form in ("collapsed", "latent")] + [
+    ("logistic_softmax", "latent"), ("softmax_svgp", "latent")]
+"""(model, form) of NUTS's targets: both forms of the conjugate models, and the latent form of
+the two that have no collapsed one."""
+GIVEN = {"kernel_variance": 4.0, "kernel_lengthscale": np.array([1.5, 0.7]),
+         "mean": np.array([-0.3])}
+"""Point hyperparameters of a latent-form NUTS fit (the Dirichlet GP's one level beside the
+kernel's)."""
+
+
+@pytest.mark.parametrize("model, form", SAMPLED)
+def test_the_sampled_density_is_the_unpadded_one_and_padded_rows_are_standard_normal(model,
+                                                                                    form):
+    """The potential (minus the log joint density) NUTS samples, and its gradient, at 6
+    random points of the unconstrained space, padded data against unpadded
+    (``ppgpc.infer.nuts``'s model and arguments):
+
+    * collapsed form: the same function, U_pad(theta) = U(theta) and equal gradients;
+    * latent form: the padded rows add independent standard-normal coordinates e of the
+      whitened latent, U_pad(theta, v, e) = U(theta, v) + |e|^2 / 2 + n_e log(2 pi) / 2,
+      the gradient in (theta, v) equal and in e equal to e; with the hyperparameters sampled
+      and, where the model has one, with them given and the prior's factor computed once
+      from the padded data (as the driver runs a point fit's NUTS).
+
+    Values to 1e-10 relative; gradients to 1e-6 relative to their largest entry, since they
+    pass through the Cholesky factor of the Gram matrix, factorised at 30 and at 64 rows,
+    whose condition number at these random points reaches 1e10 (the largest difference
+    seen, 5e-8, in ILR-GP's kernel variance).
+
+    So NUTS on the padded data samples the unpadded posterior of (theta, v), whatever its
+    chains do; ``test_nuts_samples_the_unpadded_posterior`` checks one fit end to end."""
+    import jax
+    import jax.numpy as jnp
+    from numpyro.infer.util import initialize_model, potential_energy
+
+    from ppgpc.gp.kernels import make_kernel
+
+    X, y = toy_problem(30, 3, seed=6)
+    spec = get_spec(model)
+    kernel = make_kernel("rbf-ard")
+    data = spec.prepare(X, y, 3)
+    padded = spec.pad(data, padding.bucket(30))
+    assert padding.bucket(30) == 64
+    variants = [(None, None)]
+    if form == "collapsed":
+        sampled, variants = spec.conjugate.collapsed_model, [()]
+    else:
+        sampled = spec.latent.latent_model
+        if spec.latent.prior_factor is not None:
+            variants.append((GIVEN, spec.latent.prior_factor))
+
+    @jax.jit
+    def value_and_grad(z, args):
+        return jax.value_and_grad(lambda z: potential_energy(sampled, args, {}, z))(z)
+
+    def start(args):
+        return initialize_model(jax.random.PRNGKey(0), sampled, model_args=args)[0].z
+
+    sites = start((data, kernel) if form == "collapsed" else (data, kernel, None, None))
+    gen = np.random.default_rng(11)
+    checked = 0
+    for variant in variants:
+        def arguments(d):
+            if not variant:
+                return (d, kernel)
+            given, factor = variant
+            if given is None:
+                return (d, kernel, None, None)
+            hypers = {k: jnp.asarray(v) for k, v in given.items() if k in sites}
+            return (d, kernel, hypers, factor(d, kernel, hypers))
+
+        plain_args, padded_args = arguments(data), arguments(padded)
+        z0 = start(plain_args)
+        for _ in range(6):
+            z = {k: jnp.asarray(v + 0.7 * gen.normal(size=np.shape(v))) for k, v in
+                 z0.items()}
+            z_pad, extra = dict(z), 0.0
+            if "f_white" in z:  # (L, N): the padded rows' coordinates follow the real ones
+                e = gen.normal(size=(z["f_white"].shape[0], 64 - 30))
+                z_pad["f_white"] = jnp.concatenate([z["f_white"], jnp.asarray(e)], axis=1)
+                extra = 0.5 * np.sum(e ** 2) + 0.5 * e.size * np.log(2 * np.pi)
+            value, grad = value_and_grad(z, plain_args)
+            value_pad, grad_pad = value_and_grad(z_pad, padded_args)
+            assert abs(float(value_pad) - float(value) - extra) <= 1e-10 * (
+                abs(float(value)) + extra), (variant, float(value_pad) - extra, float(value))
+            for site, g in grad.items():
+                got = np.asarray(grad_pad[site])
+                if site == "f_white":
+                    np.testing.assert_allclose(got[:, 30:], e, rtol=1e-12, atol=1e-12)
+                    got = got[:, :30]
+                assert _relative(got, g) < 1e-6, (variant, site, _relative(got, g))
+            checked += 1
+    assert checked == 6 * len(variants)
+
+
 NUTS = dict(num_warmup=500, num_samples=1000, max_samples=1000, num_chains=4, progress_bar=False)
 """The defaults, at both test sizes: with 400 draws per chain the Monte Carlo standard error
 of a standard deviation is itself so uncertain that over six seeds of ILR-GP's latent form
@@ -348,22 +445,18 @@ one run had an entry at |z_sd| = 4.73 (the others 2.1-3.3); with the defaults, 2
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model, form", [(model, form) for model in PADDED_MODELS
-                                         for form in ("collapsed", "latent")]
-                         + [("logistic_softmax", "latent"), ("softmax_svgp", "latent")])
-def test_nuts_samples_the_unpadded_posterior(model, form):
-    """Draws of the latent at the training inputs and predictive probabilities at new
-    inputs, padded against unpadded chains: every entry's mean and sd within 4.5 combined
-    Monte Carlo standard errors (about 90 entries each: a false alarm has probability
-    below 1e-3)."""
+def test_nuts_samples_the_unpadded_posterior():
+    """End to end on ILR-GP's latent form (hyperparameters and the whitened latent sampled,
+    the padded rows' coordinates beside them; the other targets are checked through their
+    densities above): draws of the latent at the training inputs and predictive
+    probabilities at new inputs, padded against unpadded chains, every entry's mean and sd
+    within 4.5 combined Monte Carlo standard errors (about 90 entries each: a false alarm
+    has probability below 1e-3)."""
     X, y = toy_problem(30, 3, seed=6)
     Xs = toy_problem(6, 3, seed=7)[0]
-    spec = get_spec(model)
-    given = {}
-    if model in ("logistic_softmax", "softmax_svgp"):  # (no point fit of its kernel here)
-        given = {"hyperparameters": {"kernel_variance": 4.0, "kernel_lengthscale": 1.5}}
-    padded = fit(spec, X, y, method="nuts", form=form, seed=1, **NUTS, **given)
-    plain = fit(_unpadded(spec), X, y, method="nuts", form=form, seed=2, **NUTS, **given)
+    spec = get_spec("ilr_gp")
+    padded = fit(spec, X, y, method="nuts", form="latent", seed=1, **NUTS)
+    plain = fit(_unpadded(spec), X, y, method="nuts", form="latent", seed=2, **NUTS)
     for a, b in ((padded.latent, plain.latent),
                  (padded.predict_proba_draws(Xs), plain.predict_proba_draws(Xs))):
         z = compare_samplers(a, b)

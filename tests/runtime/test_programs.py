@@ -167,11 +167,11 @@ ESTIMATORS = {{
         "max_iter": 200}}),
 }}
 rng = np.random.default_rng(0)
-first = [(n, 3, 3) for n in (20, 70, 90)] + [(40, 5, 3), (40, 3, 4)]
-sizes = list(range({start}, {stop}, {step}))
+first = [(n, 3, 3) for n in {first}] + ([(40, 5, 3)] if {five_features} else []) + [(40, 3, 4)]
+sizes = {sizes}
 rng.shuffle(sizes)
-rest = [(n, 3, 3) for n in sizes] + [(n, 5, 3) for n in (30, 50, 60)] + [
-    (n, 3, 4) for n in (25, 45, 64)]
+rest = [(n, 3, 3) for n in sizes] + [(n, 5, 3) for n in {five_features}] + [
+    (n, 3, 4) for n in {four_classes}]
 out = {{}}
 for name, make in ESTIMATORS.items():
     rows = []
@@ -218,28 +218,37 @@ def test_every_estimator_at_sizes_of_held_buckets_compiles_and_grows_nothing():
     """One process fits each of the four estimators (defaults, but the logistic-softmax GP
     by its full CAVI, and 200 SVI steps; and the logistic-softmax GP's default NUTS, its
     CAVI fit of the kernel included, at 100 draws per chain so that every fit keeps the
-    same number of draws; every third of the sizes below) at training sizes 20-84 in three
-    buckets (64, 80, 96): all 65 at ``PPGPC_TEST_SIZE=full``, every seventh (10: 20 to 83,
-    seven in the first bucket, two in the second, one in the third) at the small size; and
-    at two more feature and class counts, releases off. Once each bucket and count has been
-    fitted (the first five fits), the other fits (71 or 16) and their predictions compile
-    nothing, and the process's mappings and resident memory stay within what one fit's
-    arrays come and go by (200 mappings, 80 MiB) of where they stood."""
-    sizes = range(20, 85, 7 if SMALL else 1)
-    assert {padding.bucket(n) for n in sizes} == {64, 80, 96}
+    same number of draws; every third of the sizes below), releases off:
+
+    * at ``PPGPC_TEST_SIZE=full``, every training size from 20 to 84 (three buckets: 64, 80
+      and 96), and three sizes each at 5 features and at 4 classes;
+    * at the small size, four sizes in two buckets (three of 64, one of 80) and one at 4
+      classes.
+
+    Once each bucket and count has been fitted (the first fits, one per bucket and count),
+    the other fits (71, or 5 at the small size) and their predictions compile nothing, and
+    the process's mappings and resident memory stay within what one fit's arrays come and
+    go by (200 mappings, 80 MiB) of where they stood."""
+    if SMALL:
+        first, sizes, five_features, four_classes = (20, 70), [20, 41, 62, 71], (), (45,)
+    else:
+        first, sizes = (20, 70, 90), list(range(20, 85))
+        five_features, four_classes = (30, 50, 60), (25, 45, 64)
+    assert {padding.bucket(n) for n in sizes} == {padding.bucket(n) for n in first}
+    extra = len(five_features) + len(four_classes)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(SOAK_ALL.format(
-        start=sizes.start, stop=sizes.stop, step=sizes.step))], capture_output=True, text=True,
-        env=env, timeout=1500)
+        first=first, sizes=sizes, five_features=five_features, four_classes=four_classes))],
+        capture_output=True, text=True, env=env, timeout=1500)
     assert out.returncode == 0, out.stderr[-2000:]
     record = json.loads(out.stdout.strip().splitlines()[-1])
     for name, rows in record.items():
         first = [r for r in rows if r[0] == "first"]
         rest = [r for r in rows if r[0] == "rest"]
         if name == "LSM-NUTS":  # every third of the rest (the child's ``every``)
-            assert len(rest) == len(range(0, len(sizes) + 6, 3)), name
+            assert len(rest) == len(range(0, len(sizes) + extra, 3)), name
         else:
-            assert {r[1] for r in rest} >= set(sizes) and len(rest) == len(sizes) + 6, name
+            assert {r[1] for r in rest} >= set(sizes) and len(rest) == len(sizes) + extra, name
         assert sum(r[6] for r in rest) == 0, (name, [r for r in rest if r[6]])
         maps, mib = first[-1][4], first[-1][5]
         assert max(r[4] for r in rest) <= maps + 200, (name, maps, [r[4] for r in rest])
@@ -276,7 +285,7 @@ users = jax.jit(lambda x: jnp.tanh(x) @ x.T)
 x = jnp.ones((5, 5))
 users(x).block_until_ready()
 rng = np.random.default_rng(0)
-sizes = list(range(20, 260, 6))
+sizes = list(range(20, 260, 12))
 for n in sizes:
     y = np.arange(n) % 3
     X = rng.normal(size=(n, 2)) + 2.0 * np.eye(3, 2)[y]
@@ -288,14 +297,14 @@ print(json.dumps({"fits": len(sizes), "releases": programs.releases(),
 """
 
 
-def test_a_users_jitted_function_keeps_its_program_through_forty_training_sizes():
-    """A user's ``jax.jit`` function, compiled before ppgpc fits 40 training sizes (20 to
-    254 rows in several buckets, one held: a release at every new bucket),
+def test_a_users_jitted_function_keeps_its_program_through_twenty_training_sizes():
+    """A user's ``jax.jit`` function, compiled before ppgpc fits 20 training sizes (20 to
+    248 rows in nine buckets, one held: a release at every new bucket),
     compiles nothing when called again afterwards."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     out = subprocess.run([sys.executable, "-c", USERS_PROGRAM], capture_output=True,
                          text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     record = json.loads(out.stdout.strip().splitlines()[-1])
-    assert record["fits"] == 40 and record["releases"] >= 5, record
+    assert record["fits"] == 20 and record["releases"] >= 5, record
     assert record["user_compiles"] == 0 and record["user_cache"] == 1, record
