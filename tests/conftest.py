@@ -51,7 +51,6 @@ SMALL = TEST_SIZE == "small"
 LONGEST_FIRST = (
     "runtime/test_programs.py::test_every_estimator_at_sizes_of_held_buckets",
     "test_notebooks.py::test_notebook_runs_at_small_size",
-    "infer/test_padding.py::test_nuts_samples_the_unpadded_posterior",
     "models/test_logistic_softmax.py::test_sparse_svi_fits_magic_above_the_exact_limit",
     "runtime/test_devices.py",
     "infer/test_padding.py::test_svi_fits_equal_the_unpadded_fit",

@@ -114,16 +114,24 @@ def test_the_driver_records_each_fit(fresh_record, monkeypatch):
 
 SOAK = """
 import json, warnings
+import jax, jax.numpy as jnp
 import numpy as np
 import ppgpc
 from ppgpc.runtime import programs
 programs.MAX_MEMORY_MAPS = {bound}
 warnings.simplefilter("ignore", ppgpc.ConvergenceWarning)
+compiles = [0]
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kw: compiles.__setitem__(0, compiles[0] + (
+        event == "/jax/core/compile/backend_compile_duration")))
 
 def maps():
     with open("/proc/self/maps") as f:
         return sum(1 for _ in f)
 
+users = jax.jit(lambda x: jnp.tanh(x) @ x.T)  # a user's program, compiled before the fits
+x = jnp.ones((5, 5))
+users(x).block_until_ready()
 rng = np.random.default_rng(0)
 rows = []
 for n in range(20, 20 + 30 * {fits}, 30):
@@ -131,7 +139,10 @@ for n in range(20, 20 + 30 * {fits}, 30):
     X = rng.normal(size=(n, 3)) + 2.0 * np.eye(3)[y]
     ppgpc.ILRGPClassifier(progress=False).fit(X, y)
     rows.append(maps())
-print(json.dumps({{"maps": rows, "releases": programs.releases()}}))
+before = compiles[0]
+users(x).block_until_ready()
+print(json.dumps({{"maps": rows, "releases": programs.releases(),
+                  "user_compiles": compiles[0] - before, "user_cache": users._cache_size()}}))
 """
 
 
@@ -200,15 +211,18 @@ def _soak(bound: int, fits: int) -> dict:
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"),
                     reason="memory mappings are read from /proc/self/maps (Linux)")
-def test_a_process_fitting_many_sizes_stops_growing():
+def test_a_process_fitting_many_sizes_stops_growing_and_keeps_a_users_program():
     """ILRGPClassifier() at 8 training sizes from 20 to 230 in one process (padded to 7
     buckets, ``ppgpc.runtime.padding``), programs released above 4,000 mappings: the process never
     holds more than 4,000 plus one fit's (about 1,000), where without releases the 7
-    buckets add about 5,700 to the 2,500 of the first fit."""
+    buckets add about 5,700 to the 2,500 of the first fit. A user's ``jax.jit`` function,
+    compiled before the fits, compiles nothing when called after them: the releases drop
+    ppgpc's programs only."""
     record = _soak(bound=4000, fits=8)
     maps = record["maps"]
     assert record["releases"] >= 2
     assert max(maps) < 4000 + 1500, maps
+    assert record["user_compiles"] == 0 and record["user_cache"] == 1, record
 
 
 @pytest.mark.slow
@@ -268,43 +282,3 @@ def test_a_release_drops_ppgpcs_programs_and_keeps_the_users():
     programs.release()
     assert ours._cache_size() == 0
     assert users._cache_size() == 1
-
-
-USERS_PROGRAM = """
-import json
-import jax, jax.numpy as jnp
-import numpy as np
-import ppgpc.infer
-from ppgpc.runtime import programs
-programs.MAX_TRAINING_SHAPES = 1  # a release at every new bucket
-compiles = [0]
-jax.monitoring.register_event_duration_secs_listener(
-    lambda event, duration, **kw: compiles.__setitem__(0, compiles[0] + (
-        event == "/jax/core/compile/backend_compile_duration")))
-users = jax.jit(lambda x: jnp.tanh(x) @ x.T)
-x = jnp.ones((5, 5))
-users(x).block_until_ready()
-rng = np.random.default_rng(0)
-sizes = list(range(20, 260, 12))
-for n in sizes:
-    y = np.arange(n) % 3
-    X = rng.normal(size=(n, 2)) + 2.0 * np.eye(3, 2)[y]
-    ppgpc.infer.fit("ilr_gp", X, y, method="map", num_draws=10)
-before = compiles[0]
-users(x).block_until_ready()
-print(json.dumps({"fits": len(sizes), "releases": programs.releases(),
-                  "user_compiles": compiles[0] - before, "user_cache": users._cache_size()}))
-"""
-
-
-def test_a_users_jitted_function_keeps_its_program_through_twenty_training_sizes():
-    """A user's ``jax.jit`` function, compiled before ppgpc fits 20 training sizes (20 to
-    248 rows in nine buckets, one held: a release at every new bucket),
-    compiles nothing when called again afterwards."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    out = subprocess.run([sys.executable, "-c", USERS_PROGRAM], capture_output=True,
-                         text=True, env=env, timeout=900)
-    assert out.returncode == 0, out.stderr[-2000:]
-    record = json.loads(out.stdout.strip().splitlines()[-1])
-    assert record["fits"] == 20 and record["releases"] >= 5, record
-    assert record["user_compiles"] == 0 and record["user_cache"] == 1, record
