@@ -163,6 +163,12 @@ def _answer(process, timeout: float = 120.0) -> str:
     return process.stdout.readline().decode().strip()
 
 
+KILLS = 6
+"""Saves killed per run of the test below. Each costs a forked saver's start (its JAX runtime
+and two loads, about 2.5 s); every one of 12 kills landed while a save was writing, so 6 land
+there with near certainty."""
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the saver processes are forked")
 def test_a_save_killed_at_random_moments_leaves_the_earlier_or_the_new_save(tmp_path, models):
     (a, _), (source_a, source_b), X, predictions = models
@@ -175,7 +181,7 @@ def test_a_save_killed_at_random_moments_leaves_the_earlier_or_the_new_save(tmp_
     rng = np.random.default_rng(20240607)
     seen, mid_write = set(), 0
     try:
-        for delay in rng.uniform(0.0, 0.4, size=12):
+        for delay in rng.uniform(0.0, 0.4, size=KILLS):
             server.stdin.write(b"save\n")
             answer = _answer(server)
             assert answer.startswith("ready"), f"{answer}: {log.read_text()[-2000:]}"
@@ -193,7 +199,7 @@ def test_a_save_killed_at_random_moments_leaves_the_earlier_or_the_new_save(tmp_
     a.save(path)
     assert _which(path, X, predictions) == 0
     assert _beside(path) == ["m"]
-    print(f"after the kills the folder held save(s) {sorted(seen)}; {mid_write} of 12 "
+    print(f"after the kills the folder held save(s) {sorted(seen)}; {mid_write} of {KILLS} "
           "kills left a half-written temporary folder")
 
 
