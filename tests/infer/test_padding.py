@@ -385,55 +385,48 @@ def test_the_sampled_density_is_the_unpadded_one_and_padded_rows_are_standard_no
     kernel = make_kernel("rbf-ard")
     data = spec.prepare(X, y, 3)
     padded = spec.pad(data, padding.bucket(30))
-    assert padding.bucket(30) == 64
-    variants = [(None, None)]
+    extra_rows = padding.bucket(30) - 30
+    assert extra_rows == 64 - 30
     if form == "collapsed":
-        sampled, variants = spec.conjugate.collapsed_model, [()]
+        sampled = spec.conjugate.collapsed_model
+        variants = [lambda d: (d, kernel)]
     else:
         sampled = spec.latent.latent_model
-        if spec.latent.prior_factor is not None:
-            variants.append((GIVEN, spec.latent.prior_factor))
+        variants = [lambda d: (d, kernel, None, None)]
+    sites = initialize_model(jax.random.PRNGKey(0), sampled, model_args=variants[0](data))[0].z
+    if form == "latent" and spec.latent.prior_factor is not None:
+        hypers = {k: jnp.asarray(v) for k, v in GIVEN.items() if k in sites}
+        variants.append(lambda d: (d, kernel, hypers, spec.latent.prior_factor(d, kernel,
+                                                                               hypers)))
 
     @jax.jit
     def value_and_grad(z, args):
         return jax.value_and_grad(lambda z: potential_energy(sampled, args, {}, z))(z)
 
-    def start(args):
-        return initialize_model(jax.random.PRNGKey(0), sampled, model_args=args)[0].z
-
-    sites = start((data, kernel) if form == "collapsed" else (data, kernel, None, None))
     gen = np.random.default_rng(11)
     checked = 0
-    for variant in variants:
-        def arguments(d):
-            if not variant:
-                return (d, kernel)
-            given, factor = variant
-            if given is None:
-                return (d, kernel, None, None)
-            hypers = {k: jnp.asarray(v) for k, v in given.items() if k in sites}
-            return (d, kernel, hypers, factor(d, kernel, hypers))
-
+    for number, arguments in enumerate(variants):
         plain_args, padded_args = arguments(data), arguments(padded)
-        z0 = start(plain_args)
+        z0 = sites if number == 0 else initialize_model(
+            jax.random.PRNGKey(0), sampled, model_args=plain_args)[0].z
         for _ in range(6):
             z = {k: jnp.asarray(v + 0.7 * gen.normal(size=np.shape(v))) for k, v in
                  z0.items()}
             z_pad, extra = dict(z), 0.0
             if "f_white" in z:  # (L, N): the padded rows' coordinates follow the real ones
-                e = gen.normal(size=(z["f_white"].shape[0], 64 - 30))
+                e = gen.normal(size=(z["f_white"].shape[0], extra_rows))
                 z_pad["f_white"] = jnp.concatenate([z["f_white"], jnp.asarray(e)], axis=1)
                 extra = 0.5 * np.sum(e ** 2) + 0.5 * e.size * np.log(2 * np.pi)
             value, grad = value_and_grad(z, plain_args)
             value_pad, grad_pad = value_and_grad(z_pad, padded_args)
             assert abs(float(value_pad) - float(value) - extra) <= 1e-10 * (
-                abs(float(value)) + extra), (variant, float(value_pad) - extra, float(value))
+                abs(float(value)) + extra), (number, float(value_pad) - extra, float(value))
             for site, g in grad.items():
                 got = np.asarray(grad_pad[site])
                 if site == "f_white":
                     np.testing.assert_allclose(got[:, 30:], e, rtol=1e-12, atol=1e-12)
                     got = got[:, :30]
-                assert _relative(got, g) < 1e-6, (variant, site, _relative(got, g))
+                assert _relative(got, g) < 1e-6, (number, site, _relative(got, g))
             checked += 1
     assert checked == 6 * len(variants)
 

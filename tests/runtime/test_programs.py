@@ -112,13 +112,12 @@ def test_the_driver_records_each_fit(fresh_record, monkeypatch):
     assert len(seen) == 3 and seen[0] == seen[1] and seen[1] != seen[2]
 
 
-SOAK = """
+COUNTERS = """
 import json, warnings
 import jax, jax.numpy as jnp
 import numpy as np
 import ppgpc
 from ppgpc.runtime import programs
-programs.MAX_MEMORY_MAPS = {bound}
 warnings.simplefilter("ignore", ppgpc.ConvergenceWarning)
 compiles = [0]
 jax.monitoring.register_event_duration_secs_listener(
@@ -128,6 +127,13 @@ jax.monitoring.register_event_duration_secs_listener(
 def maps():
     with open("/proc/self/maps") as f:
         return sum(1 for _ in f)
+"""
+"""The start of the soak scripts below: ``compiles[0]``, the XLA compilations so far, and
+``maps()``, the process's memory mappings."""
+
+
+SOAK = COUNTERS + """
+programs.MAX_MEMORY_MAPS = {bound}
 
 users = jax.jit(lambda x: jnp.tanh(x) @ x.T)  # a user's program, compiled before the fits
 x = jnp.ones((5, 5))
@@ -146,23 +152,9 @@ print(json.dumps({{"maps": rows, "releases": programs.releases(),
 """
 
 
-SOAK_ALL = """
-import json, warnings
-import jax
-import numpy as np
-import ppgpc
-from ppgpc.runtime import programs
+SOAK_ALL = COUNTERS + """
 programs.MAX_MEMORY_MAPS = programs.CEILING_MEMORY_MAPS = 10 ** 9  # no release: growth
 programs.MAX_TRAINING_SHAPES = 10 ** 9                                # would show
-warnings.simplefilter("ignore", ppgpc.ConvergenceWarning)
-compiles = [0]
-jax.monitoring.register_event_duration_secs_listener(
-    lambda event, duration, **kw: compiles.__setitem__(0, compiles[0] + (
-        event == "/jax/core/compile/backend_compile_duration")))
-
-def maps():
-    with open("/proc/self/maps") as f:
-        return sum(1 for _ in f)
 
 def rss():
     with open("/proc/self/status") as f:
