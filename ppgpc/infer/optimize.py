@@ -6,14 +6,20 @@ value crossing to the host between iterations, so it can be jitted and vmapped (
 starting points, or over the data a model closes over: a whole type-II fit per target
 vector, ``ppgpc.infer.sites.minimize_sites``).
 
-* L-BFGS (the default; ``optax.lbfgs``, memory 10 as SciPy's L-BFGS-B): the two-loop
-  recursion over the last pairs s_k = u_{k+1} - u_k, y_k = g_{k+1} - g_k gives the direction
-  d_k = -H_k g_k, and the zoom line search (Nocedal & Wright, Algorithms 3.5-3.6) a step
-  eta_k with
-      f(u_k + eta d_k) <= f(u_k) + 1e-4 eta g_k' d_k,   |g(u_k + eta d_k)' d_k| <= 0.9 |g_k' d_k|;
-  u_{k+1} = u_k + eta_k d_k, its value and gradient taken from the line search (one
-  evaluation per line-search step, none repeated). The loop stops at the first of, checked
-  after every iteration in this order (SciPy's L-BFGS-B tests and order):
+* L-BFGS (the default; memory 10 as SciPy's L-BFGS-B): the two-loop recursion over the last
+  pairs s_k = u_{k+1} - u_k, y_k = g_{k+1} - g_k (a pair kept only where s_k' y_k > 0) gives
+  the direction d_k = -H_k g_k, with H_0 = (s'y / y'y) I from the newest pair (Nocedal &
+  Wright, Algorithm 7.4); the first direction is -g_0, tried first at step 1 / |g_0| as
+  SciPy does, every later one at step 1. The line search (Nocedal & Wright, Algorithms
+  3.5-3.6: the step doubles until a bracket is found, then cubic interpolation between
+  its ends, bisection where the cubic has no minimiser inside) finds a step eta_k with
+      f(u_k + eta d_k) <= f(u_k) + 1e-4 eta g_k' d_k,   |g(u_k + eta d_k)' d_k| <= 0.9 |g_k' d_k|
+  within 20 evaluations, or else takes the lowest step that met the first condition;
+  u_{k+1} = u_k + eta_k d_k. The whole of it is one state machine in one
+  ``lax.while_loop`` whose body evaluates f and its gradient once, at the current trial
+  point, so that the compiled program holds one copy of the objective and its gradient
+  (a line search with separate bracketing and zoom branches and a first evaluation outside
+  the loop holds three, and XLA compiles each copy). The loop stops at the first of, checked after every iteration in this order (SciPy's L-BFGS-B tests and order):
 
   1. ``"gradient tolerance"``: max_i |g_{k+1,i}| <= ``tol`` (SciPy's ``pgtol``/``gtol``);
   2. ``"relative objective change"``: (f_k - f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ``ftol``
@@ -162,40 +168,188 @@ def to_minimum(state: _State) -> Minimum:
                    (state.stop == _GRADIENT) | (state.stop == _OBJECTIVE), state.stop)
 
 
-def _lbfgs_init(value_and_grad, x0, max_iter, tol) -> _State:
-    """Evaluate f at x0; stop at once if it is not finite or already at the tolerance."""
-    value, grad = value_and_grad(x0)
-    stop = _stop_code(value, grad, tol, jnp.where(max_iter <= 0, _MAX_ITER, RUNNING))
-    return _State(x0, value, grad, optax.lbfgs().init(x0), _count(0), _count(1), stop)
+MEMORY = 10
+"""Curvature pairs L-BFGS keeps (SciPy's L-BFGS-B default, m = 10)."""
+ARMIJO, CURVATURE = 1e-4, 0.9
+"""The strong Wolfe constants c1, c2 of the line search (Nocedal & Wright's for quasi-Newton
+methods, SciPy's and optax's)."""
+MAX_LINE_SEARCH = 20
+"""Evaluations one line search may take (SciPy's L-BFGS-B ``maxls``)."""
+_INIT, _BRACKET, _ZOOM = 0, 1, 2
 
 
-def _lbfgs_step(safe_fun, state: _State, max_iter, tol, ftol) -> _State:
-    """One L-BFGS iteration and the stopping tests of the module docstring."""
-    # 1. Direction and zoom line search; the line search leaves f and g at the new point in
-    #    its state (what optax.value_and_grad_from_state reads; read here directly, since
-    #    under vmap that function's lax.cond becomes a select that evaluates f every time).
-    updates, opt_state = optax.lbfgs().update(state.grad, state.opt_state, state.x,
-                                              value=state.value, grad=state.grad,
-                                              value_fn=safe_fun)
-    x = optax.apply_updates(state.x, updates)
-    value = optax.tree.get(opt_state, "value")
-    grad = optax.tree.get(opt_state, "grad")
-    steps = optax.tree.get(opt_state, "num_linesearch_steps")
-    stepsize = optax.tree.get(opt_state, "learning_rate")
-    # 2. Accept the step only if it lowered f (a failed zoom may return its last trial).
-    accepted = (stepsize > 0) & (value <= state.value)
-    iterations = state.num_iterations + _count(accepted)
-    # 3. Stopping tests, SciPy's order: gradient, relative decrease, iteration cap.
-    change = (state.value - value) / jnp.maximum(jnp.maximum(jnp.abs(state.value),
-                                                             jnp.abs(value)), 1.0)
-    stop = jnp.where(~accepted, _LINE_SEARCH,
-                     jnp.where(_grad_norm(grad) <= tol, _GRADIENT,
-                               jnp.where(change <= ftol, _OBJECTIVE,
-                                         jnp.where(iterations >= max_iter, _MAX_ITER,
-                                                   RUNNING))))
-    keep = lambda new, old: jnp.where(accepted, new, old)  # noqa: E731
-    return _State(keep(x, state.x), keep(value, state.value), keep(grad, state.grad),
-                  opt_state, iterations, state.num_evaluations + _count(steps), _count(stop))
+class _LbfgsState(NamedTuple):
+    """L-BFGS with its line search as one state machine: every loop iteration evaluates f
+    and its gradient once, at x + t d (``_lbfgs_iteration``)."""
+
+    x: jax.Array            # (P,) the last accepted iterate u_k
+    value: jax.Array        # f(u_k)
+    grad: jax.Array         # (P,) g_k
+    direction: jax.Array    # (P,) d_k
+    slope: jax.Array        # g_k' d_k (< 0)
+    s: jax.Array            # (MEMORY, P) curvature pairs s_i, ring buffer
+    y: jax.Array            # (MEMORY, P) y_i
+    rho: jax.Array          # (MEMORY,) 1 / y_i' s_i, 0 in an empty slot
+    pairs: jax.Array        # pairs stored so far (the next goes to slot pairs % MEMORY)
+    phase: jax.Array        # _INIT, _BRACKET or _ZOOM
+    step: jax.Array         # the trial step t
+    lo_step: jax.Array      # the lowest step found so far satisfying the Armijo condition
+    lo_value: jax.Array
+    lo_slope: jax.Array
+    lo_grad: jax.Array      # (P,)
+    hi_step: jax.Array      # the other end of the zoom interval (phase _ZOOM)
+    hi_value: jax.Array
+    hi_slope: jax.Array
+    trials: jax.Array       # evaluations of the current line search
+    num_iterations: jax.Array
+    num_evaluations: jax.Array
+    stop: jax.Array
+
+
+def _two_loop(state: _LbfgsState, grad) -> jax.Array:
+    """-H_k g by the two-loop recursion over the stored pairs (Nocedal & Wright, Algorithm
+    7.4), newest first, with H_0 = (s'y / y'y) I from the newest pair; an empty slot has
+    rho = 0 and changes nothing."""
+    newest = (state.pairs - 1) % MEMORY
+
+    def backward(i, carry):
+        q, alphas = carry
+        j = (newest - i) % MEMORY
+        alpha = state.rho[j] * jnp.vdot(state.s[j], q)
+        return q - alpha * state.y[j], alphas.at[j].set(alpha)
+
+    q, alphas = lax.fori_loop(0, MEMORY, backward, (grad, jnp.zeros(MEMORY, grad.dtype)))
+    y_new = state.y[newest]
+    gamma = jnp.where(state.pairs > 0,
+                      jnp.vdot(state.s[newest], y_new) / jnp.maximum(jnp.vdot(y_new, y_new),
+                                                                    jnp.finfo(grad.dtype).tiny),
+                      1.0)
+    r = gamma * q
+
+    def forward(i, r):
+        j = (newest - (MEMORY - 1 - i)) % MEMORY
+        beta = state.rho[j] * jnp.vdot(state.y[j], r)
+        return r + (alphas[j] - beta) * state.s[j]
+
+    return -lax.fori_loop(0, MEMORY, forward, r)
+
+
+def _cubic_step(a, fa, ga, b, fb, gb):
+    """The minimiser of the cubic through (a, fa, ga) and (b, fb, gb) (Nocedal & Wright,
+    (3.59)), kept inside the middle 80% of [a, b]; bisection where the cubic has none there
+    (or an end is not finite)."""
+    d1 = ga + gb - 3.0 * (fa - fb) / (a - b)
+    d2 = jnp.sign(b - a) * jnp.sqrt(jnp.maximum(d1 * d1 - ga * gb, 0.0))
+    t = b - (b - a) * (gb + d2 - d1) / (gb - ga + 2.0 * d2)
+    low, high = jnp.minimum(a, b), jnp.maximum(a, b)
+    margin = 0.1 * (high - low)
+    inside = jnp.isfinite(t) & (t >= low + margin) & (t <= high - margin) \
+        & (d1 * d1 - ga * gb >= 0.0)
+    return jnp.where(inside, t, 0.5 * (a + b))
+
+
+def _lbfgs_init(x0) -> _LbfgsState:
+    """The state whose first iteration evaluates f at x0 (step 0 along a zero direction)."""
+    P = x0.shape[0]
+    zero, vec, mem = jnp.zeros((), x0.dtype), jnp.zeros_like(x0), jnp.zeros((MEMORY, P),
+                                                                              x0.dtype)
+    return _LbfgsState(x0, zero, vec, vec, zero, mem, mem, jnp.zeros(MEMORY, x0.dtype),
+                       _count(0), _count(_INIT), zero, zero, zero, zero, vec, zero, zero, zero,
+                       _count(0), _count(0), _count(0), _count(RUNNING))
+
+
+def _new_search(state: _LbfgsState, x, value, grad, direction, step) -> _LbfgsState:
+    """Start a line search from x along ``direction`` at trial step ``step``."""
+    slope = jnp.vdot(grad, direction)
+    return state._replace(x=x, value=value, grad=grad, direction=direction, slope=slope,
+                          phase=_count(_BRACKET), step=step, lo_step=jnp.zeros_like(step),
+                          lo_value=value, lo_slope=slope, lo_grad=grad, trials=_count(0))
+
+
+def _lbfgs_iteration(value_and_grad, state: _LbfgsState, max_iter, tol, ftol) -> _LbfgsState:
+    """One evaluation of f and g at x + t d, then the line search's next move (Nocedal &
+    Wright, Algorithms 3.5 and 3.6, as one state machine): accept t (strong Wolfe), narrow
+    or open the bracket and choose the next t, or, once a step is accepted, store the pair,
+    test the stopping rules of the module docstring and take the next direction."""
+    t = state.step
+    value, grad = value_and_grad(state.x + t * state.direction)
+    evaluations = state.num_evaluations + 1
+
+    # --- the first evaluation, at x0: the tests every evaluation of f faces first, then the
+    # first direction, steepest descent with its first step 1 / |g| (SciPy's L-BFGS-B)
+    first = _stop_code(value, grad, tol, jnp.where(max_iter <= 0, _MAX_ITER, RUNNING))
+    started = _new_search(state, state.x, value, grad, -grad,
+                          jnp.minimum(1.0, 1.0 / jnp.maximum(jnp.linalg.norm(grad),
+                                                             jnp.finfo(grad.dtype).tiny)))
+    started = started._replace(num_evaluations=evaluations, stop=_count(first))
+
+    # --- a line-search trial
+    slope = jnp.vdot(grad, state.direction)
+    zooming = state.phase == _ZOOM
+    armijo = value <= state.value + ARMIJO * t * state.slope
+    high = ~armijo | (value >= state.lo_value)
+    wolfe = ~high & (jnp.abs(slope) <= -CURVATURE * state.slope)
+    # the bracket [lo, hi]: hi takes t when t is too high; otherwise t becomes lo, and the
+    # old lo becomes hi where the slope at t points back to it (in the bracketing phase hi
+    # lies at +infinity)
+    flip = ~high & ~wolfe & jnp.where(zooming, slope * (state.hi_step - state.lo_step) >= 0,
+                                      slope >= 0)
+    move_lo = ~high & ~wolfe
+    hi_step = jnp.where(high, t, jnp.where(flip, state.lo_step, state.hi_step))
+    hi_value = jnp.where(high, value, jnp.where(flip, state.lo_value, state.hi_value))
+    hi_slope = jnp.where(high, slope, jnp.where(flip, state.lo_slope, state.hi_slope))
+    lo_step = jnp.where(move_lo, t, state.lo_step)
+    lo_value = jnp.where(move_lo, value, state.lo_value)
+    lo_slope = jnp.where(move_lo, slope, state.lo_slope)
+    lo_grad = jnp.where(move_lo, grad, state.lo_grad)
+    now_zooming = zooming | high | flip
+    next_step = jnp.where(now_zooming,
+                          _cubic_step(lo_step, lo_value, lo_slope, hi_step, hi_value, hi_slope),
+                          2.0 * t)
+    trials = state.trials + 1
+    exhausted = ~wolfe & (trials >= MAX_LINE_SEARCH)
+    searching = state._replace(
+        phase=_count(jnp.where(now_zooming, _ZOOM, _BRACKET)), step=next_step,
+        lo_step=lo_step, lo_value=lo_value, lo_slope=lo_slope, lo_grad=lo_grad,
+        hi_step=hi_step, hi_value=hi_value, hi_slope=hi_slope, trials=_count(trials),
+        num_evaluations=evaluations)
+
+    # --- a step taken: t where it met the Wolfe conditions; the lowest Armijo step when the
+    # search ran out (no step at all: a line search failure)
+    take_t = wolfe
+    new_t = jnp.where(take_t, t, lo_step)
+    new_value = jnp.where(take_t, value, lo_value)
+    new_grad = jnp.where(take_t, grad, lo_grad)
+    failed = exhausted & (lo_step <= 0)
+    x_new = state.x + new_t * state.direction
+    s_k, y_k = x_new - state.x, new_grad - state.grad
+    sy = jnp.vdot(s_k, y_k)
+    store = sy > jnp.finfo(sy.dtype).eps * jnp.vdot(y_k, y_k)
+    slot = state.pairs % MEMORY
+    memory = state._replace(
+        s=jnp.where(store, state.s.at[slot].set(s_k), state.s),
+        y=jnp.where(store, state.y.at[slot].set(y_k), state.y),
+        rho=jnp.where(store, state.rho.at[slot].set(1.0 / jnp.where(store, sy, 1.0)),
+                      state.rho),
+        pairs=_count(state.pairs + store))
+    direction = _two_loop(memory, new_grad)
+    descent = jnp.vdot(direction, new_grad) < 0
+    direction = jnp.where(descent, direction, -new_grad)
+    iterations = state.num_iterations + 1
+    change = (state.value - new_value) / jnp.maximum(
+        jnp.maximum(jnp.abs(state.value), jnp.abs(new_value)), 1.0)
+    stop = jnp.where(_grad_norm(new_grad) <= tol, _GRADIENT,
+                     jnp.where(change <= ftol, _OBJECTIVE,
+                               jnp.where(iterations >= max_iter, _MAX_ITER, RUNNING)))
+    stepped = _new_search(memory, x_new, new_value, new_grad, direction,
+                          jnp.ones_like(t))._replace(
+        num_iterations=_count(iterations), num_evaluations=evaluations, stop=_count(stop))
+    stuck = state._replace(num_evaluations=evaluations, stop=_count(_LINE_SEARCH))
+
+    done = (wolfe | exhausted) & ~failed
+    after = jax.tree.map(lambda a, b, c: jnp.where(done, a, jnp.where(failed, b, c)),
+                         stepped, stuck, searching)
+    return jax.tree.map(lambda a, b: jnp.where(state.phase == _INIT, a, b), started, after)
 
 
 def adam_init(value_and_grad, x0, tol, learning_rate) -> _State:
@@ -253,14 +407,14 @@ def minimize(fun: Callable[[jax.Array], jax.Array], x0: jax.Array, *, max_iter=5
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose from {list(OPTIMIZERS)}")
     x0 = jnp.asarray(x0, dtype=jnp.result_type(float))
-    safe, value_and_grad = finite_or_inf(fun)
+    value_and_grad = finite_or_inf(fun)[1]
     if optimizer == "adam":
         state = adam_init(value_and_grad, x0, tol, learning_rate)
         return to_minimum(adam_run(value_and_grad, state, max_iter, max_iter, tol,
                                      learning_rate))
     state = lax.while_loop(lambda s: s.stop == RUNNING,
-                           lambda s: _lbfgs_step(safe, s, max_iter, tol, ftol),
-                           _lbfgs_init(value_and_grad, x0, max_iter, tol))
+                           lambda s: _lbfgs_iteration(value_and_grad, s, max_iter, tol, ftol),
+                           _lbfgs_init(x0))
     return to_minimum(state)
 
 

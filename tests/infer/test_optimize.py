@@ -118,6 +118,54 @@ def test_lbfgs_steps_back_from_a_non_finite_objective():
     assert opt.stop_reason == "line search failure"
 
 
+def rosenbrock(u):
+    return 100.0 * (u[1] - u[0] ** 2) ** 2 + (1.0 - u[0]) ** 2
+
+
+def test_lbfgs_steps_meet_the_strong_wolfe_conditions_on_rosenbrock():
+    """Rosenbrock's valley from (-1.2, 1), where the line search must both extend and
+    narrow its bracket: every iterate u_k (the run capped at k iterations; max_iter is
+    traced, so one program) meets both Wolfe conditions against u_{k-1} along s = u_k -
+    u_{k-1} (the step's length cancels), and the run reaches the minimiser (1, 1) in about
+    as many iterations and evaluations as SciPy's L-BFGS-B."""
+    from scipy import optimize as scipy_optimize
+
+    start = jnp.array([-1.2, 1.0])
+    run = jax.jit(lambda k: minimize(rosenbrock, start, max_iter=k, tol=1e-8, ftol=0.0))
+    final = run(1000)
+    assert STOP_REASONS[int(final.stop_reason)] == "gradient tolerance"
+    np.testing.assert_allclose(final.x, [1.0, 1.0], atol=1e-7)
+    grad = jax.grad(rosenbrock)
+    before = start
+    for k in range(1, int(final.num_iterations) + 1):
+        now = run(k).x
+        s = now - before
+        slope_before, slope_now = float(grad(before) @ s), float(grad(now) @ s)
+        assert slope_before < 0, k
+        assert float(rosenbrock(now)) <= float(rosenbrock(before)) + 1e-4 * slope_before, k
+        assert abs(slope_now) <= 0.9 * abs(slope_before) + 1e-12, k
+        before = now
+    ref = scipy_optimize.minimize(lambda u: (float(rosenbrock(u)), np.asarray(grad(u))),
+                                  np.asarray(start), jac=True, method="L-BFGS-B",
+                                  options={"gtol": 1e-8, "ftol": 0.0, "maxiter": 1000})
+    assert int(final.num_iterations) <= 1.5 * ref.nit
+    assert int(final.num_evaluations) <= 1.5 * ref.nfev
+
+
+def test_the_lbfgs_program_holds_one_copy_of_the_objective():
+    """The line search is a state machine in the loop's one body, so the objective and its
+    gradient are traced, and compiled, once per program (three times with a separate first
+    evaluation and the bracketing and zoom steps in two branches)."""
+    traces = []
+
+    def counted(u):
+        traces.append(1)
+        return rosenbrock(u)
+
+    jax.jit(lambda u0: minimize(counted, u0)).lower(jnp.array([-1.2, 1.0]))
+    assert len(traces) == 1
+
+
 def test_minimize_vmaps_over_starting_points():
     """A convex quartic from four starts: each run reaches the same minimiser."""
     def fun(u):

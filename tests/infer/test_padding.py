@@ -118,8 +118,15 @@ def test_point_fits_equal_the_unpadded_fit(model, method):
         plain = fit(_unpadded(spec), X, y, method=method, num_draws=50,
                     model_options=options)
         assert padded.latent.shape == plain.latent.shape == (1, 50, 37, padded.latent.shape[-1])
+        # the two objectives agree to rounding (1e-15 relative); L-BFGS carries that along
+        # its path, most where the problem is worst conditioned: GPD's per-class kernels with
+        # learned noise scales stop on the relative objective change after 35 iterations,
+        # at gradient 1e-3, with hyperparameters 1.5e-10 apart, and the predictions, smooth
+        # in them, inherit that (a padding error, such as a padded row entering the
+        # likelihood, moves both by 1e-2 or more)
+        fitted = 1e-9
         for site, value in plain.hypers.items():
-            assert _relative(padded.hypers[site], value) < 1e-10, (options, site)
+            assert _relative(padded.hypers[site], value) < fitted, (options, site)
         assert padded.info.optimizer.objective == plain.info.optimizer.objective == (
             "log_posterior" if method == "map" else "log_marginal_likelihood")
         assert abs(padded.info.optimizer.value - plain.info.optimizer.value) < 1e-10 * abs(
@@ -128,9 +135,9 @@ def test_point_fits_equal_the_unpadded_fit(model, method):
         # (Matheron's rule), whose condition number reaches 2e11 here (GPD's per-class
         # kernels): rounding of 1e-16 differs between the two factorisations by up to that
         assert _relative(padded.latent, plain.latent) < 1e-8, options
-        assert _relative(padded.predict_proba(Xs), plain.predict_proba(Xs)) < 1e-10
+        assert _relative(padded.predict_proba(Xs), plain.predict_proba(Xs)) < fitted
         for a, b in zip(loo_latent(padded), loo_latent(plain)):
-            assert _relative(a, b) < 1e-10, options
+            assert _relative(a, b) < fitted, options
 
 
 def _repeated_rows():
