@@ -19,7 +19,8 @@ vector, ``ppgpc.infer.sites.minimize_sites``).
   ``lax.while_loop`` whose body evaluates f and its gradient once, at the current trial
   point, so that the compiled program holds one copy of the objective and its gradient
   (a line search with separate bracketing and zoom branches and a first evaluation outside
-  the loop holds three, and XLA compiles each copy). The loop stops at the first of, checked after every iteration in this order (SciPy's L-BFGS-B tests and order):
+  the loop holds three, and XLA compiles each copy). The loop stops at the first of,
+  checked after every iteration in this order (SciPy's L-BFGS-B tests and order):
 
   1. ``"gradient tolerance"``: max_i |g_{k+1,i}| <= ``tol`` (SciPy's ``pgtol``/``gtol``);
   2. ``"relative objective change"``: (f_k - f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ``ftol``
@@ -108,30 +109,16 @@ class OptimizationResult(NamedTuple):
 # The minimiser: pure init/step pairs over NamedTuple state, run by one lax.while_loop
 
 
-def finite_or_inf(fun: Callable) -> tuple[Callable, Callable]:
-    """``fun`` with a non-finite value (or gradient) read as +inf with gradient 0.
-
-    Returns ``(safe, value_and_grad)``: ``safe`` is differentiable through a custom JVP
-    (tangent g' dx with the safe gradient g), so the line search, which differentiates it,
-    never sees NaN; ``value_and_grad`` computes both directly.
-    """
+def finite_or_inf(fun: Callable) -> Callable:
+    """``x -> (f(x), grad f(x))`` with a non-finite value (or gradient) read as +inf with
+    gradient 0, so that the optimisers never carry NaN into their state."""
 
     def value_and_grad(x):
         value, grad = jax.value_and_grad(fun)(x)
         ok = jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
         return jnp.where(ok, value, jnp.inf), jnp.where(ok, grad, 0.0)
 
-    @jax.custom_jvp
-    def safe(x):
-        return value_and_grad(x)[0]
-
-    @safe.defjvp
-    def _safe_jvp(primals, tangents):
-        (x,), (dx,) = primals, tangents
-        value, grad = value_and_grad(x)
-        return value, jnp.vdot(grad, dx)
-
-    return safe, value_and_grad
+    return value_and_grad
 
 
 def _count(value) -> jax.Array:
@@ -144,7 +131,7 @@ def _grad_norm(grad):
 
 
 class _State(NamedTuple):
-    """The loop state of both optimisers (Adam counts one evaluation per step)."""
+    """Adam's loop state (one evaluation per step)."""
 
     x: jax.Array
     value: jax.Array
@@ -292,9 +279,9 @@ def _lbfgs_iteration(value_and_grad, state: _LbfgsState, max_iter, tol, ftol) ->
     # the bracket [lo, hi]: hi takes t when t is too high; otherwise t becomes lo, and the
     # old lo becomes hi where the slope at t points back to it (in the bracketing phase hi
     # lies at +infinity)
-    flip = ~high & ~wolfe & jnp.where(zooming, slope * (state.hi_step - state.lo_step) >= 0,
-                                      slope >= 0)
     move_lo = ~high & ~wolfe
+    flip = move_lo & jnp.where(zooming, slope * (state.hi_step - state.lo_step) >= 0,
+                               slope >= 0)
     hi_step = jnp.where(high, t, jnp.where(flip, state.lo_step, state.hi_step))
     hi_value = jnp.where(high, value, jnp.where(flip, state.lo_value, state.hi_value))
     hi_slope = jnp.where(high, slope, jnp.where(flip, state.lo_slope, state.hi_slope))
@@ -316,10 +303,9 @@ def _lbfgs_iteration(value_and_grad, state: _LbfgsState, max_iter, tol, ftol) ->
 
     # --- a step taken: t where it met the Wolfe conditions; the lowest Armijo step when the
     # search ran out (no step at all: a line search failure)
-    take_t = wolfe
-    new_t = jnp.where(take_t, t, lo_step)
-    new_value = jnp.where(take_t, value, lo_value)
-    new_grad = jnp.where(take_t, grad, lo_grad)
+    new_t = jnp.where(wolfe, t, lo_step)
+    new_value = jnp.where(wolfe, value, lo_value)
+    new_grad = jnp.where(wolfe, grad, lo_grad)
     failed = exhausted & (lo_step <= 0)
     x_new = state.x + new_t * state.direction
     s_k, y_k = x_new - state.x, new_grad - state.grad
@@ -407,7 +393,7 @@ def minimize(fun: Callable[[jax.Array], jax.Array], x0: jax.Array, *, max_iter=5
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose from {list(OPTIMIZERS)}")
     x0 = jnp.asarray(x0, dtype=jnp.result_type(float))
-    value_and_grad = finite_or_inf(fun)[1]
+    value_and_grad = finite_or_inf(fun)
     if optimizer == "adam":
         state = adam_init(value_and_grad, x0, tol, learning_rate)
         return to_minimum(adam_run(value_and_grad, state, max_iter, max_iter, tol,

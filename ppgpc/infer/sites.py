@@ -142,7 +142,7 @@ _fit_sites = jit(minimize_sites, static_argnames=_SITES_STATIC + ("optimizer",))
 @functools.partial(jit, static_argnames=_SITES_STATIC)
 def _adam_sites_init(init_values, args, tol, learning_rate, *, model, include_prior):
     fun, x0, _ = _site_objective(model, init_values, args, include_prior)
-    return adam_init(finite_or_inf(fun)[1], x0, tol, learning_rate)
+    return adam_init(finite_or_inf(fun), x0, tol, learning_rate)
 
 
 @functools.partial(jit, static_argnames=_SITES_STATIC)
@@ -150,7 +150,7 @@ def _adam_sites_window(state, init_values, args, limit, max_iter, tol, learning_
                        model, include_prior):
     """Adam steps up to ``limit``; (state, constrained params, Minimum so far)."""
     fun, _, to_params = _site_objective(model, init_values, args, include_prior)
-    state = adam_run(finite_or_inf(fun)[1], state, limit, max_iter, tol, learning_rate)
+    state = adam_run(finite_or_inf(fun), state, limit, max_iter, tol, learning_rate)
     return state, to_params(state.x), to_minimum(state)
 
 
