@@ -429,7 +429,11 @@ def initial_hypers(data: GPDData, kernel) -> dict:
 
 # ------------------------------------------------------------------- exact GPD
 def collapsed_model(data: GPDData, kernel) -> None:
-    """Collapsed form: ytilde_c ~ MVN(mean_c 1, K_c + diag(s2_:c)), one Cholesky per class.
+    """Collapsed form: ytilde_c ~ MVN(mean_c 1, K_c + diag(s2_:c)), its gradient from the
+    same factors. With a shared kernel and fixed noise, class c's noise is s2(1 + alpha_eps)
+    on its own points and s2(alpha_eps) elsewhere, and one factorisation serves every class
+    (``ppgpc.gp.exact.TwoLevelMarginalGaussian``); otherwise one Cholesky per class
+    (``ppgpc.gp.exact.MarginalGaussian``).
 
     Sites: ``kernel_*``, ``mean`` and ``noise_scale`` when learned (priors), ``ytilde``
     observed with shape (C, N). With f integrated out the N points are jointly Gaussian,
@@ -443,11 +447,17 @@ def collapsed_model(data: GPDData, kernel) -> None:
     noise = _sample_noise_var(data)
     K = mask_gram(_class_grams(kernel, params, data.X), data.mask)
     weights = _row_weights(data, N)
-    chol = linalg.cholesky(K + jax.vmap(jnp.diag)(noise.T * weights),
-                           rows=data.mask).factor                               # (C, N, N)
+    loc = mean[:, None] * weights
+    if params[1] is None and not data.options.learn_noise_scale:
+        # shared kernel and fixed noise: two noise levels, one factorisation for all classes
+        low, high = lognormal_targets(jnp.stack([data.alpha_eps, 1.0 + data.alpha_eps]))[1]
+        onehot = jax.nn.one_hot(data.y, C, dtype=K.dtype)
+        marginal = exact.TwoLevelMarginalGaussian(loc, K, onehot, low, high, data.mask)
+    else:
+        marginal = exact.MarginalGaussian(loc, K + jax.vmap(jnp.diag)(noise.T * weights),
+                                          rows=data.mask)                       # (C, N, N)
     with numpyro.plate("latent", C, dim=-1):
-        numpyro.sample("ytilde", dist.MultivariateNormal(mean[:, None] * weights,
-                                                         scale_tril=chol), obs=data.targets.T)
+        numpyro.sample("ytilde", marginal, obs=data.targets.T)
     if data.mask is not None:
         numpyro.factor("padded_rows", padding_constant(data.mask, C))
 

@@ -224,7 +224,8 @@ def noise_var(data: ILRData, hypers: dict | None):
 
 
 def collapsed_model(data: ILRData, kernel) -> None:
-    """Collapsed form: z_d ~ MVN(0, K + sigma^2 I) for each ILR coordinate d (one Cholesky).
+    """Collapsed form: z_d ~ MVN(0, K + sigma^2 I) for each ILR coordinate d (one Cholesky,
+    its gradient from the same factor: ``ppgpc.gp.exact.MarginalGaussian``).
 
     Sites: ``kernel_*`` (priors), ``noise_scale`` (when learned), ``z`` observed with shape
     (C-1, N). With f integrated out the N points are jointly Gaussian, so ``z`` is one
@@ -236,12 +237,10 @@ def collapsed_model(data: ILRData, kernel) -> None:
     params = sample_kernel_params(kernel, data.X.shape[1])
     noise = _scaled(*_sample_noise_var(data))
     K = mask_gram(gram(kernel, params, data.X), data.mask)
-    chol = linalg.cholesky(K + jnp.diag(exact.noise_diagonal(noise, N, data.mask)),
-                           rows=data.mask).factor
+    A = K + jnp.diag(exact.noise_diagonal(noise, N, data.mask))
     with numpyro.plate("latent", L, dim=-1):
-        numpyro.sample(
-            "z", dist.MultivariateNormal(jnp.zeros(N), scale_tril=chol), obs=data.targets.T
-        )
+        numpyro.sample("z", exact.MarginalGaussian(jnp.zeros(N), A, rows=data.mask),
+                       obs=data.targets.T)
     if data.mask is not None:
         numpyro.factor("padded_rows", padding_constant(data.mask, L))
 

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
+from numpyro.distributions import constraints
 
 from ppgpc.gp import linalg
 from ppgpc.gp.kernels import gram, gram_diag
@@ -35,6 +36,10 @@ __all__ = [
     "ExactPosterior",
     "noise_diagonal",
     "log_marginal_likelihood",
+    "gaussian_log_densities",
+    "MarginalGaussian",
+    "two_level_log_densities",
+    "TwoLevelMarginalGaussian",
     "condition",
     "predict",
     "sample_posterior_at_inputs",
@@ -86,6 +91,215 @@ def log_marginal_likelihood(K: jax.Array, Y: jax.Array, noise_var) -> jax.Array:
         - 0.5 * num_outputs * linalg.logdet(L)
         - 0.5 * N * num_outputs * math.log(2.0 * math.pi)
     )
+
+
+@jax.custom_vjp
+def _log_densities(A: jax.Array, R: jax.Array, rows) -> jax.Array:
+    return _log_densities_fwd(A, R, rows)[0]
+
+
+def _log_densities_fwd(A, R, rows):
+    N = A.shape[-1]
+    factor = linalg.cholesky(A, rows=rows).factor
+    alpha = linalg.cho_solve(factor, R.T)                                   # (N, k)
+    value = (-0.5 * jnp.sum(R.T * alpha, axis=0) - 0.5 * linalg.logdet(factor)
+             - 0.5 * N * math.log(2.0 * math.pi))
+    return value, (factor, alpha, rows)
+
+
+def _log_densities_bwd(residuals, g):
+    factor, alpha, rows = residuals
+    inverse = linalg.cho_solve(factor, jnp.eye(factor.shape[-1], dtype=factor.dtype))
+    weighted = alpha * g                                                     # (N, k)
+    dA = 0.5 * (weighted @ alpha.T - jnp.sum(g) * inverse)
+    return dA, -weighted.T, (None if rows is None else jnp.zeros_like(rows))
+
+
+_log_densities.defvjp(_log_densities_fwd, _log_densities_bwd)
+
+
+def gaussian_log_densities(A: jax.Array, R: jax.Array, rows=None) -> jax.Array:
+    """log N(r_j | 0, A) of each row r_j of R, from one Cholesky of A, with the gradient
+    from the same factor.
+
+    Args:
+        A: (N, N) symmetric positive definite covariance (factorised with adaptive jitter,
+            ``linalg.cholesky``; ``rows`` as there).
+        R: (k, N) residuals sharing that covariance.
+
+    Returns:
+        (k,) log densities -1/2 r^T A^-1 r - 1/2 log|A| - N/2 log(2 pi).
+
+    The reverse-mode derivative is the closed form (Rasmussen and Williams 2006, eq. 5.9)
+
+        d/dA sum_j g_j log N(r_j | 0, A) = 1/2 sum_j g_j (alpha_j alpha_j^T - A^-1),
+        d/dr_j = -g_j alpha_j,     alpha_j = A^-1 r_j,
+
+    with A^-1 = L^-T L^-1 I from the factor of the forward pass: one factorisation and one
+    pair of triangular solves in all, where differentiating through the factorisation
+    costs several N^3 solves more. The jitter is held fixed, as in ``linalg.cholesky``.
+    The forward-mode derivative is not defined (reverse mode only).
+    """
+    return _log_densities(A, R, rows)
+
+
+class MarginalGaussian(dist.Distribution):
+    """N(loc, covariance) over the last axis: the collapsed form of a conjugate GP model,
+    whose log density and its gradient come from one Cholesky per covariance
+    (``gaussian_log_densities``).
+
+    Args:
+        loc: (..., N) means.
+        covariance: (N, N), shared by every batch entry, or (B, N, N), one per entry of the
+            last batch axis.
+        rows: optional (N,) 0/1 weights of padded rows for the jitter (``linalg.cholesky``).
+    """
+
+    arg_constraints = {"loc": constraints.real_vector,
+                       "covariance": constraints.positive_definite}
+    support = constraints.real_vector
+    pytree_data_fields = ("loc", "covariance", "rows")
+
+    def __init__(self, loc, covariance, rows=None, *, validate_args=None):
+        self.loc, self.covariance, self.rows = loc, covariance, rows
+        batch_shape = jax.lax.broadcast_shapes(jnp.shape(loc)[:-1],
+                                               jnp.shape(covariance)[:-2])
+        super().__init__(batch_shape=batch_shape, event_shape=jnp.shape(covariance)[-1:],
+                         validate_args=validate_args)
+
+    def sample(self, key, sample_shape=()):
+        factor = linalg.cholesky(self.covariance, rows=self.rows).factor
+        eps = jax.random.normal(key, tuple(sample_shape) + self.batch_shape + self.event_shape)
+        return self.loc + jnp.einsum("...ij,...j->...i", factor, eps)
+
+    def log_prob(self, value):
+        N = self.event_shape[0]
+        resid = value - self.loc
+        resid = jnp.broadcast_to(resid, jnp.broadcast_shapes(jnp.shape(resid),
+                                                             self.batch_shape + (N,)))
+        if jnp.ndim(self.covariance) == 2:
+            flat = resid.reshape(-1, N)
+            return _log_densities(self.covariance, flat, self.rows).reshape(resid.shape[:-1])
+        B = self.covariance.shape[0]
+        resid = jnp.broadcast_to(resid, resid.shape[:-2] + (B, N))
+        per_entry = jnp.moveaxis(resid.reshape(-1, B, N), 1, 0)             # (B, S, N)
+        out = jax.vmap(_log_densities, in_axes=(0, 0, None))(self.covariance, per_entry,
+                                                             self.rows)      # (B, S)
+        return jnp.moveaxis(out, 0, 1).reshape(resid.shape[:-1])
+
+
+@jax.custom_vjp
+def _two_level(B, R, onehot, gap, rows):
+    return _two_level_fwd(B, R, onehot, gap, rows)[0]
+
+
+def _two_level_fwd(B, R, onehot, gap, rows):
+    N = B.shape[-1]
+    eye = jnp.eye(N, dtype=B.dtype)
+    factor = linalg.cholesky(B, rows=rows).factor
+    B_inv = linalg.cho_solve(factor, eye)
+    same = onehot @ onehot.T                                   # (N, N) 1 where one class
+    G_factor = linalg.cholesky(eye / gap - B_inv * same).factor  # class blocks, no fill-in
+    U = B_inv @ R.T                                            # (N, C) B^-1 r_c
+    u = jnp.sum(U * onehot, axis=1)                            # (N,) U[i, y_i]
+    w = linalg.cho_solve(G_factor, u)                          # (N,) class-block solves
+    alpha = U + B_inv @ (w[:, None] * onehot)                  # (N, C) A_c^-1 r_c
+    quad = jnp.sum(R.T * alpha, axis=0)
+    block_logdet = onehot.T @ (jnp.log(gap)
+                               + 2.0 * jnp.log(jnp.diagonal(G_factor)))
+    value = -0.5 * (quad + linalg.logdet(factor) + block_logdet + N * math.log(2.0 * math.pi))
+    return value, (B_inv, G_factor, alpha, onehot, rows)
+
+
+def _two_level_bwd(residuals, g):
+    B_inv, G_factor, alpha, onehot, rows = residuals
+    N = B_inv.shape[-1]
+    H = linalg.cho_solve(G_factor, jnp.eye(N, dtype=B_inv.dtype))  # class-block G^-1
+    class_weight = onehot @ g                                  # (N,) g of each row's class
+    weighted = alpha * g                                       # (N, C)
+    inverse_sum = jnp.sum(g) * B_inv + B_inv @ ((class_weight[:, None] * H) @ B_inv)
+    dB = 0.5 * (weighted @ alpha.T - inverse_sum)
+    return (dB, -weighted.T, jnp.zeros_like(onehot), None,
+            None if rows is None else jnp.zeros_like(rows))
+
+
+_two_level.defvjp(_two_level_fwd, _two_level_bwd)
+
+
+def two_level_log_densities(K: jax.Array, R: jax.Array, onehot: jax.Array, low, high,
+                            mask=None) -> jax.Array:
+    """log N(r_c | 0, K + S_c) of C outputs that share the prior covariance K and whose
+    noise takes two values: S_c = diag(high on the rows of class c, low elsewhere).
+
+    Args:
+        K: (N, N) prior covariance (padded rows a decoupled identity block).
+        R: (C, N) residuals, one row per output.
+        onehot: (N, C) class indicators (0 on padded rows).
+        low, high: the two noise variances, high < low; held constant (no derivative
+            flows to them: ``jax.lax.stop_gradient``).
+        mask: (N,) row mask of padded data, or None.
+
+    Returns:
+        (C,) log densities, as ``gaussian_log_densities`` of each output on its own.
+
+    With B = K + low I (on real rows), d = low - high and P_c the rows of class c,
+    K + S_c = B - d P_c P_c^T, so by Woodbury's identity and the determinant lemma
+
+        (K + S_c)^-1 = B^-1 + B^-1 P_c M_c^-1 P_c^T B^-1,   M_c = I / d - P_c^T B^-1 P_c,
+        log|K + S_c| = log|B| + n_c log d + log|M_c|,
+
+    and every M_c is one class block of G = I / d - B^-1 o E (E_ij = 1 where rows i and j
+    share a class), whose Cholesky factor has no fill-in between classes: ONE factorisation
+    of B and one of G serve all C outputs, where C factorisations were needed before; M_c
+    is positive definite because K + S_c is, with eigenvalues at least high / (d low).
+    The reverse-mode derivative is closed-form as in ``gaussian_log_densities``, with
+    sum_c g_c (K + S_c)^-1 = (sum_c g_c) B^-1 + B^-1 (diag(g_y) G^-1) B^-1.
+    """
+    N = K.shape[-1]
+    low, high = jax.lax.stop_gradient(low), jax.lax.stop_gradient(high)
+    real = jnp.ones(N, dtype=K.dtype) if mask is None else mask
+    B = K + jnp.diag(low * real)
+    return _two_level(B, R, onehot * real[:, None], low - high, mask)
+
+
+class TwoLevelMarginalGaussian(dist.Distribution):
+    """The C outputs of ``two_level_log_densities`` as one NumPyro distribution: batch shape
+    (C,), event shape (N,).
+
+    Args:
+        loc: (C, N) means.
+        K: (N, N) prior covariance shared by the outputs.
+        onehot: (N, C) class indicators; low, high: the two noise variances (constants).
+        mask: (N,) row mask of padded data, or None.
+    """
+
+    arg_constraints = {"loc": constraints.real_matrix}
+    support = constraints.real_vector
+    pytree_data_fields = ("loc", "K", "onehot", "low", "high", "mask")
+
+    def __init__(self, loc, K, onehot, low, high, mask=None, *, validate_args=None):
+        self.loc, self.K, self.onehot = loc, K, onehot
+        self.low, self.high, self.mask = low, high, mask
+        super().__init__(batch_shape=jnp.shape(loc)[:-1], event_shape=jnp.shape(K)[-1:],
+                         validate_args=validate_args)
+
+    def covariances(self) -> jax.Array:
+        """(C, N, N) K + S_c of every output."""
+        N = self.event_shape[0]
+        real = jnp.ones(N) if self.mask is None else self.mask
+        noise = jnp.where(self.onehot > 0, self.high, self.low) * real[:, None]  # (N, C)
+        return self.K + jax.vmap(jnp.diag)(noise.T)
+
+    def sample(self, key, sample_shape=()):
+        return MarginalGaussian(self.loc, self.covariances(), self.mask).sample(key,
+                                                                               sample_shape)
+
+    def log_prob(self, value):
+        resid = jnp.broadcast_to(value - self.loc, jnp.shape(value)[:-2] + self.loc.shape)
+        flat = resid.reshape((-1,) + self.loc.shape)
+        out = jax.vmap(two_level_log_densities, in_axes=(None, 0, None, None, None, None))(
+            self.K, flat, self.onehot, self.low, self.high, self.mask)
+        return out.reshape(resid.shape[:-1])
 
 
 def condition(kernel, params, X: jax.Array, Y: jax.Array, noise_var,
