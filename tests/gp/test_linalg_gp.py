@@ -321,3 +321,82 @@ def test_kernel_params_takes_the_kernel_sites_only():
     params = kernel_params(hypers)
     assert set(params) == {"variance", "lengthscale"} and params["variance"] == 2.0
     assert float(gram(RBF(), params, jnp.zeros((1, 3)))[0, 0]) == 2.0
+
+
+def _ard_gram(X, mask):
+    """theta (2,) -> masked RBF Gram matrix on X (padded rows a decoupled identity)."""
+    def K_of(theta):
+        sq = jnp.sum((X[:, None] - X[None]) ** 2, -1)
+        K = jnp.exp(theta[0]) * jnp.exp(-0.5 * sq / jnp.exp(theta[1]) ** 2)
+        return K * mask[:, None] * mask[None] + jnp.diag(1.0 - mask)
+    return K_of
+
+
+def _scipy_log_densities(A, R):
+    return np.array([multivariate_normal(np.zeros(A.shape[-1]), A).logpdf(r) for r in R])
+
+
+def test_marginal_gaussian_equals_the_mvn_density_and_its_gradient():
+    rng = np.random.default_rng(3)
+    N, k = 25, 3
+    X, mask = jnp.asarray(rng.normal(size=(N, 2))), jnp.ones(N)
+    K_of = _ard_gram(X, mask)
+    R = jnp.asarray(rng.normal(size=(k, N)))
+    theta, g = jnp.array([0.3, -0.2]), jnp.array([1.0, 2.0, 0.5])
+
+    def ours(theta, noise, R):
+        A = K_of(theta) + noise * jnp.eye(N)
+        return jnp.sum(g * exact.MarginalGaussian(jnp.zeros(N), A).log_prob(R))
+
+    def reference(theta, noise, R):  # differentiated through the factorisation by JAX
+        A = K_of(theta) + noise * jnp.eye(N)
+        return jnp.sum(g * numpyro.distributions.MultivariateNormal(
+            jnp.zeros(N), covariance_matrix=A).log_prob(R))
+
+    A = np.asarray(K_of(theta)) + 0.3 * np.eye(N)
+    np.testing.assert_allclose(exact.gaussian_log_densities(jnp.asarray(A), R),
+                               _scipy_log_densities(A, np.asarray(R)), rtol=1e-12)
+    got = jax.grad(ours, (0, 1, 2))(theta, 0.3, R)
+    want = jax.grad(reference, (0, 1, 2))(theta, 0.3, R)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+    # one covariance per batch entry, and draws of the right shape
+    As = jnp.stack([K_of(theta + 0.1 * i) + 0.2 * jnp.eye(N) for i in range(k)])
+    d = exact.MarginalGaussian(jnp.zeros((k, N)), As)
+    np.testing.assert_allclose(
+        d.log_prob(R), [_scipy_log_densities(np.asarray(a), np.asarray(r)[None])[0]
+                        for a, r in zip(As, R)], rtol=1e-12)
+    assert d.sample(jax.random.PRNGKey(0), (4,)).shape == (4, k, N)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_two_level_marginal_equals_one_factorisation_per_class(padded):
+    """Woodbury's form of the GPD's C marginals against C separate Cholesky factorisations,
+    in value and gradient (kernel, means), padded rows included."""
+    rng = np.random.default_rng(4)
+    N, C, real = 36, 4, 30 if padded else 36
+    X = jnp.asarray(rng.normal(size=(N, 2)))
+    mask = jnp.asarray((np.arange(N) < real).astype(float))
+    y = np.where(np.arange(N) < real, rng.integers(0, C, N), 0)
+    onehot = jnp.asarray(np.eye(C)[y]) * mask[:, None]
+    low, high = np.log1p(1 / 0.01), np.log1p(1 / 1.01)
+    K_of = _ard_gram(X, mask)
+    R = jnp.asarray(rng.normal(size=(C, N))) * mask
+    g = jnp.array([1.0, 2.0, 0.5, 3.0])
+
+    def two_level(theta, loc):
+        d = exact.TwoLevelMarginalGaussian(loc, K_of(theta), onehot, low, high,
+                                           mask if padded else None)
+        return jnp.sum(g * d.log_prob(R))
+
+    def per_class(theta, loc):
+        noise = jnp.where(onehot > 0, high, low) * mask[:, None]
+        A = K_of(theta) + jax.vmap(jnp.diag)(noise.T)
+        return jnp.sum(g * exact.MarginalGaussian(loc, A, mask if padded else None)
+                       .log_prob(R))
+
+    theta, loc = jnp.array([0.4, -0.3]), jnp.asarray(rng.normal(size=(C, N))) * mask
+    np.testing.assert_allclose(two_level(theta, loc), per_class(theta, loc), rtol=1e-12)
+    for a, b in zip(jax.grad(two_level, (0, 1))(theta, loc),
+                    jax.grad(per_class, (0, 1))(theta, loc)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
