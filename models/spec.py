@@ -286,8 +286,13 @@ class ModelSpec:
         log_link: ``f (..., L) -> log p(y = c | f) (..., C)``, the categorical likelihood of
             the classifier (predictions and the pointwise log-likelihood export).
         initial_hypers: ``(data, kernel) -> hypers``: starting values for optimisation/NUTS.
-        conjugate, latent, gibbs, cavi, svi, inducing: the capability groups (``Conjugate``,
-            ``Latent``, ...), None where the model has not got one.
+        conjugate: the capability group ``Conjugate``, None where the model has not got it;
+            so are the five below.
+        latent: ``Latent``.
+        gibbs: ``Gibbs``.
+        cavi: ``CAVI``.
+        svi: ``SVI``.
+        inducing: ``Inducing``.
         excluded_methods: methods the filled groups would allow but the model refuses (the
             collapsed sparse models have conjugate functions but must not run NUTS over
             their inducing inputs).

@@ -17,14 +17,15 @@ The package is layered, each layer importing only those below it:
 * ``experiments`` and ``cli``: the papers' protocols and the ``ppgpc`` command.
 
 Public API (imported on first use, so ``import ppgpc`` is quick and silent):
-    ILRGPClassifier, DirichletGPClassifier, LogisticSoftmaxGPClassifier,
-    SoftmaxSVGPClassifier, Selection: the estimators (``ppgpc.estimators``).
-    fit, supported_methods, FitResult, to_inference_data: the driver (``ppgpc.infer``).
-    ConvergenceWarning, ConvergenceReport: whether to trust a fit; every fit keeps its
-        report and warns once when it finds a problem.
-    save, load: a fitted estimator or ``FitResult`` to a folder and back.
-    compare_posteriors, ConformalClassifier, skce_test, fit_temperature, fit_dirichlet:
-        from ``ppgpc.evaluation``.
+
+* ILRGPClassifier, DirichletGPClassifier, LogisticSoftmaxGPClassifier,
+  SoftmaxSVGPClassifier, Selection: the estimators (``ppgpc.estimators``).
+* fit, supported_methods, FitResult, to_inference_data: the driver (``ppgpc.infer``).
+* ConvergenceWarning, ConvergenceReport: whether to trust a fit; every fit keeps its
+  report and warns once when it finds a problem.
+* save, load: a fitted estimator or ``FitResult`` to a folder and back.
+* compare_posteriors, ConformalClassifier, skce_test, fit_temperature, fit_dirichlet:
+  from ``ppgpc.evaluation``.
 
 ``import ppgpc`` imports no JAX and changes nothing in the process. The first import of
 ppgpc's JAX code (any subpackage that holds some: an estimator, ``ppgpc.infer``,

@@ -169,9 +169,10 @@ def inducing_gibbs_kernel(data, kernel, hypers: dict):
         ``init(key) -> InducingGibbsState`` (v from the prior, n = 0) and
         ``step(key, state) -> (InducingGibbsState, GibbsInfo)``.
 
-    Example:
-        >>> # init, step = inducing_gibbs_kernel(data, kernel, {**hypers, "inducing_inputs": Z})
-        >>> # state, info = step(key, init(key))
+    Use::
+
+        init, step = inducing_gibbs_kernel(data, kernel, {**hypers, "inducing_inputs": Z})
+        state, info = step(key, init(key))
     """
     Y = data.onehot
     N, C = Y.shape

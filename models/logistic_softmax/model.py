@@ -357,3 +357,6 @@ SPEC = ModelSpec(
                        'inference="gibbs", num_inducing=M); driver: method="cavi" or '
                        '"gibbs" with num_inducing=M',
 )
+"""The logistic-softmax GP's ``ModelSpec`` (driver name ``"logistic_softmax"``): latent
+form for NUTS, the blocked Gibbs sampler, CAVI (full, sparse and stochastic) and its
+inducing-point sampler."""

@@ -83,14 +83,15 @@ def stochastic_step(Y, proj_B: Projection, state: StochasticCAVIState, B, K,
     1. q(f_ic) for i in B, c in K from the current q(v^c);
     2. local updates of those points and classes (``local_updates``: (14), (12), and (17),
        alpha_i = 1 + C/|K| sum_{c in K} gamma_ic);
-    3. natural-gradient step on q(v^c), c in K: with scale N/|B|,
+    3. natural-gradient step on q(v^c), c in K: with scale N/|B|, the whitened (15), (16)
+       from the minibatch (for an exponential family, the natural gradient of the ELBO in
+       the natural parameters is target - current)::
+
            prec_c <- (1 - rho) prec_c + rho (I + N/|B| A_B diag(theta^c) A_B^T),
-           eta1_c <- (1 - rho) eta1_c + rho N/|B| A_B kappa^c,
-       the whitened (15), (16) from the minibatch (for an exponential family, the natural
-       gradient of the ELBO in the natural parameters is target - current).
+           eta1_c <- (1 - rho) eta1_c + rho N/|B| A_B kappa^c.
 
     With B and K the full sets and rho = 1 this is exactly one full CAVI sweep. On several
-devices: ``stochastic_step_on_devices``.
+    devices: ``stochastic_step_on_devices``.
 
     Args:
         Y: (N, C) one-hot labels; proj_B: the projection at the inputs X[B];

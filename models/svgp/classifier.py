@@ -68,3 +68,5 @@ def svgp_spec(name: str, link: str, num_latent, description: str) -> ModelSpec:
 
 SPEC = svgp_spec("softmax_svgp", "softmax", num_latent_softmax,
                  "SVGPC: Hensman et al.'s sparse variational GP classifier, softmax link")
+"""The softmax SVGP's ``ModelSpec`` (driver name ``"softmax_svgp"``): SVI on whitened
+inducing values, and NUTS on the full, non-sparse softmax GP for small N."""

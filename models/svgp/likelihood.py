@@ -32,6 +32,8 @@ def _log_link_ilr(f: jax.Array) -> jax.Array:
 
 
 LOG_LINKS = {"softmax": _log_link_softmax, "ilr": _log_link_ilr}
+"""The links by name: ``f (..., L) -> log p(y = c | f) (..., C)``, softmax (L = C) or the
+inverse ILR (L = C - 1, ``ppgpc.gp.simplex.ilr_log_inverse``)."""
 
 
 def log_likelihood_curvature(data, f, W):

@@ -125,9 +125,12 @@ def elpd_data(loo_i, lppd_i, n_samples: int, warning: bool, pareto_k=None, good_
     p_loo = sum_i lppd_i - elpd, the pointwise values [obs] and, for PSIS, Pareto k [obs].
 
     Args:
-        loo_i: (N,) log p(y_i | y_-i); lppd_i: (N,) log p(y_i | y), from the same draws.
-        n_samples: draws behind the estimate; warning: whether to warn (a Pareto k above
-        ``good_k``); pareto_k: (N,) or None (a closed form); good_k: the k threshold.
+        loo_i: (N,) log p(y_i | y_-i).
+        lppd_i: (N,) log p(y_i | y), from the same draws.
+        n_samples: draws behind the estimate.
+        warning: whether to warn (a Pareto k above ``good_k``).
+        pareto_k: (N,) or None (a closed form).
+        good_k: the k threshold.
     """
     import xarray as xr
 

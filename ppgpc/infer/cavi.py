@@ -56,6 +56,8 @@ CAVI_OPTIONS = {
     "elbo_every": 10,
     "progress_bar": False,
 }
+"""The ``"cavi"`` method's options and their defaults (``check_cavi_options`` checks a
+user's ``inference_options`` against them; the module docstring says what each does)."""
 
 
 def check_cavi_options(opts: dict) -> dict:

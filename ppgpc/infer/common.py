@@ -165,8 +165,9 @@ def register_method(name: str, runner, requires, defaults: dict, *,
     stage it ran, and ``jitter``, the largest Cholesky jitter of the fitted model (absolute);
     the driver turns them into the fit's ``ConvergenceReport``.
 
-    Example:
-        >>> register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True)  # svi.py
+    How ``ppgpc.infer.svi`` registers its method, when it is imported::
+
+        register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True)
     """
     _METHODS[name] = Method(name=name, runner=runner, requires=_alternatives(requires),
                             defaults=dict(defaults), check=check or dict,

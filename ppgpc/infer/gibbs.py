@@ -141,6 +141,8 @@ GIBBS_OPTIONS = {
     "hyper_max_tree_depth": 6,
     "num_inducing": None,
 }
+"""The ``"gibbs"`` method's options and their defaults (the module docstring says what each
+does); ``kernel_options`` are passed on to the model's ``gibbs_kernel``."""
 
 
 HYPER_ALGORITHMS = ("HMC", "NUTS")

@@ -55,7 +55,9 @@ many predictive draws, however few training-latent draws the fit stored."""
 PROBA_TAG = 1  # the standard normals shared by every row of predict_proba(_draws)
 LATENT_TAG = 2  # per-row draws of predict_latent (then folded with the block index)
 TRAINING_TAG = 3  # per-row draws of the training latent of an "inducing" fit (likewise)
-EXPORT_TAG = 4  # the ArviZ export's draws (ppgpc.infer.arviz_export)
+EXPORT_TAG = 4
+"""The tag of the ArviZ export's draws (``ppgpc.infer.arviz_export``): with the others above,
+folded into ``PRNGKey(seed)`` so that each use of a fit's seed draws its own stream."""
 
 
 def stream_key(seed: int, tag: int) -> jax.Array:

@@ -70,8 +70,8 @@ from ppgpc.infer.records import FitInfo, RunOutput, SVIInfo, ValidationInfo
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.runtime.programs import jit
 
-__all__ = ["run_svi", "svi_hypers", "schedule_options", "SVI_OPTIONS", "DEFAULT_BATCH_SIZE",
-           "DEFAULT_STEPS", "default_batch_size", "make_optimizer",
+__all__ = ["run_svi", "svi_hypers", "SVIHypers", "schedule_options", "SVI_OPTIONS",
+           "DEFAULT_BATCH_SIZE", "DEFAULT_STEPS", "default_batch_size", "make_optimizer",
            "natural_gradient_schedule"]
 
 DEFAULT_BATCH_SIZE = 256
@@ -101,6 +101,8 @@ SVI_OPTIONS = {
     "restore_best": True,
     "validation_patience": None,
 }
+"""The ``"svi"`` method's options and their defaults; None takes the model's own schedule
+(``SVI.default_options``) or ``DEFAULT_STEPS`` and ``default_batch_size``."""
 
 _VALIDATION_STREAM = 0x76616C
 """``fold_in`` data of the validation monitor's key (not 0 or 1: see ``run_svi``)."""

@@ -44,7 +44,9 @@ from ppgpc.io.format import KINDS, READABLE_VERSIONS, decode
 __all__ = ["SETTINGS", "ARRAYS", "write_save", "opened", "dataset", "write_arrays", "read_group"]
 
 SETTINGS = "settings.json"
+"""The name of a save folder's JSON file: the settings and the fit's record."""
 ARRAYS = "arrays.nc"
+"""The name of a save folder's netCDF file: the arrays (draws, hyperparameters, data)."""
 
 
 def _parse_settings(where: Path, raw: bytes) -> dict:

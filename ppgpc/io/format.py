@@ -157,6 +157,8 @@ def _hashable(key):
 
 
 def kernel_description(kernel) -> dict:
+    """A kernel of ``ppgpc.gp.kernels`` as JSON: ``{"class": name, "fields": {...}}``, which
+    ``kernel_from`` reads back; any other class is a ValueError."""
     cls = type(kernel)
     if KERNELS.get(cls.__name__) is not cls:
         raise ValueError(f"only the kernels of ppgpc.gp.kernels ({sorted(KERNELS)}) can be "

@@ -185,8 +185,9 @@ def polyagamma_log_prob(
 ) -> jax.Array:
     """Log density of PG(b, z) at x by its alternating series (module docstring).
 
-    log p(x | b, z) = b log cosh(z/2) - z^2 x / 2 + (b - 1) log 2 - log Gamma(b)
-                      - log(2 pi) / 2 - 3/2 log x + log sum_{n < num_terms} (-1)^n e^{l_n},
+        log p(x | b, z) = b log cosh(z/2) - z^2 x / 2 + (b - 1) log 2 - log Gamma(b)
+                          - log(2 pi) / 2 - 3/2 log x + log sum_{n < num_terms} (-1)^n e^{l_n},
+
     l_n = log Gamma(n + b) - log n! + log(2n + b) - (2n + b)^2 / (8x); the sum is taken with
     its largest term factored out. The series is that of the inverse Laplace transform of
     cosh^{-b}(sqrt(2 lambda)) expanded in powers of e^{-2 sqrt(2 lambda)}; each term is a Lévy
