@@ -87,7 +87,8 @@ from numpyro.distributions.transforms import Transform, biject_to
 from ppgpc.gp import exact, linalg, sparse, whitened
 from ppgpc.gp.inducing import InducingPrior
 from ppgpc.gp.kernels import gram, kernel_params, sample_kernel_params
-from ppgpc.models.spec import Conjugate, Inducing, Latent, collapsed_sparse_spec, conjugate_spec
+from ppgpc.models.spec import (Conjugate, Inducing, Latent, ModelSpec, collapsed_sparse_spec,
+                               conjugate_spec)
 from ppgpc.runtime.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
                                    row_mask)
 from ppgpc.validation import check_flag, check_positive
@@ -559,6 +560,8 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
                               var[:, :, 0].T)
 
 
+SPEC: ModelSpec
+"""GPD's ``ModelSpec`` (exact conjugate form, latent form), driver model ``"dirichlet_gp"``."""
 SPEC = conjugate_spec(
     "dirichlet_gp",
     description="GPD: heteroscedastic GP regression on log-normal Dirichlet targets (C GPs)",
@@ -695,6 +698,9 @@ def sparse_inducing_values(data: sparse.SparseData, kernel, hypers: dict, v):
         kernel, params, hypers["inducing_inputs"], v, params_per_output=axis == 0)
 
 
+SPARSE_SPEC: ModelSpec
+"""Sparse GPD's ``ModelSpec`` (Titsias's bound, per-class noise), driver model
+``"dirichlet_gp_sparse"``."""
 SPARSE_SPEC = collapsed_sparse_spec(
     SPEC, "dirichlet_gp_sparse",
     description="Sparse GPD: collapsed Titsias bound with per-class heteroscedastic noise",

@@ -58,7 +58,7 @@ import numpyro.distributions as dist
 from ppgpc.gp import exact, linalg, simplex, sparse, whitened
 from ppgpc.gp.inducing import InducingPrior
 from ppgpc.gp.kernels import gram, kernel_params, sample_kernel_params
-from ppgpc.models.spec import (Conjugate, Inducing, Latent, collapsed_sparse_spec, conjugate_spec,
+from ppgpc.models.spec import (Conjugate, Inducing, Latent, ModelSpec, collapsed_sparse_spec, conjugate_spec,
                                record_jitter)
 from ppgpc.models.svgp import num_latent_ilr, svgp_spec
 from ppgpc.runtime.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
@@ -318,6 +318,8 @@ def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):
     return exact.latent_conditional(kernel, kernel_params(hypers), data.X, f, Xs, data.mask)
 
 
+SPEC: ModelSpec
+"""ILR-GP's ``ModelSpec`` (exact conjugate form, latent form), driver model ``"ilr_gp"``."""
 SPEC = conjugate_spec(
     "ilr_gp", description="ILR-GP: conjugate GP regression on ILR targets (C-1 latent GPs)",
     prepare=prepare, pad=pad, num_latent=num_latent, log_link=log_link,
@@ -419,6 +421,8 @@ def sparse_inducing_values(data: sparse.SparseData, kernel, hypers: dict, v):
                                            hypers["inducing_inputs"], v)
 
 
+SPARSE_SPEC: ModelSpec
+"""Collapsed-ILR's ``ModelSpec`` (Titsias's bound), driver model ``"ilr_gp_sparse"``."""
 SPARSE_SPEC = collapsed_sparse_spec(
     SPEC, "ilr_gp_sparse",
     description="Collapsed-ILR: Titsias's collapsed sparse bound on ILR targets",

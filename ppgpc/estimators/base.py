@@ -151,10 +151,11 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                 setattr(self, name, value)
 
     # ------------------------------------------------------------------ hooks
-    def _select_model_options(self, X, y, num_classes) -> dict:
-        """The model options of the final fit, chosen from the data where the estimator
-        searches them (epsilon, alpha_eps); default: none."""
-        return {}
+    def _select_model_options(self, X, y, num_classes) -> tuple[dict, dict]:
+        """(the model options of the final fit, chosen from the data where the estimator
+        searches them (epsilon, alpha_eps), and the final fit's own driver options, such as
+        a warm start from the search's fits); default: none of either."""
+        return {}, {}
 
     def _check_model_settings(self) -> None:
         """Check the model-defining options (subclasses)."""
@@ -263,10 +264,8 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             warn_of_small_classes(classes, codes)
             self._check_settings()
             # refuse a data set too large for the final fit now, before any validation fits
-            limit = self._exact_size_limit()
-            if limit is not None:
-                check_exact_size(X.shape[0], limit, type(self).__name__,
-                                 get_spec(self.model_name).sparse_alternative)
+            # (or, for an estimator that has one, choose its sparse inference instead)
+            self._size_checked(X.shape[0])
             self.classes_ = classes
             self.standardizer_ = fit_standardizer(X, self.standardize)
             Xs = X if self.standardizer_ is None else self.standardizer_.transform(X)
@@ -277,13 +276,15 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                  f"{C} classes (inference {str(inference)!r}) ...", self.progress)
             # one warning for the whole fit; one BLAS thread (``ppgpc.runtime.threads``)
             with convergence.collect() as collected, blas_limited():
-                options = self._select_model_options(Xs, codes, C)
+                options, final = self._select_model_options(Xs, codes, C)
                 # the fit ran on the scaled inputs; its predictions take raw X as the
                 # estimator's do
-                self.result_ = dataclasses.replace(self._fit_driver(Xs, codes, C, options),
-                                                   input_scaling=self.standardizer_)
+                self.result_ = dataclasses.replace(
+                    self._fit_driver(Xs, codes, C, options, **final),
+                    input_scaling=self.standardizer_)
             report = dataclasses.replace(self.result_.info.convergence.merged(
-                grid_edges=tuple(collected.grid_edges)), for_estimator=True)
+                grid_edges=tuple(collected.grid_edges), notes=self._report_notes()),
+                for_estimator=True)
             self.result_ = dataclasses.replace(
                 self.result_, info=dataclasses.replace(self.result_.info, convergence=report))
             self.n_iter_ = self.result_.info.iterations
@@ -331,6 +332,20 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
     def _exact_size_limit(self) -> int | None:
         """The ``max_exact_points`` the final fit applies (None for a sparse inference)."""
         return self.max_exact_points
+
+    def _size_checked(self, num_points: int) -> None:
+        """Refuse ``num_points`` training points above the exact size limit
+        (``_exact_size_limit``), naming the sparse alternative; estimators that can go
+        sparse by themselves decide here instead."""
+        limit = self._exact_size_limit()
+        if limit is not None:
+            check_exact_size(num_points, limit, type(self).__name__,
+                             get_spec(self.model_name).sparse_alternative)
+
+    def _report_notes(self) -> tuple[str, ...]:
+        """Phrases for the fit's ``ConvergenceReport.notes`` (what the fit chose by
+        itself); none by default."""
+        return ()
 
     def _noise_scale_names(self) -> tuple[np.ndarray, str]:
         """What the entries of a per-entry ``noise_scale_`` stand for, for warnings: the

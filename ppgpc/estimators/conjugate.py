@@ -11,12 +11,18 @@ standard errors of the paired per-point differences), the search goes on past th
 one value at a time on the grid's scale (``SEARCH_SCALES``), up to ``GRID_EXTENSIONS``
 values (a grid the user gave is kept as given); a search that still ends at a falling edge
 is reported in the fit's ``ConvergenceReport``.
-With ``progress=True`` each scored value writes a line to stderr.
+Each leave-one-out fit of a search starts from the nearest level already fitted, and the
+final fit from the chosen level's fit (``ConjugateClassifier._transported_start``): the
+levels change the targets' scale and level, which the model's own data-driven start
+follows, not the shape of the kernel. With ``progress=True`` each scored value writes a
+line to stderr.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -25,12 +31,15 @@ from ppgpc.datasets import stratified_folds, train_validation_split
 from ppgpc.estimators.base import GPClassifierBase
 from ppgpc.estimators.options import ConjugateInference, Selection, as_selection
 from ppgpc.gp.inducing import resolve_num_inducing
+from ppgpc.gp.kernels import make_kernel
 from ppgpc.infer import convergence
 from ppgpc.infer.loo import loo_latent, loo_nll
+from ppgpc.models import get_spec
 from ppgpc.runtime.progress import Timer, note
 from ppgpc.validation import check_count, check_flag, check_seed
 
-__all__ = ["ConjugateClassifier", "GRID_EXTENSIONS", "SEARCH_SCALES"]
+__all__ = ["ConjugateClassifier", "SearchFit", "GRID_EXTENSIONS", "SEARCH_ROWS",
+           "SEARCH_SCALES"]
 
 GRID_EXTENSIONS = 6
 """Values a smoothing search adds past an edge of its grid at most, one at a time, while its
@@ -49,6 +58,53 @@ _LOO_KEY_TAG = 0x100
 """``fold_in`` tag of the leave-one-out scores' key (``ConjugateClassifier._loo_key``)."""
 
 
+SEARCH_ROWS = 600
+"""Rows of the stratified subsample on which a leave-one-out search scores its smoothing
+levels (GPD's alpha_eps, ILR's tau) when the data have more: each level's type-II fit costs
+O(N^3) per step, and the level's choice needs the shape of the held-out NLL, not every row.
+The fit on all the rows then starts from the chosen level's fit there."""
+
+
+class SearchFit(NamedTuple):
+    """One type-II fit of a smoothing search: where the next fit starts."""
+
+    options: dict
+    """The model options it was fitted with (one smoothing level)."""
+    hypers: dict
+    """Its point hyperparameters by site name."""
+    initial: dict
+    """The model's own start on the data and options of this fit
+    (``ModelSpec.initial_hypers``), which ``_transported_start`` compares with another's."""
+
+
+class _Levels:
+    """The leave-one-out scorers of a search over one smoothing level ``name`` (GPD's
+    alpha_eps, ILR's tau, or epsilon with a fixed noise): a type-II fit at each level, the
+    first started from ``start_from`` (a ``SearchFit`` of the same search on other data)
+    or the model's own start, every later one from the nearest level fitted before it."""
+
+    def __init__(self, estimator: "ConjugateClassifier", X, y, num_classes: int, name: str,
+                 start_from: SearchFit | None = None):
+        self.estimator, self.X, self.y, self.num_classes = estimator, X, y, num_classes
+        self.name, self.start_from = name, start_from
+        self.fits: dict = {}
+        """{level: ``SearchFit``} of the levels fitted."""
+
+    def score(self, value: float):
+        """The leave-one-out scorer of a fit at ``value`` (``ConjugateClassifier._loo_scorer``)."""
+        est, value = self.estimator, float(value)
+        options = est._level_options(self.name, value)
+        source = self.start_from
+        if self.fits:
+            forward = SEARCH_SCALES[self.name][0]
+            source = self.fits[min(self.fits, key=lambda v: abs(forward(v) - forward(value)))]
+        start = (None if source is None
+                 else est._transported_start(source, self.X, self.y, self.num_classes, options))
+        scorer, self.fits[value] = est._loo_scorer(self.X, self.y, self.num_classes, options,
+                                                   start=start)
+        return scorer
+
+
 class ConjugateClassifier(GPClassifierBase):
     """Base of ``ILRGPClassifier`` and ``DirichletGPClassifier``; subclasses give
     ``_options_for(value)``, the model options at one smoothing level."""
@@ -62,8 +118,41 @@ class ConjugateClassifier(GPClassifierBase):
         return as_selection(self.selection)
 
     def _collapsed(self) -> bool:
-        """Whether the fit is the collapsed sparse one (``inference="collapsed"``)."""
-        return self._inference() is ConjugateInference.COLLAPSED
+        """Whether the fit is the collapsed sparse one: ``inference="collapsed"``, or a
+        type-II fit past ``max_exact_points`` (``_switched``)."""
+        return self._inference() is ConjugateInference.COLLAPSED or self._switched()
+
+    def _switched(self) -> bool:
+        """Whether this fit went sparse by itself past ``max_exact_points``
+        (``sparse_instead_`` holds why)."""
+        return bool(getattr(self, "sparse_instead_", None))
+
+    def _size_checked(self, num_points: int) -> None:
+        """Past ``max_exact_points``, a type-II fit (``"map"``, ``"exact"``) becomes the
+        collapsed sparse one, with a warning that says why and how to force the exact fit,
+        and a note in the fit's report (``sparse_instead_``); NUTS is refused as before."""
+        self.sparse_instead_ = None
+        limit = self._exact_size_limit()
+        switch = self._inference() in (ConjugateInference.MAP, ConjugateInference.EXACT)
+        if limit is None or num_points <= limit or not switch:
+            return super()._size_checked(num_points)
+        self.sparse_instead_ = self._sparse_note(num_points)
+        warnings.warn(
+            f"{type(self).__name__}: {self.sparse_instead_}; pass "
+            f"max_exact_points={num_points} (or None) to fit the exact GP, which costs "
+            f"O(N^3) per step and 8 N^2 bytes per matrix "
+            f"({8 * num_points ** 2 / 2 ** 30:.1f} GiB here)", UserWarning, stacklevel=4)
+
+    def _sparse_note(self, num_points: int) -> str:
+        """The phrase of a switch to the collapsed sparse fit (``_size_checked``)."""
+        M = resolve_num_inducing(self.num_inducing, num_points)
+        return (f"{num_points} training points exceed max_exact_points="
+                f"{self.max_exact_points}: fitted the collapsed sparse GP "
+                f"(inference='collapsed', {M} inducing inputs) instead of the exact one, "
+                f"its smoothing level chosen by the exact model on a subsample")
+
+    def _report_notes(self) -> tuple[str, ...]:
+        return (self.sparse_instead_,) if self._switched() else ()
 
     def _check_model_settings(self) -> None:
         self._selection()
@@ -129,8 +218,9 @@ class ConjugateClassifier(GPClassifierBase):
 
     def _search_grid(self, X, y, num_classes, grid, name: str, *,
                      on_training_data: bool = False, extend: bool = True
-                     ) -> tuple[float, dict]:
-        """(value with the least held-out NLL, {value: held-out NLL}) over ``grid``.
+                     ) -> tuple[float, dict, SearchFit | None]:
+        """(value with the least held-out NLL, {value: held-out NLL}, that value's
+        ``SearchFit`` or None where the search refits per split) over ``grid``.
 
         Args:
             X: (N, D) standardised inputs; y: (N,) integer labels in 0..C-1.
@@ -144,20 +234,31 @@ class ConjugateClassifier(GPClassifierBase):
         """
         grid = tuple(grid)
         if not on_training_data and self._uses_loo():
+            levels = _Levels(self, X, y, num_classes, name)
+
             def score(values):
-                return self._loo_grid_losses(X, y, num_classes, values, name)
+                losses = {}
+                for value in values:
+                    timer = Timer()
+                    losses[float(value)] = levels.score(value)((1.0,))[0]
+                    note(f"{name} {value:g} ({len(levels.fits)}): leave-one-out NLL "
+                         f"{np.mean(losses[float(value)]):.4f} ({timer})", self.progress)
+                return losses
+            fits = levels.fits
         else:
             splits = ([(np.arange(len(y)), np.arange(len(y)))] if on_training_data
                       else self._validation_splits(y))
 
             def score(values):
                 return self._held_out_losses(X, y, num_classes, values, splits, name)
+            fits = {}
         losses = score(grid)
         if extend:
             losses = self._extend_search(losses, score, name, num_classes)
         convergence.note_grid_edge(convergence.grid_edge(name, losses))
         scores = {v: float(np.mean(loss)) for v, loss in losses.items()}
-        return min(scores, key=scores.get), scores
+        best = min(scores, key=scores.get)
+        return best, scores, fits.get(best)
 
     # ------------------------------------------------------------ grid edges
     def _search_range(self, name: str, num_classes: int) -> tuple[float, float]:
@@ -196,9 +297,12 @@ class ConjugateClassifier(GPClassifierBase):
 
     def _uses_loo(self) -> bool:
         """Whether the smoothing level is chosen by closed-form leave-one-out:
-        ``validation="loo"`` with an exact posterior; the collapsed sparse posterior has no
-        closed form and is cross-validated instead."""
-        return self._selection().validation == "loo" and not self._collapsed()
+        ``validation="loo"`` with an exact posterior (for a fit gone sparse past
+        ``max_exact_points``, the exact model's on a subsample, ``_search_rows``);
+        ``inference="collapsed"``'s posterior has no closed form and is cross-validated
+        instead."""
+        return (self._selection().validation == "loo"
+                and self._inference() is not ConjugateInference.COLLAPSED)
 
     def _grid_method(self) -> str:
         """The driver method of the search's fits: type-II MAP when ``inference`` is
@@ -211,30 +315,78 @@ class ConjugateClassifier(GPClassifierBase):
         """The key of the leave-one-out scores' shared normal draws, from the seed."""
         return jax.random.fold_in(jax.random.PRNGKey(check_seed(self.seed)), _LOO_KEY_TAG)
 
-    def _loo_grid_losses(self, X, y, num_classes, grid, name: str) -> dict:
-        """{value: (N,) leave-one-out NLL per point}: one fit on all the data per value (the
-        same shapes, so one compilation), scored by the closed-form leave-one-out
-        predictive with its hyperparameters held fixed (``ppgpc.infer.loo``)."""
-        losses = {}
-        for i, value in enumerate(grid):
-            timer = Timer()
-            scorer = self._loo_scorer(X, y, num_classes, self._options_for(value))
-            losses[float(value)] = scorer((1.0,))[0]
-            note(f"{name} {value:g} ({i + 1}/{len(grid)}): leave-one-out NLL "
-                 f"{np.mean(losses[float(value)]):.4f} ({timer})", self.progress)
-        return losses
+    def _level_options(self, name: str, value: float) -> dict:
+        """The model options at ``value`` of the searched option ``name``."""
+        return self._options_for(value)
 
-    def _loo_scorer(self, X, y, num_classes, model_options):
-        """One fit on all the data with ``model_options`` (the search's method), as a
-        function of ``scales`` -> (G, N) leave-one-out NLL of each point, the latent scaled
-        by each scale (``ppgpc.infer.loo``): scoring more scales needs no refit."""
-        result = self._fit_driver(X, y, num_classes, model_options,
-                                  method=self._grid_method(), num_draws=1,
-                                  progress_bar=False)
+    def _loo_scorer(self, X, y, num_classes, model_options, start: dict | None = None):
+        """One fit on all the data with ``model_options`` (the search's method, started at
+        ``start`` when given), as (a function of ``scales`` -> (G, N) leave-one-out NLL of
+        each point, the latent scaled by each scale (``ppgpc.infer.loo``): scoring more
+        scales needs no refit; the fit's ``SearchFit``)."""
+        # the exact model's fit, also where the final fit goes sparse past max_exact_points
+        result = super()._fit_driver(X, y, num_classes, model_options,
+                                     method=self._grid_method(), num_draws=1,
+                                     progress_bar=False, initial_hyperparameters=start)
         mean, var = loo_latent(result)
         link, key = result.spec.log_link, self._loo_key()
-        return lambda scales: np.asarray(loo_nll(key, link, mean, var, y, tuple(scales),
-                                                 pointwise=True))
+        return (lambda scales: np.asarray(loo_nll(key, link, mean, var, y, tuple(scales),
+                                                  pointwise=True)),
+                SearchFit(dict(model_options), result.hyper_draw(),
+                          self._initial_hypers(X, y, num_classes, model_options)))
+
+    def _initial_hypers(self, X, y, num_classes, options: dict) -> dict:
+        """The model's own start (``ModelSpec.initial_hypers``) on the data with ``options``."""
+        spec = get_spec(self.model_name)
+        return spec.initial_hypers(spec.prepare(X, y, num_classes, **options),
+                                   make_kernel(self.kernel))
+
+    def _search_rows(self, y) -> np.ndarray | None:
+        """(S,) sorted indices of the stratified subsample of ``SEARCH_ROWS`` rows (at most
+        ``max_exact_points`` for a fit gone sparse) on which a leave-one-out search scores
+        its levels, None when there are no more rows than that:
+        each class keeps its share of the rows (at least two, or all it has), drawn with the
+        estimator's seed."""
+        n = len(y)
+        size = min(SEARCH_ROWS, self.max_exact_points) if self._switched() else SEARCH_ROWS
+        if n <= size:
+            return None
+        rng = np.random.default_rng(check_seed(self.seed))
+        rows = []
+        for c in np.unique(y):
+            members = np.flatnonzero(y == c)
+            k = min(len(members), max(2, int(round(len(members) * size / n))))
+            rows.append(rng.choice(members, size=k, replace=False))
+        return np.sort(np.concatenate(rows))
+
+    def _final_options(self, fit: SearchFit | None, X, y, num_classes, options: dict) -> dict:
+        """The final fit's driver options: its start transported from the chosen level's
+        search fit (``_transported_start``) when both are type-II fits ("exact" or "map");
+        none otherwise (no search fit, NUTS, the collapsed sparse fit)."""
+        if fit is None or self._method() not in ("exact", "map"):
+            return {}
+        return {"initial_hyperparameters":
+                self._transported_start(fit, X, y, num_classes, options)}
+
+    def _transported_start(self, fit: SearchFit, X, y, num_classes, options: dict) -> dict:
+        """``fit``'s hyperparameters moved to the model ``options`` of another smoothing
+        level on the data ``X``, ``y`` (the fit's own, or all the rows of a search's
+        subsample), by the change in the model's own data-driven start
+        (``ModelSpec.initial_hypers``) between the two: a positive site is multiplied
+        by the ratio of its starts (the kernel variance follows the targets' square scale),
+        any other moved by their difference (GPD's class means follow the targets' level);
+        a site whose start does not depend on the level (the lengthscales) stays where the
+        fit left it. Under type-II ML, ILR's fit at one epsilon transported to another is
+        that level's optimum (the targets and the noise scale together)."""
+        old, new = fit.initial, self._initial_hypers(X, y, num_classes, options)
+        start = {}
+        for site, value in fit.hypers.items():
+            value, a, b = (np.asarray(v, dtype=np.float64) for v in (value, old[site], new[site]))
+            if np.all(a > 0) and np.all(b > 0) and np.all(value > 0):
+                start[site] = value * (b / a)
+            else:
+                start[site] = value + (b - a)
+        return start
 
     # ------------------------------------------------------------ saving
     def _saved_params(self) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ppgpc.estimators.base import shared_doc
 from ppgpc.estimators.conjugate import ConjugateClassifier
 from ppgpc.models.dirichlet_gp import ALPHA_EPS_GRID
+from ppgpc.runtime.progress import note
 from ppgpc.validation import MAX_EXACT_POINTS, check_flag, check_positive
 
 __all__ = ["DirichletGPClassifier"]
@@ -47,7 +48,9 @@ class DirichletGPClassifier(ConjugateClassifier):
 
     Attributes (after fit):
         those of ``GPClassifierBase`` (classes_, n_features_in_, n_iter_, result_ ...);
-        alpha_eps_, alpha_eps_scores_ (NLL per candidate when searched), noise_scale_
+        alpha_eps_, alpha_eps_scores_ (NLL per candidate when searched; by leave-one-out on
+        a stratified subsample of ``ppgpc.estimators.conjugate.SEARCH_ROWS`` rows when
+        there are more), noise_scale_
         ((C,) fitted class factors, None unless ``learn_noise_scale``).
 
 {EXAMPLE}
@@ -81,16 +84,23 @@ class DirichletGPClassifier(ConjugateClassifier):
                 "predict_from": self.predict_from,
                 "learn_noise_scale": self.learn_noise_scale}
 
-    def _select_model_options(self, X, y, num_classes) -> dict:
+    def _select_model_options(self, X, y, num_classes) -> tuple[dict, dict]:
         if self.alpha_eps not in ("auto", "train"):
             self.alpha_eps_ = self.alpha_eps
             self.alpha_eps_scores_ = None
-            return self._options_for(self.alpha_eps)
+            return self._options_for(self.alpha_eps), {}
         grid = self._selection().grid
-        best, scores = self._search_grid(X, y, num_classes,
-                                         ALPHA_EPS_GRID if grid is None else grid,
-                                         "alpha_eps", on_training_data=self.alpha_eps == "train",
-                                         extend=grid is None)
+        rows = None
+        if self.alpha_eps == "auto" and self._uses_loo():
+            rows = self._search_rows(y)
+            if rows is not None:
+                note(f"alpha_eps: leave-one-out search on a stratified subsample of "
+                     f"{len(rows)} of {len(y)} rows", self.progress)
+        best, scores, fit = self._search_grid(
+            *((X, y) if rows is None else (X[rows], y[rows])), num_classes,
+            ALPHA_EPS_GRID if grid is None else grid, "alpha_eps",
+            on_training_data=self.alpha_eps == "train", extend=grid is None)
         self.alpha_eps_scores_ = scores
         self.alpha_eps_ = best
-        return self._options_for(self.alpha_eps_)
+        options = self._options_for(self.alpha_eps_)
+        return options, self._final_options(fit, X, y, num_classes, options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ppgpc.estimators.base import shared_doc
-from ppgpc.estimators.conjugate import GRID_EXTENSIONS, ConjugateClassifier
+from ppgpc.estimators.conjugate import GRID_EXTENSIONS, ConjugateClassifier, SearchFit, _Levels
 from ppgpc.gp.simplex import target_separation
 from ppgpc.infer import convergence
 from ppgpc.models.ilr_gp import DEFAULT_EPSILON, DEFAULT_TAU, EPSILON_GRID, TAU_GRID, prepare
@@ -58,7 +58,9 @@ class ILRGPClassifier(ConjugateClassifier):
         those of ``GPClassifierBase`` (classes_, n_features_in_, n_iter_, result_ ...);
         epsilon_, epsilon_scores_ (held-out NLL per epsilon when searched, at the chosen
         tau), tau_ (None with ``noise_std``), tau_scores_ (leave-one-out NLL per tau at the
-        chosen epsilon when searched), noise_std_ (sigma before any learned scale),
+        chosen epsilon when searched; on a stratified subsample of
+        ``ppgpc.estimators.conjugate.SEARCH_ROWS`` rows, at its own best epsilon, when there
+        are more), noise_std_ (sigma before any learned scale),
         noise_scale_ (the fitted s, None unless ``learn_noise_scale``).
 
 {EXAMPLE}
@@ -115,35 +117,45 @@ class ILRGPClassifier(ConjugateClassifier):
         return 0.0, min(1.0, (num_classes - 1) / 2.0)
 
     def _loo_joint_scores(self, X, y, num_classes, epsilons, taus, *,
-                          extend_epsilon: bool = True) -> dict:
-        """{(epsilon, tau): leave-one-out NLL}, from ONE fit per tau. The ILR targets of
+                          extend_epsilon: bool = True, start_from: SearchFit | None = None,
+                          report: tuple = ("epsilon", "tau")) -> tuple[dict, dict]:
+        """({(epsilon, tau): leave-one-out NLL}, {tau: its ``SearchFit``}). The ILR targets of
         level epsilon are a(epsilon) = log(1 + C epsilon / (1 - epsilon)) times fixed unit
         targets and the noise scales with them, so a type-II ML fit at one level is the fit
         at any other with the latent scaled by a(epsilon) / a(reference)
         (``ppgpc.infer.loo``): each tau's fit scores any epsilon by rescaling its
-        leave-one-out predictive. A fixed ``noise_std`` breaks the scaling: then every
-        epsilon is fitted (and tau does not apply).
+        leave-one-out predictive; each tau's fit starts from the nearest tau fitted before
+        it. A fixed ``noise_std`` breaks the scaling: then every epsilon is fitted (and tau
+        does not apply).
 
         Where the best pair lies at an edge of either grid and the NLL still falls there,
         that grid goes on past the edge (``ConjugateClassifier._extend_search``): a new
         epsilon costs no fit, a new tau one. ``extend_epsilon`` False keeps a grid the user
-        gave as it is. A grid that still ends at a falling edge is noted in the report."""
+        gave as it is. A grid named in ``report`` that still ends at a falling edge is
+        noted in the fit's report. ``start_from``: a fit of the same search on a subsample,
+        where the first fit starts."""
         if self.noise_std is not None:
-            _, scores = self._search_grid(X, y, num_classes, epsilons, "epsilon",
-                                          extend=extend_epsilon)
-            return {(e, taus[0]): v for e, v in scores.items()}
+            _, scores, fit = self._search_grid(X, y, num_classes, epsilons, "epsilon",
+                                               extend=extend_epsilon)
+            return {(e, taus[0]): v for e, v in scores.items()}, {taus[0]: fit}
         reference = target_separation(num_classes, DEFAULT_EPSILON)
         epsilons, scorers, losses = [float(e) for e in epsilons], {}, {}
+        levels = _Levels(self, X, y, num_classes, "tau", start_from)
 
-        def add_epsilons(values, tau_list):
-            scales = [target_separation(num_classes, e) / reference for e in values]
+        ahead: dict = {}  # {(epsilon, tau): losses} scored before the search reached them
+
+        def add_epsilons(values, tau_list, lookahead=()):
+            """Score ``values`` at each tau, and ``lookahead`` (the values an extension would
+            add next) in the same call, kept until the search reaches them."""
             for tau in tau_list:
-                losses.update(zip(((e, tau) for e in values), scorers[tau](scales)))
+                todo = [e for e in (*values, *lookahead) if (e, tau) not in ahead]
+                scales = [target_separation(num_classes, e) / reference for e in todo]
+                ahead.update(zip(((e, tau) for e in todo), scorers[tau](scales) if todo else ()))
+                losses.update({(e, tau): ahead[(e, tau)] for e in values})
 
         def add_tau(tau):
             timer = Timer()
-            scorers[tau] = self._loo_scorer(X, y, num_classes,
-                                            self._options_for(DEFAULT_EPSILON, tau))
+            scorers[tau] = levels.score(tau)
             add_epsilons(epsilons, [tau])
             best = min(epsilons, key=lambda e: np.mean(losses[(e, tau)]))
             note(f"tau {tau:g} ({len(scorers)}/{max(len(taus), len(scorers))}): "
@@ -167,7 +179,9 @@ class ILRGPClassifier(ConjugateClassifier):
             if value:
                 room["epsilon"] -= 1
                 epsilons.append(value)
-                add_epsilons([value], list(scorers))
+                add_epsilons([value], list(scorers),
+                             self._run_beyond("epsilon", epsilons, value, room["epsilon"],
+                                              num_classes))
                 continue
             value = room["tau"] and self._next_value("tau", by_tau, num_classes)
             if not value:
@@ -175,26 +189,65 @@ class ILRGPClassifier(ConjugateClassifier):
             room["tau"] -= 1
             add_tau(value)
         for name, profile in zip(("epsilon", "tau"), profiles()):
-            convergence.note_grid_edge(convergence.grid_edge(name, profile))
-        return {k: float(np.mean(v)) for k, v in losses.items()}
+            if name in report:
+                convergence.note_grid_edge(convergence.grid_edge(name, profile))
+        return {k: float(np.mean(v)) for k, v in losses.items()}, levels.fits
 
-    def _select_model_options(self, X, y, num_classes) -> dict:
+    def _run_beyond(self, name: str, values: list, value: float, count: int,
+                    num_classes: int) -> list:
+        """Up to ``count`` values past ``value``, the newest edge of ``values``, each one
+        ``_beyond`` the last: where an extension of the grid would go next."""
+        edge = "low" if value == min(values) else "high"
+        run, grid = [], list(values)
+        for _ in range(count):
+            nxt = self._beyond(name, grid, edge, num_classes)
+            if nxt is None:
+                break
+            run.append(nxt)
+            grid.append(nxt)
+        return run
+
+    def _level_options(self, name: str, value: float) -> dict:
+        """tau's fits are at the reference epsilon (others by rescaling, ``_loo_joint_scores``)."""
+        if name == "tau":
+            return self._options_for(DEFAULT_EPSILON, value)
+        return self._options_for(value)
+
+    def _select_model_options(self, X, y, num_classes) -> tuple[dict, dict]:
         selection = self._selection()
+        fit = None
         search_tau = self.tau == "auto" and self.noise_std is None and self._uses_loo()
         epsilons = ((EPSILON_GRID if selection.grid is None else selection.grid)
                     if self.epsilon == "auto" else (float(self.epsilon),))
         self.epsilon_scores_ = self.tau_scores_ = None
         if self._uses_loo() and (self.epsilon == "auto" or search_tau):
             taus = TAU_GRID if search_tau else (self._fixed_tau(),)
-            scores = self._loo_joint_scores(X, y, num_classes, epsilons, taus,
-                                            extend_epsilon=selection.grid is None)
+            rows = self._search_rows(y) if search_tau or self._switched() else None
+            extend_epsilon = selection.grid is None
+            start_from = None
+            if rows is not None:  # tau on a subsample; epsilon on all rows at that tau
+                note(f"tau: leave-one-out search on a stratified subsample of {len(rows)} "
+                     f"of {len(y)} rows", self.progress)
+                sub_scores, sub_fits = self._loo_joint_scores(
+                    X[rows], y[rows], num_classes, epsilons, taus,
+                    extend_epsilon=extend_epsilon, report=("tau",))
+                e_sub, tau = min(sub_scores, key=sub_scores.get)
+                self.tau_scores_ = {t: v for (e, t), v in sub_scores.items() if e == e_sub}
+                taus, start_from = (tau,), sub_fits[tau]
+            if rows is not None and self._switched():  # no exact fit on all rows
+                scores, fits = sub_scores, sub_fits
+            else:
+                scores, fits = self._loo_joint_scores(X, y, num_classes, epsilons, taus,
+                                                      extend_epsilon=extend_epsilon,
+                                                      start_from=start_from)
             epsilon, tau = min(scores, key=scores.get)
+            fit = fits.get(tau)
             if self.epsilon == "auto":
                 self.epsilon_scores_ = {e: v for (e, t), v in scores.items() if t == tau}
-            if search_tau:
+            if search_tau and rows is None:
                 self.tau_scores_ = {t: v for (e, t), v in scores.items() if e == epsilon}
         elif self.epsilon == "auto":  # cross-validation or holdout, with refits
-            epsilon, self.epsilon_scores_ = self._search_grid(
+            epsilon, self.epsilon_scores_, _ = self._search_grid(
                 X, y, num_classes, epsilons, "epsilon", extend=selection.grid is None)
             tau = self._fixed_tau()
         else:
@@ -203,4 +256,4 @@ class ILRGPClassifier(ConjugateClassifier):
         self.tau_ = None if self.noise_std is not None else float(tau)
         options = self._options_for(self.epsilon_, self.tau_)
         self.noise_std_ = float(np.sqrt(prepare(X[:1], y[:1], num_classes, **options).noise_var))
-        return options
+        return options, self._final_options(fit, X, y, num_classes, options)

@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TRIES = 8
+"""Retries of ``cholesky`` with growing jitter (1e-10 to 1e-3 of the mean diagonal)."""
 _FIRST_RELATIVE_JITTER = 1e-10
 
 

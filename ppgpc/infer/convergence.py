@@ -175,6 +175,9 @@ class ConvergenceReport:
         grid_edges: searched values at the edge of their grid, as phrases.
         for_estimator: the fit was an estimator's, so ``advice`` and ``summary`` name
             method options as its ``inference_options`` (set by the estimator's ``fit``).
+        notes: what the fit chose by itself that a reader should know, as phrases (an
+            estimator that fitted the collapsed sparse GP past its exact size limit);
+            not problems: they leave ``converged`` as it is.
     """
 
     method: str
@@ -183,6 +186,7 @@ class ConvergenceReport:
     max_jitter: float = 0.0
     grid_edges: tuple[str, ...] = ()
     for_estimator: bool = False
+    notes: tuple[str, ...] = ()
 
     # ---------------------------------------------------------------- verdict
     @property
@@ -240,19 +244,23 @@ class ConvergenceReport:
 
     def summary(self, *, estimator: bool | None = None) -> str:
         """One line: converged, or the problems and what to do (``advice``)."""
+        notes = "".join(f" [{note}]" for note in self.notes)
         if self.converged:
             run = "" if self.chains is None or not self.chains.stop_reason \
                 else f" ({self.chains.describe()})"
-            return f"{self.method}: converged{run}"
-        return f"{self.method}: {'; '.join(self.problems)}: {self.advice(estimator=estimator)}"
+            return f"{self.method}: converged{run}{notes}"
+        return (f"{self.method}: {'; '.join(self.problems)}: "
+                f"{self.advice(estimator=estimator)}{notes}")
 
     # ----------------------------------------------------------- composition
     def merged(self, *, optimizers: tuple[OptimizerCheck, ...] = (),
-               grid_edges: tuple[str, ...] = ()) -> "ConvergenceReport":
+               grid_edges: tuple[str, ...] = (),
+               notes: tuple[str, ...] = ()) -> "ConvergenceReport":
         """This report with earlier optimisation stages (e.g. an estimator's own fit of
-        the hyperparameters) and a search's grid edges added."""
+        the hyperparameters), a search's grid edges and an estimator's notes added."""
         return dataclasses.replace(self, optimizers=tuple(optimizers) + self.optimizers,
-                                   grid_edges=self.grid_edges + tuple(grid_edges))
+                                   grid_edges=self.grid_edges + tuple(grid_edges),
+                                   notes=self.notes + tuple(notes))
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
@@ -261,7 +269,8 @@ class ConvergenceReport:
                 "summary": self.summary(), "for_estimator": self.for_estimator,
                 "chains": None if self.chains is None else dataclasses.asdict(self.chains),
                 "optimizers": [dataclasses.asdict(c) for c in self.optimizers],
-                "max_jitter": float(self.max_jitter), "grid_edges": list(self.grid_edges)}
+                "max_jitter": float(self.max_jitter), "grid_edges": list(self.grid_edges),
+                "notes": list(self.notes)}
 
     @classmethod
     def from_dict(cls, value: dict) -> "ConvergenceReport":
@@ -278,7 +287,8 @@ class ConvergenceReport:
                        max_jitter=float(value["max_jitter"]),
                        grid_edges=tuple(str(e) for e in value["grid_edges"]),
                        # saves from before the field: their summaries are the driver's
-                       for_estimator=bool(value.get("for_estimator", False)))
+                       for_estimator=bool(value.get("for_estimator", False)),
+                       notes=tuple(str(n) for n in value.get("notes", ())))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a convergence report: {error!r}") from None
 

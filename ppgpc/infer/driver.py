@@ -40,6 +40,10 @@ from ppgpc.validation import (MAX_EXACT_POINTS, check_exact_size, check_features
 
 __all__ = ["fit", "supported_methods", "register_method", "check_method_options", "METHODS"]
 
+METHODS: tuple[str, ...]
+"""Every registered method's name, a user's included, read when asked (module
+``__getattr__``), so a method registered later is in it."""
+
 
 def __getattr__(name: str):
     if name == "METHODS":  # every registered method, a user's included
@@ -78,7 +82,8 @@ def fit(
             sparse models such as ``"ilr_gp_sparse"`` and scalable methods such as
             ``"svi"`` ignore it).
         **method_options: the method's options (an unknown one raises a TypeError naming
-            the valid ones). exact/map: ``hyperparameters``, ``num_draws``, ``max_iter``,
+            the valid ones). exact/map: ``hyperparameters``, ``initial_hyperparameters``
+            (a warm start of the optimisation, by site name), ``num_draws``, ``max_iter``,
             ``tol``, ``optimizer`` (``"lbfgs"`` or ``"adam"``), ``learning_rate`` (Adam),
             ``progress_bar`` (Adam), ``devices`` (collapsed sparse models: None for one
             device, n for the first n of ``jax.devices()``, or a ``jax.sharding.Mesh`` with
@@ -159,7 +164,8 @@ def fit(
         "kernel_ard": bool(getattr(kernel, "ard", False)),
         "num_classes": num_classes,
         "model_options": model_options,
-        "method_options": {k: v for k, v in opts.items() if k != "hyperparameters"},
+        "method_options": {k: v for k, v in opts.items()
+                           if k not in ("hyperparameters", "initial_hyperparameters")},
     }
     devices = None
     if mesh is not None:  # as a count: a Mesh does not go into a save's JSON

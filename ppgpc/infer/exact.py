@@ -28,9 +28,13 @@ from ppgpc.validation import check_options
 __all__ = ["OPTIMIZER_OPTIONS", "PointHypers", "point_hypers", "check_posterior", "run_exact",
            "run_map", "check_optimizer_options"]
 
-OPTIMIZER_OPTIONS = {"hyperparameters": None, "num_draws": 1000, "max_iter": 500, "tol": 1e-6,
+OPTIMIZER_OPTIONS = {"hyperparameters": None, "initial_hyperparameters": None,
+                     "num_draws": 1000, "max_iter": 500, "tol": 1e-6,
                      "optimizer": "lbfgs", "learning_rate": 0.1, "progress_bar": False}
-"""Options of ``"exact"`` and ``"map"`` and their defaults."""
+"""Options of ``"exact"`` and ``"map"`` and their defaults. ``hyperparameters`` fixes the
+values (no optimisation); ``initial_hyperparameters`` (some or all sites, by name) starts
+the optimisation there instead of at the model's ``initial_hypers``: a warm start from a
+neighbouring fit."""
 
 
 class PointHypers(NamedTuple):
@@ -55,7 +59,9 @@ def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict) -> 
         data, kernel: the prepared data and the kernel.
         given: hyperparameter values by site name, or None to optimise.
         include_prior: type-II MAP (True) or ML (False).
-        opts: ``max_iter``, ``tol``, ``optimizer``, ``learning_rate``, ``progress_bar``.
+        opts: ``max_iter``, ``tol``, ``optimizer``, ``learning_rate``, ``progress_bar`` and
+            optionally ``initial_hyperparameters`` (the start, by site name; the other
+            sites start at ``spec.initial_hypers``).
     """
     if given is not None:
         return PointHypers(check_hyperparameters(spec, data, kernel, given), "given", None, None)
@@ -63,8 +69,12 @@ def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict) -> 
         raise ValueError(
             f"model {spec.name!r} has no collapsed form to fit hyperparameters by type-II ML; "
             "pass hyperparameters={...} (e.g. from an SVI fit) or sample_hyperparameters=True")
+    start = spec.initial_hypers(data, kernel)
+    if opts.get("initial_hyperparameters") is not None:
+        start = check_hyperparameters(spec, data, kernel,
+                                      {**start, **opts["initial_hyperparameters"]})
     opt = optimize_sites(
-        spec.conjugate.collapsed_model, spec.initial_hypers(data, kernel), args=(data, kernel),
+        spec.conjugate.collapsed_model, start, args=(data, kernel),
         include_prior=include_prior, max_iter=opts["max_iter"], tol=opts["tol"],
         optimizer=opts["optimizer"], learning_rate=opts["learning_rate"],
         progress_bar=opts["progress_bar"],

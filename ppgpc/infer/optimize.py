@@ -13,7 +13,9 @@ vector, ``ppgpc.infer.sites.minimize_sites``).
   SciPy does, every later one at step 1. The line search (Nocedal & Wright, Algorithms
   3.5-3.6: the step doubles until a bracket is found, then cubic interpolation between
   its ends, bisection where the cubic has no minimiser inside) finds a step eta_k with
+
       f(u_k + eta d_k) <= f(u_k) + 1e-4 eta g_k' d_k,   |g(u_k + eta d_k)' d_k| <= 0.9 |g_k' d_k|
+
   within 20 evaluations, or else takes the lowest step that met the first condition;
   u_{k+1} = u_k + eta_k d_k. The whole of it is one state machine in one
   ``lax.while_loop`` whose body evaluates f and its gradient once, at the current trial
@@ -58,7 +60,9 @@ STOP_REASONS = ("gradient tolerance", "relative objective change", "max_iter",
 
 _GRADIENT, _OBJECTIVE, _MAX_ITER, _LINE_SEARCH, _NON_FINITE = range(len(STOP_REASONS))
 RUNNING = -1
+"""``Minimum.stop_reason`` of a run that has not stopped yet (a window of Adam steps)."""
 OPTIMIZERS = ("lbfgs", "adam")
+"""The ``optimizer`` settings of ``minimize``."""
 SCIPY_FTOL = 2.220446049250313e-09
 """SciPy's default relative objective tolerance of L-BFGS-B (factr = 1e7 times eps)."""
 ADAM_WINDOW = 50
@@ -150,6 +154,8 @@ def _stop_code(value, grad, tol, otherwise) -> jax.Array:
 
 
 def to_minimum(state: _State) -> Minimum:
+    """The ``Minimum`` of an optimiser state: its iterate, value, gradient and counts, the
+    gradient's max-norm and whether it stopped converged."""
     return Minimum(state.x, state.value, state.grad, state.num_iterations,
                    state.num_evaluations, _grad_norm(state.grad),
                    (state.stop == _GRADIENT) | (state.stop == _OBJECTIVE), state.stop)
@@ -339,6 +345,8 @@ def _lbfgs_iteration(value_and_grad, state: _LbfgsState, max_iter, tol, ftol) ->
 
 
 def adam_init(value_and_grad, x0, tol, learning_rate) -> _State:
+    """Adam's state at ``x0`` (one evaluation of ``value_and_grad``), stopped already where
+    the gradient there is within ``tol`` or the value is not finite (``adam_run`` steps it)."""
     value, grad = value_and_grad(x0)
     return _State(x0, value, grad, optax.adam(learning_rate).init(x0), _count(0), _count(1),
                   _stop_code(value, grad, tol, RUNNING))

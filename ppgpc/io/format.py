@@ -275,6 +275,13 @@ def _optional_scores(value):
     return value
 
 
+def _optional_text(value):
+    """None, or a short text (a phrase of the fit's report)."""
+    if value is not None and not (isinstance(value, str) and len(value) <= 1000):
+        raise ValueError(f"is {short(value)}, not a text or None")
+    return value
+
+
 def _standardizer(value):
     if value is None:
         return None
@@ -303,6 +310,7 @@ FITTED_ATTRIBUTES = {
     "noise_std_": _optional_number,
     "alpha_eps_": _optional_number,
     "alpha_eps_scores_": _optional_scores,
+    "sparse_instead_": _optional_text,
     # scikit-learn's: the column names of a DataFrame X, the iterations of the fit
     "feature_names_in_": _feature_names,
     "n_iter_": _iterations,
