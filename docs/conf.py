@@ -13,10 +13,8 @@ of contents. The notebooks are rendered from their committed outputs, never exec
 from __future__ import annotations
 
 import inspect
-import logging as logging_
 import re
 import shutil
-import tomllib
 from importlib.metadata import distribution
 from pathlib import Path
 
@@ -167,13 +165,6 @@ def napoleon_sections_only(app, what, name, obj, options, lines):
                                 else what, name, obj, options, lines)
 
 
-# Docstrings owed by modules another change is editing (docs/docstrings_owed.toml): shown as
-# they are instead of failing the build, until they are fixed and taken off the list.
-OWED = tomllib.loads((DOCS / "docstrings_owed.toml").read_text())["owed"]
-_owed_read: set[str] = set()  # owed names whose docstring this build read
-_owed_seen: set[str] = set()  # ... and found missing or not parsing
-
-
 def warn_if_undocumented(app, what, name, obj, options, lines):
     """Fail the build (every warning does) for a documented object without a docstring of
     its own: a constant without one shows its type's (``dict``'s), so that counts as none."""
@@ -182,35 +173,10 @@ def warn_if_undocumented(app, what, name, obj, options, lines):
     own = "\n".join(lines).strip()
     if what == "data" and own == inspect.cleandoc(type(obj).__doc__ or ""):
         own = ""
-    if name in OWED:
-        _owed_read.add(name)
     if own:
         return
     lines[:] = ["*No docstring yet.*"]
-    if name in OWED:
-        _owed_seen.add(name)
-    else:
-        logger.warning("%s %s has no docstring", what, name, type="ppgpc",
-                       subtype="undocumented")
-
-
-class OwedDocstrings(logging_.Filter):
-    """Let through no docutils message about an owed docstring; note that it had one."""
-
-    def filter(self, record):
-        location = str(getattr(record, "location", "") or "")
-        for name in OWED:
-            if f"docstring of {name}:" in location:
-                _owed_seen.add(name)
-                return False
-        return True
-
-
-def check_owed(app, exception):
-    """An owed docstring that was read and found sound is no longer owed."""
-    for name in sorted(_owed_read - _owed_seen):
-        logger.warning("%s has a sound docstring now: take it off docs/docstrings_owed.toml",
-                       name, type="ppgpc", subtype="owed")
+    logger.warning("%s %s has no docstring", what, name, type="ppgpc", subtype="undocumented")
 
 
 # --- MyST and MyST-NB -----------------------------------------------------------------------
@@ -263,7 +229,3 @@ def setup(app):
     app.connect("autodoc-process-docstring", napoleon_sections_only)
     app.connect("autodoc-skip-member", skip_foreign_methods)
     app.connect("build-finished", copy_mathjax)
-    app.connect("build-finished", check_owed)
-    for handler in logging_.getLogger("sphinx").handlers:  # before Sphinx counts a warning
-        if isinstance(handler, logging.WarningStreamHandler):
-            handler.filters.insert(0, OwedDocstrings())

@@ -561,7 +561,6 @@ def latent_conditional(data: GPDData, kernel, hypers: dict, f, Xs):
 
 
 SPEC: ModelSpec
-"""GPD's ``ModelSpec`` (exact conjugate form, latent form), driver model ``"dirichlet_gp"``."""
 SPEC = conjugate_spec(
     "dirichlet_gp",
     description="GPD: heteroscedastic GP regression on log-normal Dirichlet targets (C GPs)",
@@ -574,6 +573,7 @@ SPEC = conjugate_spec(
                   prior_factor=prior_factor),
     sparse_alternative='use the sparse model: DirichletGPClassifier(inference="collapsed") '
                        '(driver model "dirichlet_gp_sparse")')
+"""GPD's ``ModelSpec`` (exact conjugate form, latent form), driver model ``"dirichlet_gp"``."""
 
 
 # ------------------------------------------------------------- collapsed sparse GPD
@@ -699,8 +699,6 @@ def sparse_inducing_values(data: sparse.SparseData, kernel, hypers: dict, v):
 
 
 SPARSE_SPEC: ModelSpec
-"""Sparse GPD's ``ModelSpec`` (Titsias's bound, per-class noise), driver model
-``"dirichlet_gp_sparse"``."""
 SPARSE_SPEC = collapsed_sparse_spec(
     SPEC, "dirichlet_gp_sparse",
     description="Sparse GPD: collapsed Titsias bound with per-class heteroscedastic noise",
@@ -709,3 +707,5 @@ SPARSE_SPEC = collapsed_sparse_spec(
     inducing=Inducing(inducing_latent=sparse_inducing_latent,
                       sample_inducing=sparse_sample_inducing,
                       inducing_values=sparse_inducing_values))
+"""Sparse GPD's ``ModelSpec`` (Titsias's bound, per-class noise), driver model
+``"dirichlet_gp_sparse"``."""

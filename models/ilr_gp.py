@@ -319,7 +319,6 @@ def latent_conditional(data: ILRData, kernel, hypers: dict, f, Xs):
 
 
 SPEC: ModelSpec
-"""ILR-GP's ``ModelSpec`` (exact conjugate form, latent form), driver model ``"ilr_gp"``."""
 SPEC = conjugate_spec(
     "ilr_gp", description="ILR-GP: conjugate GP regression on ILR targets (C-1 latent GPs)",
     prepare=prepare, pad=pad, num_latent=num_latent, log_link=log_link,
@@ -332,6 +331,7 @@ SPEC = conjugate_spec(
     sparse_alternative='use a sparse model: ILRGPClassifier(inference="collapsed") or '
                        'SoftmaxSVGPClassifier(link="ilr") (driver models "ilr_gp_sparse" '
                        'and "ilr_gp_uncollapsed")')
+"""ILR-GP's ``ModelSpec`` (exact conjugate form, latent form), driver model ``"ilr_gp"``."""
 
 
 # ------------------------------------------------------------- collapsed sparse ILR-GP
@@ -422,7 +422,6 @@ def sparse_inducing_values(data: sparse.SparseData, kernel, hypers: dict, v):
 
 
 SPARSE_SPEC: ModelSpec
-"""Collapsed-ILR's ``ModelSpec`` (Titsias's bound), driver model ``"ilr_gp_sparse"``."""
 SPARSE_SPEC = collapsed_sparse_spec(
     SPEC, "ilr_gp_sparse",
     description="Collapsed-ILR: Titsias's collapsed sparse bound on ILR targets",
@@ -431,6 +430,7 @@ SPARSE_SPEC = collapsed_sparse_spec(
     inducing=Inducing(inducing_latent=sparse_inducing_latent,
                       sample_inducing=sparse_sample_inducing,
                       inducing_values=sparse_inducing_values))
+"""Collapsed-ILR's ``ModelSpec`` (Titsias's bound), driver model ``"ilr_gp_sparse"``."""
 
 
 UNCOLLAPSED_SPEC = svgp_spec(

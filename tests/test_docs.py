@@ -5,9 +5,7 @@
   (``.. autoclass:: name`` and the like) and links every other name to the page of the
   module that defines it; a page of a module that no longer exists fails too.
 * Every public name has a docstring of its own: a class's, not the one NamedTuple or a
-  dataclass writes for it; a constant's, the string literal after its assignment. The
-  names of ``docs/docstrings_owed.toml`` (docstrings owed by modules being edited
-  elsewhere) are expected to lack one, and the test fails once one of them has it.
+  dataclass writes for it; a constant's, the string literal after its assignment.
 * Every docstring example (``>>>``) of a public module runs as a doctest.
 
 The docs build itself (``python -m sphinx -W --keep-going -n -b html docs docs/_build/html``,
@@ -21,7 +19,6 @@ import doctest
 import importlib
 import inspect
 import re
-import tomllib
 import types
 from pathlib import Path
 
@@ -30,7 +27,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 API = ROOT / "docs" / "api"
 SOURCES = {"ppgpc": ROOT / "ppgpc", "ppgpc.models": ROOT / "models"}
-OWED = tomllib.loads((ROOT / "docs" / "docstrings_owed.toml").read_text())["owed"]
 DIRECTIVE = re.compile(r"^\.\. auto(?:class|exception|function|data):: (\w+)$", re.M)
 # a name documented elsewhere: in a table of its module's names on the page that makes it public
 AUTOSUMMARY = (r"^\.\. currentmodule:: {module}\n\n\.\. autosummary::\n   :nosignatures:\n\n"
@@ -164,8 +160,7 @@ def test_every_name_in_all_is_in_the_reference(module):
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_every_public_name_has_a_docstring(module):
-    """The module, and each name of its ``__all__`` it defines, has a docstring of its own;
-    those owed (docs/docstrings_owed.toml) have none yet."""
+    """The module, and each name of its ``__all__`` it defines, has a docstring of its own."""
     imported = importlib.import_module(module)
     missing = [] if (imported.__doc__ or "").strip() else [module]
     for name in imported.__all__:
@@ -173,21 +168,7 @@ def test_every_public_name_has_a_docstring(module):
                                                            types.ModuleType):
             if not (own_docstring(module, name) or "").strip():
                 missing.append(f"{module}.{name}")
-    owed = sorted(name for name, problem in OWED.items()
-                  if problem.startswith("no docstring")
-                  and name.rpartition(".")[0] == module)
-    assert sorted(missing) == owed, (
-        "names without a docstring of their own (write one), or owed names that have one "
-        "now (take them off docs/docstrings_owed.toml): "
-        f"{sorted(set(missing) ^ set(owed))}")
-
-
-def test_the_owed_docstrings_are_public_names():
-    for name in OWED:
-        module, _, attribute = name.rpartition(".")
-        if name in MODULES:
-            continue
-        assert module in MODULES and attribute in importlib.import_module(module).__all__, name
+    assert missing == [], f"names without a docstring of their own (write one): {missing}"
 
 
 def test_an_undocumented_name_is_found(tmp_path, monkeypatch):
