@@ -11,10 +11,11 @@ standard errors of the paired per-point differences), the search goes on past th
 one value at a time on the grid's scale (``SEARCH_SCALES``), up to ``GRID_EXTENSIONS``
 values (a grid the user gave is kept as given); a search that still ends at a falling edge
 is reported in the fit's ``ConvergenceReport``.
-Each leave-one-out fit of a search starts from the nearest level already fitted, and the
-final fit from the chosen level's fit (``ConjugateClassifier._transported_start``): the
-levels change the targets' scale and level, which the model's own data-driven start
-follows, not the shape of the kernel. With ``progress=True`` each scored value writes a
+Past ``SEARCH_ROWS`` rows a leave-one-out search scores its levels on a stratified
+subsample, and the fit on all the rows starts from the chosen level's fit there; the final
+fit starts from the chosen level's search fit (``ConjugateClassifier._transported_start``:
+the levels change the targets' scale and level, which the model's own data-driven start
+follows, not the shape of the kernel). With ``progress=True`` each scored value writes a
 line to stderr.
 """
 
@@ -79,9 +80,11 @@ class SearchFit(NamedTuple):
 
 class _Levels:
     """The leave-one-out scorers of a search over one smoothing level ``name`` (GPD's
-    alpha_eps, ILR's tau, or epsilon with a fixed noise): a type-II fit at each level, the
-    first started from ``start_from`` (a ``SearchFit`` of the same search on other data)
-    or the model's own start, every later one from the nearest level fitted before it."""
+    alpha_eps, ILR's tau, or epsilon with a fixed noise): a type-II fit at each level from
+    the model's own start, or from ``start_from`` (the chosen level's fit of the same search
+    on a subsample) carried over to the level. A start carried over from a neighbouring
+    level is not used: on small tables with many ARD lengthscales it can lead the fit to
+    another local optimum of the marginal likelihood (docs/records/speed.md)."""
 
     def __init__(self, estimator: "ConjugateClassifier", X, y, num_classes: int, name: str,
                  start_from: SearchFit | None = None):
@@ -94,12 +97,8 @@ class _Levels:
         """The leave-one-out scorer of a fit at ``value`` (``ConjugateClassifier._loo_scorer``)."""
         est, value = self.estimator, float(value)
         options = est._level_options(self.name, value)
-        source = self.start_from
-        if self.fits:
-            forward = SEARCH_SCALES[self.name][0]
-            source = self.fits[min(self.fits, key=lambda v: abs(forward(v) - forward(value)))]
-        start = (None if source is None
-                 else est._transported_start(source, self.X, self.y, self.num_classes, options))
+        start = (None if self.start_from is None else est._transported_start(
+            self.start_from, self.X, self.y, self.num_classes, options))
         scorer, self.fits[value] = est._loo_scorer(self.X, self.y, self.num_classes, options,
                                                    start=start)
         return scorer

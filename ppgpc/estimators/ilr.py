@@ -124,8 +124,7 @@ class ILRGPClassifier(ConjugateClassifier):
         targets and the noise scales with them, so a type-II ML fit at one level is the fit
         at any other with the latent scaled by a(epsilon) / a(reference)
         (``ppgpc.infer.loo``): each tau's fit scores any epsilon by rescaling its
-        leave-one-out predictive; each tau's fit starts from the nearest tau fitted before
-        it. A fixed ``noise_std`` breaks the scaling: then every epsilon is fitted (and tau
+        leave-one-out predictive. A fixed ``noise_std`` breaks the scaling: then every epsilon is fitted (and tau
         does not apply).
 
         Where the best pair lies at an edge of either grid and the NLL still falls there,
