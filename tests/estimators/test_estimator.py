@@ -86,9 +86,14 @@ def test_unfitted_and_bad_settings():
 
 
 def test_too_large_for_exact_inference_names_the_problem():
+    """NUTS over the exact posterior is refused past the limit; the type-II default goes
+    sparse instead, saying what the exact fit would have cost."""
     X, y = toy_problem(30, 2)
     with pytest.raises(ValueError, match="too many for exact inference.*GiB"):
-        ILRGPClassifier(epsilon=0.99, max_exact_points=20).fit(X, y)
+        ILRGPClassifier(epsilon=0.99, inference="nuts", max_exact_points=20).fit(X, y)
+    with pytest.warns(UserWarning, match="exceed max_exact_points=20.*GiB"):
+        ILRGPClassifier(epsilon=0.99, max_exact_points=20, num_inducing=10,
+                        progress=False).fit(X, y)
 
 
 def test_a_learned_noise_scale_that_collapses_is_reported():

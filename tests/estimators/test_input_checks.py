@@ -292,19 +292,21 @@ def test_estimator_settings_are_checked(toy, make, match):
 
 
 def test_too_large_is_refused_before_any_validation_fit(toy, monkeypatch):
-    """epsilon="auto" runs 5-fold cross-validation (30 fits) before the final fit: the size
-    limit of the final fit must refuse the data first, and name the data's own N."""
+    """A search runs fits before the final fit: the size limit of a final fit that cannot
+    go sparse by itself (NUTS; the type-II fits switch, ``tests/estimators/test_search.py``)
+    must refuse the data first, and name the data's own N."""
     def no_validation(*args, **kwargs):
         raise AssertionError("a validation fit ran before the size check")
 
     monkeypatch.setattr(ConjugateClassifier, "_held_out_losses", no_validation)
+    monkeypatch.setattr(ConjugateClassifier, "_loo_scorer", no_validation)
     X, y = toy
     with pytest.raises(ValueError, match="30 training points is too many.*limit is 20. "
                                          "Instead, use a sparse model"):
-        ILRGPClassifier(max_exact_points=20).fit(X, y)
+        ILRGPClassifier(inference="nuts", max_exact_points=20).fit(X, y)
     with pytest.raises(ValueError, match="30 training points.*DirichletGPClassifier\\("
                                          "inference=\"collapsed\"\\)"):
-        DirichletGPClassifier(max_exact_points=20).fit(X, y)
+        DirichletGPClassifier(inference="nuts", max_exact_points=20).fit(X, y)
     with pytest.raises(ValueError, match="30 training points.*the sparse CAVI"):
         LogisticSoftmaxGPClassifier(inference="cavi", max_exact_points=20).fit(X, y)
 
