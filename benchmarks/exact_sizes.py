@@ -85,7 +85,7 @@ else:
     est.fit(X_train, y_train)
     probs = est.predict_proba(X_test)
     out.update(scores(probs), fit=time.perf_counter() - t)
-    chose = [f"{k[:-1]}={getattr(est, k):.3g}" for k in ("alpha_eps_", "tau_", "epsilon_")
+    chose = [f"{k[:-1]}={getattr(est, k):.7g}" for k in ("alpha_eps_", "tau_", "epsilon_")
              if getattr(est, k, None) is not None]
     sparse = est.result_.spec.name.endswith("_sparse")
     out["chose"] = ", ".join(chose + (["collapsed"] if sparse else []))
