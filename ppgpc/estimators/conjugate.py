@@ -140,7 +140,7 @@ class ConjugateClassifier(GPClassifierBase):
             f"{type(self).__name__}: {self.sparse_instead_}; pass "
             f"max_exact_points={num_points} (or None) to fit the exact GP, which costs "
             f"O(N^3) per step and 8 N^2 bytes per matrix "
-            f"({8 * num_points ** 2 / 2 ** 30:.1f} GiB here)", UserWarning, stacklevel=4)
+            f"({8 * num_points ** 2 / 2 ** 30:.1f} GiB here)", UserWarning, stacklevel=3)
 
     def _sparse_note(self, num_points: int) -> str:
         """The phrase of a switch to the collapsed sparse fit (``_size_checked``)."""
