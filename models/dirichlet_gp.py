@@ -449,7 +449,7 @@ def collapsed_model(data: GPDData, kernel) -> None:
     K = mask_gram(_class_grams(kernel, params, data.X), data.mask)
     weights = _row_weights(data, N)
     loc = mean[:, None] * weights
-    if params[1] is None and not data.options.learn_noise_scale:
+    if data.options.shared_kernel and not data.options.learn_noise_scale:
         # shared kernel and fixed noise: two noise levels, one factorisation for all classes
         low, high = lognormal_targets(jnp.stack([data.alpha_eps, 1.0 + data.alpha_eps]))[1]
         onehot = jax.nn.one_hot(data.y, C, dtype=K.dtype)

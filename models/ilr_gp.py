@@ -58,8 +58,8 @@ import numpyro.distributions as dist
 from ppgpc.gp import exact, linalg, simplex, sparse, whitened
 from ppgpc.gp.inducing import InducingPrior
 from ppgpc.gp.kernels import gram, kernel_params, sample_kernel_params
-from ppgpc.models.spec import (Conjugate, Inducing, Latent, ModelSpec, collapsed_sparse_spec, conjugate_spec,
-                               record_jitter)
+from ppgpc.models.spec import (Conjugate, Inducing, Latent, ModelSpec, collapsed_sparse_spec,
+                               conjugate_spec, record_jitter)
 from ppgpc.models.svgp import num_latent_ilr, svgp_spec
 from ppgpc.runtime.padding import (mask_gram, pad_rows, padding_constant, real_rows, real_rows_only,
                                    row_mask)

@@ -73,9 +73,10 @@ class SearchFit(NamedTuple):
     """The model options it was fitted with (one smoothing level)."""
     hypers: dict
     """Its point hyperparameters by site name."""
-    initial: dict
-    """The model's own start on the data and options of this fit
-    (``ModelSpec.initial_hypers``), which ``_transported_start`` compares with another's."""
+    X: np.ndarray
+    """(n, D) the inputs it was fitted on (all the rows, or a search's subsample)."""
+    y: np.ndarray
+    """(n,) their labels."""
 
 
 class _Levels:
@@ -240,7 +241,8 @@ class ConjugateClassifier(GPClassifierBase):
                 for value in values:
                     timer = Timer()
                     losses[float(value)] = levels.score(value)((1.0,))[0]
-                    note(f"{name} {value:g} ({len(levels.fits)}): leave-one-out NLL "
+                    note(f"{name} {value:g} ({len(levels.fits)}/"
+                         f"{max(len(grid), len(levels.fits))}): leave-one-out NLL "
                          f"{np.mean(losses[float(value)]):.4f} ({timer})", self.progress)
                 return losses
             fits = levels.fits
@@ -331,8 +333,7 @@ class ConjugateClassifier(GPClassifierBase):
         link, key = result.spec.log_link, self._loo_key()
         return (lambda scales: np.asarray(loo_nll(key, link, mean, var, y, tuple(scales),
                                                   pointwise=True)),
-                SearchFit(dict(model_options), result.hyper_draw(),
-                          self._initial_hypers(X, y, num_classes, model_options)))
+                SearchFit(dict(model_options), result.hyper_draw(), X, y))
 
     def _initial_hypers(self, X, y, num_classes, options: dict) -> dict:
         """The model's own start (``ModelSpec.initial_hypers``) on the data with ``options``."""
@@ -340,12 +341,12 @@ class ConjugateClassifier(GPClassifierBase):
         return spec.initial_hypers(spec.prepare(X, y, num_classes, **options),
                                    make_kernel(self.kernel))
 
-    def _search_rows(self, y) -> np.ndarray | None:
+    def _search_rows(self, y, name: str) -> np.ndarray | None:
         """(S,) sorted indices of the stratified subsample of ``SEARCH_ROWS`` rows (at most
-        ``max_exact_points`` for a fit gone sparse) on which a leave-one-out search scores
-        its levels, None when there are no more rows than that:
-        each class keeps its share of the rows (at least two, or all it has), drawn with the
-        estimator's seed."""
+        ``max_exact_points`` for a fit gone sparse) on which a leave-one-out search over
+        ``name`` scores its levels (a progress line says so), None when there are no more
+        rows than that. Each class keeps its share of the rows (at least two, or all it
+        has), drawn with the estimator's seed."""
         n = len(y)
         size = min(SEARCH_ROWS, self.max_exact_points) if self._switched() else SEARCH_ROWS
         if n <= size:
@@ -356,12 +357,17 @@ class ConjugateClassifier(GPClassifierBase):
             members = np.flatnonzero(y == c)
             k = min(len(members), max(2, int(round(len(members) * size / n))))
             rows.append(rng.choice(members, size=k, replace=False))
-        return np.sort(np.concatenate(rows))
+        rows = np.sort(np.concatenate(rows))
+        note(f"{name}: leave-one-out search on a stratified subsample of {len(rows)} of {n} "
+             f"rows", self.progress)
+        return rows
 
     def _final_options(self, fit: SearchFit | None, X, y, num_classes, options: dict) -> dict:
         """The final fit's driver options: its start transported from the chosen level's
-        search fit (``_transported_start``) when both are type-II fits ("exact" or "map");
-        none otherwise (no search fit, NUTS, the collapsed sparse fit)."""
+        search fit (``_transported_start``) when the final fit is a type-II fit ("exact" or
+        "map", also one gone sparse past ``max_exact_points``, whose inducing inputs start
+        at the model's own); none otherwise (no search fit: ``inference="collapsed"``,
+        cross-validation; NUTS)."""
         if fit is None or self._method() not in ("exact", "map"):
             return {}
         return {"initial_hyperparameters":
@@ -377,7 +383,8 @@ class ConjugateClassifier(GPClassifierBase):
         a site whose start does not depend on the level (the lengthscales) stays where the
         fit left it. Under type-II ML, ILR's fit at one epsilon transported to another is
         that level's optimum (the targets and the noise scale together)."""
-        old, new = fit.initial, self._initial_hypers(X, y, num_classes, options)
+        old = self._initial_hypers(fit.X, fit.y, num_classes, fit.options)
+        new = self._initial_hypers(X, y, num_classes, options)
         start = {}
         for site, value in fit.hypers.items():
             value, a, b = (np.asarray(v, dtype=np.float64) for v in (value, old[site], new[site]))

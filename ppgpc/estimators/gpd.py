@@ -5,7 +5,6 @@ from __future__ import annotations
 from ppgpc.estimators.base import shared_doc
 from ppgpc.estimators.conjugate import ConjugateClassifier
 from ppgpc.models.dirichlet_gp import ALPHA_EPS_GRID
-from ppgpc.runtime.progress import note
 from ppgpc.validation import MAX_EXACT_POINTS, check_flag, check_positive
 
 __all__ = ["DirichletGPClassifier"]
@@ -92,10 +91,7 @@ class DirichletGPClassifier(ConjugateClassifier):
         grid = self._selection().grid
         rows = None
         if self.alpha_eps == "auto" and self._uses_loo():
-            rows = self._search_rows(y)
-            if rows is not None:
-                note(f"alpha_eps: leave-one-out search on a stratified subsample of "
-                     f"{len(rows)} of {len(y)} rows", self.progress)
+            rows = self._search_rows(y, "alpha_eps")
         best, scores, fit = self._search_grid(
             *((X, y) if rows is None else (X[rows], y[rows])), num_classes,
             ALPHA_EPS_GRID if grid is None else grid, "alpha_eps",

@@ -124,8 +124,8 @@ class ILRGPClassifier(ConjugateClassifier):
         targets and the noise scales with them, so a type-II ML fit at one level is the fit
         at any other with the latent scaled by a(epsilon) / a(reference)
         (``ppgpc.infer.loo``): each tau's fit scores any epsilon by rescaling its
-        leave-one-out predictive. A fixed ``noise_std`` breaks the scaling: then every epsilon is fitted (and tau
-        does not apply).
+        leave-one-out predictive. A fixed ``noise_std`` breaks the scaling: then every
+        epsilon is fitted (and tau does not apply).
 
         Where the best pair lies at an edge of either grid and the NLL still falls there,
         that grid goes on past the edge (``ConjugateClassifier._extend_search``): a new
@@ -221,12 +221,11 @@ class ILRGPClassifier(ConjugateClassifier):
         self.epsilon_scores_ = self.tau_scores_ = None
         if self._uses_loo() and (self.epsilon == "auto" or search_tau):
             taus = TAU_GRID if search_tau else (self._fixed_tau(),)
-            rows = self._search_rows(y) if search_tau or self._switched() else None
+            rows = (self._search_rows(y, "tau") if search_tau or self._switched()
+                    else None)
             extend_epsilon = selection.grid is None
             start_from = None
             if rows is not None:  # tau on a subsample; epsilon on all rows at that tau
-                note(f"tau: leave-one-out search on a stratified subsample of {len(rows)} "
-                     f"of {len(y)} rows", self.progress)
                 sub_scores, sub_fits = self._loo_joint_scores(
                     X[rows], y[rows], num_classes, epsilons, taus,
                     extend_epsilon=extend_epsilon, report=("tau",))

@@ -56,8 +56,7 @@ def test_a_transported_ilr_fit_is_the_fit_at_another_epsilon():
     for epsilon in (0.99, 0.999):
         options = est._options_for(epsilon, 0.1)
         result = fit("ilr_gp", X, y, method="exact", num_draws=1, model_options=options)
-        fits[epsilon] = SearchFit(options, result.hyper_draw(),
-                                  est._initial_hypers(X, y, 3, options))
+        fits[epsilon] = SearchFit(options, result.hyper_draw(), X, y)
     moved = est._transported_start(fits[0.99], X, y, 3, fits[0.999].options)
     for name, value in fits[0.999].hypers.items():
         np.testing.assert_allclose(moved[name], value, rtol=2e-3)
