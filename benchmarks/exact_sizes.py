@@ -11,8 +11,9 @@ Tables:
 * ``n4000`` and ``n10000``: ``make_classification``, 4,000 or 10,000 training and 1,000
   test rows, 10 columns (all informative), 5 classes.
 
-Rows: ``ILRGPClassifier()``, ``DirichletGPClassifier()`` (their defaults, whatever they
-choose: the exact fit or, past ``max_exact_points``, the collapsed sparse one), and
+Rows: ``ILRGPClassifier()``, ``DirichletGPClassifier()`` (their defaults, progress on
+stderr included, whatever they choose: the exact fit, its kernel fitted on a subsample past
+``HYPER_ROWS``, or, past ``max_exact_points``, the collapsed sparse fit), and
 ``gpytorch`` (``benchmarks/gpytorch_peer.py``'s recipe: one scaled RBF-ARD kernel per class,
 100 Adam steps, alpha_eps 0.01, Cholesky up to N), each a fresh process. Columns: the
 process's wall seconds, the fit's own seconds, test NLL, accuracy, top-label ECE (10 bins)
@@ -80,7 +81,7 @@ if which == "gpytorch":
     out.update(scores(probs), fit=fit_seconds, chose=f"{per_step:.2f} s/step")
 else:
     import ppgpc
-    est = getattr(ppgpc, which)(progress=False)
+    est = getattr(ppgpc, which)()   # the defaults, progress on stderr included
     t = time.perf_counter()
     est.fit(X_train, y_train)
     probs = est.predict_proba(X_test)
@@ -88,7 +89,10 @@ else:
     chose = [f"{k[:-1]}={getattr(est, k):.7g}" for k in ("alpha_eps_", "tau_", "epsilon_")
              if getattr(est, k, None) is not None]
     sparse = est.result_.spec.name.endswith("_sparse")
-    out["chose"] = ", ".join(chose + (["collapsed"] if sparse else []))
+    subsample = [n.split(" rows;")[0].split("subsample of ")[1] + " rows"
+                 for n in est.convergence_.notes if "stratified subsample of" in n]
+    out["chose"] = ", ".join(chose + (["collapsed"] if sparse else [])
+                             + [f"kernel on {s}" for s in subsample])
     if warm:
         t = time.perf_counter()
         est.fit(X_train, y_train)

@@ -6,7 +6,7 @@ Each row is one fresh Python process with the persistent compilation cache turne
 on 200 rows of ``make_classification`` (8 columns, 6 informative, 4 classes) and predicting
 100 more: the process's wall seconds from the start of ``fit`` to the probabilities, the
 seconds XLA spent compiling every program (``/jax/core/compile/backend_compile_duration``),
-those of the L-BFGS program alone (``jit(minimize_sites)``), and the L-BFGS iterations of
+those of the L-BFGS program alone (``jit(_sites_window)``, the optimiser loop), and the L-BFGS iterations of
 the final fit. ``--repeats`` processes per estimator.
 
     python benchmarks/lbfgs_compile.py [--repeats 2]
@@ -27,7 +27,7 @@ seconds = collections.Counter()
 def listener(event, duration, **kw):
     if event == "/jax/core/compile/backend_compile_duration":
         seconds["all"] += duration
-        if kw.get("fun_name") == "jit(minimize_sites)":
+        if kw.get("fun_name") == "jit(_sites_window)":
             seconds["lbfgs"] += duration
 jax.monitoring.register_event_duration_secs_listener(listener)
 warnings.simplefilter("ignore")

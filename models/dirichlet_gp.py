@@ -500,32 +500,38 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None,
 
 
 def condition(data: GPDData, kernel, hypers: dict) -> exact.ExactPosterior:
-    """The exact posterior of every class, batched: fields with a leading class axis."""
+    """The exact posterior of every class, fields with a leading class axis, computed one
+    class at a time (``ppgpc.gp.sparse.map_outputs``): a batch over the classes would hold
+    C copies of every N x N temporary at once (tens of GB at N = 10^4)."""
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]  # (C, N, 1)
     params, axis = _class_params(data, hypers)
-    return jax.vmap(exact.condition, in_axes=(None, axis, None, 0, 0, None))(
+    return sparse.map_outputs(exact.condition, (None, axis, None, 0, 0, None))(
         kernel, params, data.X, resid, noise_var(data, hypers).T, data.mask)
 
 
 def predict(data: GPDData, kernel, hypers: dict, posterior: exact.ExactPosterior, Xs):
     """Predictive at Xs (n, D): mean (n, C) and variance (n, C) of the latent, plus the
-    pseudo-observation noise when ``predict_from="noisy"``."""
+    pseudo-observation noise when ``predict_from="noisy"`` (one class at a time)."""
     params, axis = _class_params(data, hypers)
-    mean, var = jax.vmap(exact.predict, in_axes=(None, axis, 0, None))(
+    mean, var = sparse.map_outputs(exact.predict, (None, axis, 0, None))(
         kernel, params, posterior, Xs)  # (C, n, 1), (C, n)
     return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 
 def sample_train(key, data: GPDData, kernel, hypers: dict, posterior, num_samples: int):
-    """(S, N, C) joint posterior draws of f at the training inputs (Matheron's rule)."""
+    """(S, N, C) joint posterior draws of f at the training inputs (Matheron's rule), one
+    class at a time; with a shared kernel the prior's factor is computed once for all."""
     C = data.targets.shape[1]
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]
+    params, axis = _class_params(data, hypers)
+    prior = (None if axis is not None
+             else exact.prior_factors(kernel, params, data.X, data.mask))
 
     def one(k, params, post, y, noise):
-        return exact.sample_posterior_at_inputs(k, kernel, params, post, y, noise, num_samples)
+        return exact.sample_posterior_at_inputs(k, kernel, params, post, y, noise, num_samples,
+                                                prior=prior)
 
-    params, axis = _class_params(data, hypers)
-    draws = jax.vmap(one, in_axes=(0, axis, 0, 0, 0))(
+    draws = sparse.map_outputs(one, (0, axis, 0, 0, 0))(
         jax.random.split(key, C), params, posterior, resid,
         noise_var(data, hypers).T)  # (C, S, N, 1)
     return jnp.moveaxis(draws[..., 0], 0, -1) + hypers["mean"]
@@ -537,7 +543,8 @@ def loo_predictive(data: GPDData, kernel, hypers: dict, posterior: exact.ExactPo
     the pseudo-observation noise too when ``predict_from="noisy"``: mean (N, C), variance
     (N, C)."""
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]  # (C, N, 1)
-    mean, var = jax.vmap(exact.loo_predictive)(posterior, resid, noise_var(data, hypers).T)
+    mean, var = sparse.map_outputs(exact.loo_predictive, (0, 0, 0))(
+        posterior, resid, noise_var(data, hypers).T)
     return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 

@@ -283,6 +283,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                     self._fit_driver(Xs, codes, C, options, **final),
                     input_scaling=self.standardizer_)
             report = dataclasses.replace(self.result_.info.convergence.merged(
+                optimizers=self._report_optimizers(),
                 grid_edges=tuple(collected.grid_edges), notes=self._report_notes()),
                 for_estimator=True)
             self.result_ = dataclasses.replace(
@@ -341,6 +342,12 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         if limit is not None:
             check_exact_size(num_points, limit, type(self).__name__,
                              get_spec(self.model_name).sparse_alternative)
+
+    def _report_optimizers(self) -> tuple:
+        """Optimisation stages of the fit that ran before the final driver call and decided
+        its result (``OptimizerCheck``s, e.g. hyperparameters fitted on a subsample); none
+        by default."""
+        return ()
 
     def _report_notes(self) -> tuple[str, ...]:
         """Phrases for the fit's ``ConvergenceReport.notes`` (what the fit chose by

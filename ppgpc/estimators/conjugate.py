@@ -36,11 +36,11 @@ from ppgpc.gp.kernels import make_kernel
 from ppgpc.infer import convergence
 from ppgpc.infer.loo import loo_latent, loo_nll
 from ppgpc.models import get_spec
-from ppgpc.runtime.progress import Timer, note
+from ppgpc.runtime.progress import Timer, note, time_left
 from ppgpc.validation import check_count, check_flag, check_seed
 
 __all__ = ["ConjugateClassifier", "SearchFit", "GRID_EXTENSIONS", "SEARCH_ROWS",
-           "SEARCH_SCALES"]
+           "HYPER_ROWS", "SEARCH_SCALES"]
 
 GRID_EXTENSIONS = 6
 """Values a smoothing search adds past an edge of its grid at most, one at a time, while its
@@ -65,6 +65,13 @@ levels (GPD's alpha_eps, ILR's tau) when the data have more: each level's type-I
 O(N^3) per step, and the level's choice needs the shape of the held-out NLL, not every row.
 The fit on all the rows then starts from the chosen level's fit there."""
 
+HYPER_ROWS = 2000
+"""Rows of the stratified subsample on which a type-II fit (``"map"``, ``"exact"``) fits the
+kernel hyperparameters when the data have more. Each L-BFGS step costs O(N^3), and a few
+thousand rows pin a kernel down as well as all of them; the exact posterior is then
+conditioned on every row with those hyperparameters (one factorisation of all the rows,
+not one per step), and the fit's report says so and carries that fit's convergence."""
+
 
 class SearchFit(NamedTuple):
     """One type-II fit of a smoothing search: where the next fit starts."""
@@ -77,6 +84,8 @@ class SearchFit(NamedTuple):
     """(n, D) the inputs it was fitted on (all the rows, or a search's subsample)."""
     y: np.ndarray
     """(n,) their labels."""
+    checks: tuple = ()
+    """Its optimisation's ``OptimizerCheck`` (``ppgpc.infer.convergence``)."""
 
 
 class _Levels:
@@ -132,6 +141,7 @@ class ConjugateClassifier(GPClassifierBase):
         collapsed sparse one, with a warning that says why and how to force the exact fit,
         and a note in the fit's report (``sparse_instead_``); NUTS is refused as before."""
         self.sparse_instead_ = None
+        self._hyper_fit = None  # (note, checks) where a subsample fits the hyperparameters
         limit = self._exact_size_limit()
         switch = self._inference() in (ConjugateInference.MAP, ConjugateInference.EXACT)
         if limit is None or num_points <= limit or not switch:
@@ -152,7 +162,14 @@ class ConjugateClassifier(GPClassifierBase):
                 f"its smoothing level chosen by the exact model on a subsample")
 
     def _report_notes(self) -> tuple[str, ...]:
-        return (self.sparse_instead_,) if self._switched() else ()
+        notes = (self.sparse_instead_,) if self._switched() else ()
+        hyper = getattr(self, "_hyper_fit", None)
+        return notes + ((hyper[0],) if hyper is not None else ())
+
+    def _report_optimizers(self) -> tuple:
+        """The subsample fit's check where it fitted the hyperparameters (``HYPER_ROWS``)."""
+        hyper = getattr(self, "_hyper_fit", None)
+        return tuple(hyper[1]) if hyper is not None else ()
 
     def _check_model_settings(self) -> None:
         self._selection()
@@ -199,7 +216,7 @@ class ConjugateClassifier(GPClassifierBase):
         of every split in turn), with the hyperparameter estimate of the search
         (``_grid_method``)."""
         method = self._grid_method()
-        losses = {}
+        losses, search = {}, Timer()
         for i, value in enumerate(grid):
             timer = Timer()
             parts = []
@@ -212,8 +229,8 @@ class ConjugateClassifier(GPClassifierBase):
                     parts.append(-np.log(p[np.arange(len(val)), y[val]]))
             losses[float(value)] = np.concatenate(parts)
             note(f"{name} {value:g} ({i + 1}/{len(grid)}): held-out NLL "
-                 f"{np.mean(losses[float(value)]):.4f} ({len(splits)} fit(s), {timer})",
-                 self.progress)
+                 f"{np.mean(losses[float(value)]):.4f} ({len(splits)} fit(s), {timer}"
+                 f"{time_left(search.seconds, i + 1, len(grid))})", self.progress)
         return losses
 
     def _search_grid(self, X, y, num_classes, grid, name: str, *,
@@ -234,16 +251,17 @@ class ConjugateClassifier(GPClassifierBase):
         """
         grid = tuple(grid)
         if not on_training_data and self._uses_loo():
-            levels = _Levels(self, X, y, num_classes, name)
+            levels, search = _Levels(self, X, y, num_classes, name), Timer()
 
             def score(values):
                 losses = {}
                 for value in values:
                     timer = Timer()
                     losses[float(value)] = levels.score(value)((1.0,))[0]
-                    note(f"{name} {value:g} ({len(levels.fits)}/"
-                         f"{max(len(grid), len(levels.fits))}): leave-one-out NLL "
-                         f"{np.mean(losses[float(value)]):.4f} ({timer})", self.progress)
+                    done = len(levels.fits)
+                    note(f"{name} {value:g} ({done}/{max(len(grid), done)}): leave-one-out "
+                         f"NLL {np.mean(losses[float(value)]):.4f} ({timer}"
+                         f"{time_left(search.seconds, done, len(grid))})", self.progress)
                 return losses
             fits = levels.fits
         else:
@@ -325,15 +343,23 @@ class ConjugateClassifier(GPClassifierBase):
         ``start`` when given), as (a function of ``scales`` -> (G, N) leave-one-out NLL of
         each point, the latent scaled by each scale (``ppgpc.infer.loo``): scoring more
         scales needs no refit; the fit's ``SearchFit``)."""
-        # the exact model's fit, also where the final fit goes sparse past max_exact_points
-        result = super()._fit_driver(X, y, num_classes, model_options,
-                                     method=self._grid_method(), num_draws=1,
-                                     progress_bar=False, initial_hyperparameters=start)
+        result, fit = self._point_fit(X, y, num_classes, model_options, start)
         mean, var = loo_latent(result)
         link, key = result.spec.log_link, self._loo_key()
         return (lambda scales: np.asarray(loo_nll(key, link, mean, var, y, tuple(scales),
-                                                  pointwise=True)),
-                SearchFit(dict(model_options), result.hyper_draw(), X, y))
+                                                  pointwise=True)), fit)
+
+    def _point_fit(self, X, y, num_classes, model_options, start: dict | None = None):
+        """(driver result, ``SearchFit``) of the search's type-II fit (``_grid_method``) of
+        the exact model on ``X``, ``y`` with ``model_options``, started at ``start`` when
+        given (the exact model also where the final fit goes sparse past
+        ``max_exact_points``)."""
+        result = super()._fit_driver(X, y, num_classes, model_options,
+                                     method=self._grid_method(), num_draws=1,
+                                     progress_bar=self.progress,
+                                     initial_hyperparameters=start)
+        return result, SearchFit(dict(model_options), result.hyper_draw(), X, y,
+                                 result.info.convergence.optimizers)
 
     def _initial_hypers(self, X, y, num_classes, options: dict) -> dict:
         """The model's own start (``ModelSpec.initial_hypers``) on the data with ``options``."""
@@ -345,10 +371,29 @@ class ConjugateClassifier(GPClassifierBase):
         """(S,) sorted indices of the stratified subsample of ``SEARCH_ROWS`` rows (at most
         ``max_exact_points`` for a fit gone sparse) on which a leave-one-out search over
         ``name`` scores its levels (a progress line says so), None when there are no more
-        rows than that. Each class keeps its share of the rows (at least two, or all it
-        has), drawn with the estimator's seed."""
-        n = len(y)
+        rows than that."""
         size = min(SEARCH_ROWS, self.max_exact_points) if self._switched() else SEARCH_ROWS
+        rows = self._stratified_rows(y, size)
+        if rows is not None:
+            note(f"{name}: leave-one-out search on a stratified subsample of {len(rows)} of "
+                 f"{len(y)} rows", self.progress)
+        return rows
+
+    def _hyper_rows(self, y) -> np.ndarray | None:
+        """(S,) sorted indices of the stratified subsample of ``HYPER_ROWS`` rows on which
+        the kernel hyperparameters are fitted, None where every row is: no more rows than
+        that, a fit that does not fit them by type-II ("exact", "map") on the exact model,
+        or hyperparameters the user gave."""
+        if (self._method() not in ("exact", "map") or self._collapsed()
+                or self._given_options().get("hyperparameters") is not None):
+            return None
+        return self._stratified_rows(y, HYPER_ROWS)
+
+    def _stratified_rows(self, y, size: int) -> np.ndarray | None:
+        """(S,) sorted indices of about ``size`` rows, each class keeping its share of them
+        (at least two, or all it has), drawn with the estimator's seed; None when there are
+        no more than ``size`` rows."""
+        n = len(y)
         if n <= size:
             return None
         rng = np.random.default_rng(check_seed(self.seed))
@@ -357,17 +402,34 @@ class ConjugateClassifier(GPClassifierBase):
             members = np.flatnonzero(y == c)
             k = min(len(members), max(2, int(round(len(members) * size / n))))
             rows.append(rng.choice(members, size=k, replace=False))
-        rows = np.sort(np.concatenate(rows))
-        note(f"{name}: leave-one-out search on a stratified subsample of {len(rows)} of {n} "
-             f"rows", self.progress)
-        return rows
+        return np.sort(np.concatenate(rows))
 
     def _final_options(self, fit: SearchFit | None, X, y, num_classes, options: dict) -> dict:
-        """The final fit's driver options: its start transported from the chosen level's
-        search fit (``_transported_start``) when the final fit is a type-II fit ("exact" or
-        "map", also one gone sparse past ``max_exact_points``, whose inducing inputs start
-        at the model's own); none otherwise (no search fit: ``inference="collapsed"``,
-        cross-validation; NUTS)."""
+        """The final fit's driver options.
+
+        * Past ``HYPER_ROWS`` rows (a type-II fit of the exact model, ``_hyper_rows``): the
+          hyperparameters of a type-II fit at the chosen level on the stratified subsample,
+          as given values (as they are: the rows change, the level does not): ``fit``
+          itself where it is that fit, otherwise a fit that starts from ``fit`` carried over
+          to the subsample and level (``_transported_start``; a few steps where ``fit`` is
+          the same rows at another ILR epsilon). Its check and a note go into the fit's
+          report (``_report_optimizers``, ``_report_notes``).
+        * Otherwise, for a type-II final fit ("exact" or "map", also one gone sparse past
+          ``max_exact_points``, whose inducing inputs start at the model's own), its start
+          carried over from the chosen level's search fit; none without a search fit
+          (``inference="collapsed"``, cross-validation) or for NUTS.
+        """
+        rows = self._hyper_rows(y)
+        if rows is not None:
+            if fit is None or fit.X.shape[0] != len(rows) or fit.options != options:
+                start = None if fit is None else self._transported_start(
+                    fit, X[rows], y[rows], num_classes, options)
+                fit = self._point_fit(X[rows], y[rows], num_classes, options, start)[1]
+            kind = "type-II MAP" if self._grid_method() == "map" else "type-II ML"
+            self._hyper_fit = (f"kernel hyperparameters by {kind} on a stratified subsample "
+                               f"of {fit.X.shape[0]} of {len(y)} rows; the exact posterior "
+                               f"conditioned on all of them", fit.checks)
+            return {"hyperparameters": dict(fit.hypers)}
         if fit is None or self._method() not in ("exact", "map"):
             return {}
         return {"initial_hyperparameters":

@@ -87,7 +87,8 @@ class DirichletGPClassifier(ConjugateClassifier):
         if self.alpha_eps not in ("auto", "train"):
             self.alpha_eps_ = self.alpha_eps
             self.alpha_eps_scores_ = None
-            return self._options_for(self.alpha_eps), {}
+            options = self._options_for(self.alpha_eps)
+            return options, self._final_options(None, X, y, num_classes, options)
         grid = self._selection().grid
         rows = None
         if self.alpha_eps == "auto" and self._uses_loo():

@@ -9,7 +9,7 @@ from ppgpc.estimators.conjugate import GRID_EXTENSIONS, ConjugateClassifier, Sea
 from ppgpc.gp.simplex import target_separation
 from ppgpc.infer import convergence
 from ppgpc.models.ilr_gp import DEFAULT_EPSILON, DEFAULT_TAU, EPSILON_GRID, TAU_GRID, prepare
-from ppgpc.runtime.progress import Timer, note
+from ppgpc.runtime.progress import Timer, note, time_left
 from ppgpc.validation import MAX_EXACT_POINTS, check_flag, check_positive, check_probability
 
 __all__ = ["ILRGPClassifier"]
@@ -139,7 +139,7 @@ class ILRGPClassifier(ConjugateClassifier):
             return {(e, taus[0]): v for e, v in scores.items()}, {taus[0]: fit}
         reference = target_separation(num_classes, DEFAULT_EPSILON)
         epsilons, scorers, losses = [float(e) for e in epsilons], {}, {}
-        levels = _Levels(self, X, y, num_classes, "tau", start_from)
+        levels, search = _Levels(self, X, y, num_classes, "tau", start_from), Timer()
 
         ahead: dict = {}  # {(epsilon, tau): losses} scored before the search reached them
 
@@ -159,7 +159,8 @@ class ILRGPClassifier(ConjugateClassifier):
             best = min(epsilons, key=lambda e: np.mean(losses[(e, tau)]))
             note(f"tau {tau:g} ({len(scorers)}/{max(len(taus), len(scorers))}): "
                  f"leave-one-out NLL {np.mean(losses[(best, tau)]):.4f} at epsilon {best:g} "
-                 f"({len(epsilons)} epsilon value(s), {timer})", self.progress)
+                 f"({len(epsilons)} epsilon value(s), {timer}"
+                 f"{time_left(search.seconds, len(scorers), len(taus))})", self.progress)
 
         def profiles():
             """The per-point losses along epsilon at the best tau and along tau at the best
@@ -234,8 +235,11 @@ class ILRGPClassifier(ConjugateClassifier):
                 taus, start_from = (tau,), sub_fits[tau]
             if rows is not None and self._switched():  # no exact fit on all rows
                 scores, fits = sub_scores, sub_fits
-            else:
-                scores, fits = self._loo_joint_scores(X, y, num_classes, epsilons, taus,
+            else:  # on all rows, or on the subsample that fits the hyperparameters
+                fitted = self._hyper_rows(y)
+                fitted = slice(None) if fitted is None else fitted
+                scores, fits = self._loo_joint_scores(X[fitted], y[fitted], num_classes,
+                                                      epsilons, taus,
                                                       extend_epsilon=extend_epsilon,
                                                       start_from=start_from)
             epsilon, tau = min(scores, key=scores.get)

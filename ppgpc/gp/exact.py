@@ -41,6 +41,7 @@ __all__ = [
     "two_level_log_densities",
     "TwoLevelMarginalGaussian",
     "condition",
+    "prior_factors",
     "predict",
     "sample_posterior_at_inputs",
     "conditional_from_latent",
@@ -334,9 +335,16 @@ def predict(kernel, params, posterior: ExactPosterior, Xs: jax.Array):
     return mean, jnp.maximum(var, 0.0)
 
 
+def prior_factors(kernel, params, X: jax.Array, mask=None) -> tuple[jax.Array, jax.Array]:
+    """(K, chol(K)): the masked Gram matrix (N, N) at X and its lower Cholesky factor
+    (adaptive jitter), what ``sample_posterior_at_inputs`` draws the prior from."""
+    K = mask_gram(gram(kernel, params, X), mask)
+    return K, linalg.cholesky(K, rows=mask).factor
+
+
 def sample_posterior_at_inputs(
     key: jax.Array, kernel, params, posterior: ExactPosterior, Y: jax.Array, noise_var,
-    num_samples: int,
+    num_samples: int, prior: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
     """Joint posterior draws of the latent f at the training inputs, by Matheron's rule.
 
@@ -347,15 +355,18 @@ def sample_posterior_at_inputs(
     The standard normals are drawn point-major, (N, S, L), so that a point's draws do not
     depend on how many rows follow it (padded data draw the same ones for the real rows).
 
+    Args:
+        prior: ``prior_factors(kernel, params, X, mask)``, (K, chol(K)), when the caller
+            has them (one kernel shared by several posteriors); None computes them.
+
     Returns:
         (num_samples, N, L) draws.
     """
     X, mask = posterior.X, posterior.mask
     N, num_outputs = Y.shape
-    K = mask_gram(gram(kernel, params, X), mask)
+    K, LK = prior_factors(kernel, params, X, mask) if prior is None else prior
     if mask is not None:
         Y = Y * mask[:, None]
-    LK = linalg.cholesky(K, rows=mask).factor
     k_prior, k_noise = jax.random.split(key)
     shape = (N, num_samples, num_outputs)
     f_prior = jnp.einsum("ij,jsl->sil", LK, jax.random.normal(k_prior, shape))

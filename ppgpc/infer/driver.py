@@ -85,7 +85,8 @@ def fit(
             the valid ones). exact/map: ``hyperparameters``, ``initial_hyperparameters``
             (a warm start of the optimisation, by site name), ``num_draws``, ``max_iter``,
             ``tol``, ``optimizer`` (``"lbfgs"`` or ``"adam"``), ``learning_rate`` (Adam),
-            ``progress_bar`` (Adam), ``devices`` (collapsed sparse models: None for one
+            ``progress_bar`` (iterations, objective and gradient on stderr once the fit has
+            run a couple of seconds), ``devices`` (collapsed sparse models: None for one
             device, n for the first n of ``jax.devices()``, or a ``jax.sharding.Mesh`` with
             an axis ``"data"``; each device sums the bound over its share of the data).
             nuts: ``form``, ``num_warmup``, ``num_samples`` (the least draws per chain;

@@ -50,9 +50,9 @@ import optax
 from jax import lax
 
 
-__all__ = ["Minimum", "STOP_REASONS", "SCIPY_FTOL", "ADAM_WINDOW", "OPTIMIZERS", "RUNNING",
+__all__ = ["Minimum", "STOP_REASONS", "SCIPY_FTOL", "OPTIMIZERS", "RUNNING",
            "minimize", "OptimizationResult", "finite_or_inf", "to_minimum", "adam_init",
-           "adam_run"]
+           "adam_run", "lbfgs_init", "lbfgs_run"]
 
 STOP_REASONS = ("gradient tolerance", "relative objective change", "max_iter",
                 "line search failure", "non-finite objective")
@@ -65,8 +65,6 @@ OPTIMIZERS = ("lbfgs", "adam")
 """The ``optimizer`` settings of ``minimize``."""
 SCIPY_FTOL = 2.220446049250313e-09
 """SciPy's default relative objective tolerance of L-BFGS-B (factr = 1e7 times eps)."""
-ADAM_WINDOW = 50
-"""Adam steps per device call when ``optimize_sites`` shows a progress bar."""
 
 
 class Minimum(NamedTuple):
@@ -241,7 +239,7 @@ def _cubic_step(a, fa, ga, b, fb, gb):
     return jnp.where(inside, t, 0.5 * (a + b))
 
 
-def _lbfgs_init(x0) -> _LbfgsState:
+def lbfgs_init(x0) -> _LbfgsState:
     """The state whose first iteration evaluates f at x0 (step 0 along a zero direction)."""
     P = x0.shape[0]
     zero, vec, mem = jnp.zeros((), x0.dtype), jnp.zeros_like(x0), jnp.zeros((MEMORY, P),
@@ -344,6 +342,21 @@ def _lbfgs_iteration(value_and_grad, state: _LbfgsState, max_iter, tol, ftol) ->
     return jax.tree.map(lambda a, b: jnp.where(state.phase == _INIT, a, b), started, after)
 
 
+def lbfgs_run(value_and_grad, state: _LbfgsState, limit, max_iter, tol, ftol) -> _LbfgsState:
+    """L-BFGS iterations from ``state`` until a stop, or until ``limit`` iterations in all
+    have been taken (counted from the start, ``lbfgs_init``), whichever comes first.
+
+    The loop halts between iterations only, where the state holds the next search direction
+    and nothing else in flight, so runs resumed window by window (``limit`` raised each
+    time) take exactly the steps of one run with ``limit = max_iter``: the same program
+    with the same state, bit for bit. ``max_iter`` is the stopping rule, ``limit`` only the
+    window's end.
+    """
+    return lax.while_loop(
+        lambda s: (s.stop == RUNNING) & (s.num_iterations < limit),
+        lambda s: _lbfgs_iteration(value_and_grad, s, max_iter, tol, ftol), state)
+
+
 def adam_init(value_and_grad, x0, tol, learning_rate) -> _State:
     """Adam's state at ``x0`` (one evaluation of ``value_and_grad``), stopped already where
     the gradient there is within ``tol`` or the value is not finite (``adam_run`` steps it)."""
@@ -406,10 +419,7 @@ def minimize(fun: Callable[[jax.Array], jax.Array], x0: jax.Array, *, max_iter=5
         state = adam_init(value_and_grad, x0, tol, learning_rate)
         return to_minimum(adam_run(value_and_grad, state, max_iter, max_iter, tol,
                                      learning_rate))
-    state = lax.while_loop(lambda s: s.stop == RUNNING,
-                           lambda s: _lbfgs_iteration(value_and_grad, s, max_iter, tol, ftol),
-                           _lbfgs_init(x0))
-    return to_minimum(state)
+    return to_minimum(lbfgs_run(value_and_grad, lbfgs_init(x0), max_iter, max_iter, tol, ftol))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,11 +14,11 @@ term enters: this is the mode of p(theta | targets), not of the unconstrained de
 optimisation. The model's data are traced arguments of it, so refitting on new targets of
 the same shape (an epsilon grid search, a new seed) compiles nothing new; it compiles once
 per model, ``include_prior``, ``optimizer`` and array shapes (``max_iter``, ``tol``,
-``ftol`` and ``learning_rate`` are traced too). A per-iteration progress bar would need the
-host inside the loop: L-BFGS writes a line as it starts and one as it ends (with
-``progress_bar=True``); Adam with ``progress_bar=True`` runs in windows of
-``ADAM_WINDOW`` steps (one jitted loop, compiled once) and updates the bar between them,
-and with ``progress_bar=False`` it is a single device call.
+``ftol`` and ``learning_rate`` are traced too). The optimiser's loop stops between
+iterations when it reaches a traced ``limit`` (``ppgpc.infer.optimize.lbfgs_run``), so
+with ``progress_bar=True`` the same program runs in windows of about ``WINDOW_SECONDS``
+and a counter of iterations, objective and gradient is updated between them; with
+``progress_bar=False`` it is one device call. Both take the same steps bit for bit.
 """
 
 from __future__ import annotations
@@ -33,14 +33,15 @@ from jax.flatten_util import ravel_pytree
 from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import seed, substitute, trace
 
-from ppgpc.infer.optimize import (ADAM_WINDOW, OPTIMIZERS, RUNNING, SCIPY_FTOL, STOP_REASONS,
-                                  Minimum, OptimizationResult, adam_init, adam_run, finite_or_inf,
-                                  minimize, to_minimum)
+from ppgpc.infer.optimize import (OPTIMIZERS, RUNNING, SCIPY_FTOL, STOP_REASONS, Minimum,
+                                  OptimizationResult, adam_init, adam_run, finite_or_inf,
+                                  lbfgs_init, lbfgs_run, minimize, to_minimum)
 from ppgpc.runtime.programs import jit
-from ppgpc.runtime.progress import Timer, note
+from ppgpc.runtime import progress
+from ppgpc.runtime.progress import Timer, counter, note
 from ppgpc.validation import check_count, check_positive
 
-__all__ = ["minimize_sites", "optimize_sites", "log_density_terms"]
+__all__ = ["minimize_sites", "optimize_sites", "log_density_terms", "WINDOW_SECONDS"]
 
 
 def log_density_terms(model: Callable, args: tuple, params: dict, include_prior: bool):
@@ -134,44 +135,72 @@ def minimize_sites(model: Callable, init_values: dict, args: tuple = (), *,
     return to_params(best.x), best
 
 
-_SITES_STATIC = ("model", "include_prior")
+_SITES_STATIC = ("model", "include_prior", "optimizer")
 
-_fit_sites = jit(minimize_sites, static_argnames=_SITES_STATIC + ("optimizer",))
+WINDOW_SECONDS = 0.5
+"""With a progress display, the optimiser runs in windows sized to take about this long
+(the first window is one iteration; later ones follow the measured time per iteration),
+and the display is updated between them."""
 
 
 @functools.partial(jit, static_argnames=_SITES_STATIC)
-def _adam_sites_init(init_values, args, tol, learning_rate, *, model, include_prior):
+def _sites_start(init_values, args, tol, learning_rate, *, model, include_prior, optimizer):
+    """The optimiser's state at the start (flattened unconstrained sites): L-BFGS's
+    evaluates nothing yet, Adam's evaluates f once."""
     fun, x0, _ = _site_objective(model, init_values, args, include_prior)
-    return adam_init(finite_or_inf(fun), x0, tol, learning_rate)
+    if optimizer == "adam":
+        return adam_init(finite_or_inf(fun), x0, tol, learning_rate)
+    return lbfgs_init(x0)
 
 
 @functools.partial(jit, static_argnames=_SITES_STATIC)
-def _adam_sites_window(state, init_values, args, limit, max_iter, tol, learning_rate, *,
-                       model, include_prior):
-    """Adam steps up to ``limit``; (state, constrained params, Minimum so far)."""
+def _sites_window(state, init_values, args, limit, max_iter, tol, ftol, learning_rate, *,
+                  model, include_prior, optimizer):
+    """Iterations until a stop or ``limit`` in all: (state, constrained params, Minimum so
+    far). ``limit`` is traced, so every window of a fit runs the same program."""
     fun, _, to_params = _site_objective(model, init_values, args, include_prior)
-    state = adam_run(finite_or_inf(fun), state, limit, max_iter, tol, learning_rate)
+    value_and_grad = finite_or_inf(fun)
+    if optimizer == "adam":
+        state = adam_run(value_and_grad, state, limit, max_iter, tol, learning_rate)
+    else:
+        state = lbfgs_run(value_and_grad, state, limit, max_iter, tol, ftol)
     return state, to_params(state.x), to_minimum(state)
 
 
-def _adam_with_progress(init_values, args, max_iter, tol, learning_rate, model,
-                        include_prior):
-    """Adam in windows of ``ADAM_WINDOW`` steps, a tqdm bar updated between them."""
-    from tqdm.auto import tqdm
+def _next_limit(limit: int, max_iter: int, per_iteration: float | None) -> int:
+    """The next window's end: one iteration first, then as many as take about
+    ``WINDOW_SECONDS`` at the measured seconds per iteration."""
+    if per_iteration is None:
+        return min(limit + 1, max_iter)
+    size = int(WINDOW_SECONDS / max(per_iteration, 1e-6))
+    return min(limit + max(size, 1), max_iter)
 
-    static = dict(model=model, include_prior=include_prior)
-    state = _adam_sites_init(init_values, args, tol, learning_rate, **static)
-    limit, taken = 0, 0
-    with tqdm(total=max_iter, desc="Adam", leave=False) as bar:
+
+def _run_in_windows(init, args, scalars, static, progress_bar, label):
+    """The optimisation as one device call (``progress_bar`` False), or in windows with a
+    counter of iterations, the objective and the largest gradient entry on stderr between
+    them (``ppgpc.runtime.progress.counter``: shown once the fit has run a couple of
+    seconds). The windows run the same program on the same state as one call, so the
+    result is the same bit for bit."""
+    max_iter = scalars["max_iter"]
+    state = _sites_start(init, args, scalars["tol"], scalars["learning_rate"], **static)
+    if not progress_bar:
+        _, params, best = _sites_window(state, init, args, max_iter, **scalars, **static)
+        return params, best
+    limit, taken, per_iteration = 0, 0, None
+    with counter(label, "it", enabled=True) as shown:
         while True:
-            limit = min(limit + ADAM_WINDOW, max_iter)
-            state, params, best = _adam_sites_window(state, init_values, args, limit,
-                                                     max_iter, tol, learning_rate, **static)
-            steps, stop = int(best.num_iterations), int(best.stop_reason)
-            bar.update(steps - taken)
-            bar.set_postfix(objective=f"{-float(best.value):.6g}", refresh=False)
-            taken = steps
-            if stop != RUNNING:
+            timer, before = Timer(), taken
+            limit = _next_limit(limit, max_iter, per_iteration)
+            state, params, best = _sites_window(state, init, args, limit, **scalars,
+                                                **static)
+            taken = int(best.num_iterations)
+            if taken > before:
+                per_iteration = timer.seconds / (taken - before)
+            shown.set_postfix({"objective": f"{-float(best.value):.6g}",
+                               "max |grad|": f"{float(best.grad_norm):.1e}"}, refresh=False)
+            shown.update(taken - before)
+            if int(best.stop_reason) != RUNNING:
                 return params, best
 
 
@@ -189,9 +218,9 @@ def optimize_sites(
 ) -> OptimizationResult:
     """Maximise the (prior-less or posterior) log density over every latent site of ``model``.
 
-    One jitted device call runs the whole optimisation (``minimize_sites``); it is compiled
-    once per model, ``include_prior``, ``optimizer`` and array shapes, and the model's data
-    are traced, so a refit on new data of the same shape compiles nothing.
+    One jitted program runs the optimisation (in windows when ``progress_bar``); it is
+    compiled once per model, ``include_prior``, ``optimizer`` and array shapes, and the
+    model's data are traced, so a refit on new data of the same shape compiles nothing.
 
     Args:
         model: NumPyro model called as ``model(*args)``; its latent sites are the parameters.
@@ -208,10 +237,12 @@ def optimize_sites(
             (up to ``max_iter`` steps of ``optax.adam(learning_rate)``, returning the last
             iterate; a non-finite objective stops the run with an error).
         learning_rate: Adam's step size in the unconstrained space (ignored by L-BFGS).
-        progress_bar: Adam shows the steps with the running objective (tqdm, stderr),
-            updated every ``ADAM_WINDOW`` steps; L-BFGS runs as one device call, so it
-            writes a line when it starts and one with its iterations and time when it ends
-            (``ppgpc.runtime.progress``). False writes nothing.
+        progress_bar: run in windows of about ``WINDOW_SECONDS`` and show the iterations,
+            objective and largest gradient entry between them (stderr, from the first
+            couple of seconds on; ``ppgpc.runtime.progress.counter``), then one line with
+            the iterations and time (both only for a fit that runs past
+            ``ppgpc.runtime.progress.COUNTER_DELAY``). False writes nothing and runs one
+            device call; the steps are the same either way.
 
     Raises:
         ValueError: ``init_values`` misses or adds sites, an unknown ``optimizer``, a
@@ -244,17 +275,14 @@ def optimize_sites(
     scalars = dict(max_iter=max_iter, tol=float(tol), ftol=SCIPY_FTOL,
                    learning_rate=learning_rate)
     timer = Timer()
-    if optimizer == "adam" and progress_bar:
-        params, best = _adam_with_progress(init, args, scalars["max_iter"], scalars["tol"],
-                                           scalars["learning_rate"], model, include_prior)
-    else:
-        note(f"L-BFGS: {'type-II MAP' if include_prior else 'type-II ML'} of "
-             f"{len(sites)} site(s) ...", progress_bar)
-        params, best = _fit_sites(model, init, args, include_prior=include_prior,
-                                  optimizer=optimizer, **scalars)
+    kind = "type-II MAP" if include_prior else "type-II ML"
+    params, best = _run_in_windows(
+        init, args, scalars, dict(model=model, include_prior=include_prior, optimizer=optimizer),
+        progress_bar, f"{'L-BFGS' if optimizer == 'lbfgs' else 'Adam'} ({kind})")
     best = jax.device_get(best)
     note(f"{optimizer}: {int(best.num_iterations)} iterations, objective "
-         f"{-float(best.value):.6g}, {timer}", progress_bar)
+         f"{-float(best.value):.6g}, {timer}",
+         progress_bar and timer.seconds >= progress.COUNTER_DELAY)
     stop = STOP_REASONS[int(best.stop_reason)]
     if stop == "non-finite objective" and optimizer == "adam":
         raise ValueError(

@@ -6,8 +6,11 @@ stderr under the cell) and both doing nothing at all when ``enabled`` is False:
 * ``bar(total, desc, enabled)``: a tqdm bar for loops that run on the host in windows
   (SVI windows, CAVI windows, Adam windows). tqdm is already a dependency of NumPyro, whose
   MCMC progress bars use it too.
+* ``counter(desc, unit, enabled)``: a tqdm counter without a total, for loops whose length
+  is not known in advance (the iterations of an L-BFGS fit, run in windows); it appears
+  only once the loop has run ``COUNTER_DELAY`` seconds, so short fits stay quiet.
 * ``note(message, enabled)``: one line, for steps that run as one device call and cannot
-  report from inside (an L-BFGS hyperparameter fit) and for one value of a grid search.
+  report from inside, and for one value of a grid search.
 
 Example:
     >>> from ppgpc.runtime.progress import bar, note
@@ -22,7 +25,10 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["bar", "note", "Timer"]
+__all__ = ["bar", "counter", "note", "time_left", "Timer", "COUNTER_DELAY"]
+
+COUNTER_DELAY = 2.0
+"""Seconds a ``counter`` waits before it first shows."""
 
 
 class _Silent:
@@ -42,6 +48,9 @@ class _Silent:
 
     def close(self) -> None:
         """Nothing."""
+
+    n = 0
+    """Units counted (always 0)."""
 
 
 def bar(total: int, desc: str, enabled: bool, unit: str = "step"):
@@ -64,11 +73,42 @@ def bar(total: int, desc: str, enabled: bool, unit: str = "step"):
                 dynamic_ncols=True)
 
 
+def counter(desc: str, unit: str, enabled: bool):
+    """A running count of ``unit``s on stderr with no total, or a silent stand-in.
+
+    Shown from ``COUNTER_DELAY`` seconds on (tqdm's ``delay``) and removed when it closes.
+
+    Returns:
+        A context manager with ``update(n)``, ``set_postfix(values)``, ``close()`` and the
+        count so far as ``n``.
+    """
+    if not enabled:
+        return _Silent()
+    from tqdm import tqdm
+
+    return tqdm(total=None, desc=desc, unit=unit, leave=False, file=sys.stderr,
+                dynamic_ncols=True, delay=COUNTER_DELAY)
+
+
 def note(message: str, enabled: bool) -> None:
     """Write ``message`` as one line to stderr when ``enabled``."""
     if enabled:
         sys.stderr.write(message.rstrip("\n") + "\n")
         sys.stderr.flush()
+
+
+def time_left(seconds: float, done: int, total: int) -> str:
+    """``", about 12 s left"``: the time ``total - done`` more steps take at the mean pace
+    of the ``done`` taken in ``seconds`` (the first step's compilation included, so early
+    estimates run high); empty when none are left.
+
+    Example:
+        >>> time_left(6.0, 2, 5)
+        ', about 9 s left'
+    """
+    if done <= 0 or done >= total:
+        return ""
+    return f", about {seconds / done * (total - done):.0f} s left"
 
 
 class Timer:

@@ -1,6 +1,7 @@
 """The exact classifiers' smoothing search at the sizes people bring: warm starts, the
-search on a stratified subsample past ``SEARCH_ROWS`` rows (and its falling edges), and the
-switch to the collapsed sparse fit past ``max_exact_points``."""
+search on a stratified subsample past ``SEARCH_ROWS`` rows (and its falling edges), the
+hyperparameters on a subsample past ``HYPER_ROWS``, and the switch to the collapsed sparse
+fit past ``max_exact_points``."""
 
 import warnings
 
@@ -10,6 +11,7 @@ import pytest
 import ppgpc
 from conftest import toy_problem
 from ppgpc import DirichletGPClassifier, ILRGPClassifier
+from ppgpc.estimators import conjugate
 from ppgpc.estimators.conjugate import GRID_EXTENSIONS, SEARCH_ROWS, SearchFit
 from ppgpc.infer import fit
 from ppgpc.infer.convergence import GRID_EDGE_TOLERANCE
@@ -84,6 +86,7 @@ def test_a_subsampled_search_goes_past_a_falling_edge(separable, capfd, make, sc
     err = capfd.readouterr().err
     assert f"stratified subsample of {SEARCH_ROWS}" in err or \
         f"stratified subsample of {SEARCH_ROWS + 1}" in err, err
+    assert f"(1/{len(grid)}): leave-one-out NLL" in err and " s left)" in err  # stage, ETA
     found = getattr(est, scores)
     assert min(found) < min(grid)
     name = scores[:-len("_scores_")]
@@ -115,3 +118,39 @@ def test_past_max_exact_points_the_default_fit_goes_sparse_and_says_so(cls, tmp_
     assert not exact.result_.spec.name.endswith("_sparse") and not exact.convergence_.notes
     with pytest.raises(ValueError, match="too many for exact inference"):
         cls(inference="nuts", max_exact_points=60, progress=False).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [ILRGPClassifier, DirichletGPClassifier])
+def test_past_hyper_rows_a_subsample_fits_the_kernel_and_every_row_the_posterior(
+        cls, monkeypatch, tmp_path):
+    """Past ``HYPER_ROWS`` rows (here 50 of 120) the default's hyperparameters are the
+    type-II MAP optimum at the chosen level on a stratified subsample (a fit started there
+    stops at once; on all the rows it does not), and the exact posterior is conditioned on
+    every row with them (the fit with those values given predicts the same). The report
+    carries the subsample fit's check and says what was done; a save keeps both."""
+    monkeypatch.setattr(conjugate, "HYPER_ROWS", 50)
+    X, y = toy_problem(120, 3, seed=8)
+    est = cls(progress=False).fit(X, y)
+    report = est.convergence_
+    assert len(report.notes) == 1 and "stratified subsample of" in report.notes[0]
+    assert "of 120 rows; the exact posterior conditioned on all of them" in report.notes[0]
+    assert len(report.optimizers) == 1 and report.optimizers[0].converged
+    assert report.optimizers[0].iterations > 2 and report.converged
+    level = ({"epsilon": est.epsilon_, "tau": est.tau_} if cls is ILRGPClassifier
+             else {"alpha_eps": est.alpha_eps_})
+    options = est._options_for(*level.values())
+    rows = est._stratified_rows(y, 50)
+    assert 50 <= len(rows) <= 52
+    name, hypers = est.result_.spec.name, est.hyperparameters_
+    Xs = est.standardizer_.transform(X)   # what the estimator fitted on
+    on_rows = fit(name, Xs[rows], y[rows], method="map", num_draws=1, model_options=options,
+                  initial_hyperparameters=hypers)
+    on_all = fit(name, Xs, y, method="map", num_draws=1, model_options=options,
+                 initial_hyperparameters=hypers)
+    assert on_rows.info.optimizer.iterations <= 2 < on_all.info.optimizer.iterations
+    given = cls(progress=False, **level, inference_options={"hyperparameters": hypers}).fit(X, y)
+    np.testing.assert_allclose(given.predict_proba(X), est.predict_proba(X), rtol=1e-9)
+    assert given.convergence_.notes == ()
+    loaded = cls.load(est.save(tmp_path / "subsampled"))
+    assert loaded.convergence_.notes == report.notes
+    assert loaded.convergence_.optimizers == report.optimizers

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -216,18 +218,61 @@ def test_a_refit_on_new_data_of_the_same_shape_compiles_nothing():
     assert a.converged and b.converged and a.objective != b.objective
 
 
-def test_adam_in_windows_with_a_progress_bar_matches_one_device_call(capsys):
-    """With ``progress_bar=True`` Adam runs in windows of ``ADAM_WINDOW`` steps; the steps
-    are the same arithmetic as the single-call run, so the iterates agree to rounding."""
-    x = jnp.asarray(X_SCALE)
-    options = dict(args=(x,), optimizer="adam", learning_rate=0.05, max_iter=130, tol=1e-8)
-    bar = optimize_sites(scale_model, {"s": 1.0}, progress_bar=True, **options)
-    plain = optimize_sites(scale_model, {"s": 1.0}, **options)
-    assert bar.num_iterations == plain.num_iterations == 130
-    assert bar.stop_reason == plain.stop_reason == "max_iter"
-    assert float(bar.params["s"]) == pytest.approx(float(plain.params["s"]), rel=1e-12)
-    assert bar.objective == pytest.approx(plain.objective, rel=1e-12)
-    assert "Adam" in capsys.readouterr().err
+@pytest.mark.parametrize("optimizer, options", [
+    ("lbfgs", {}),
+    ("adam", {"learning_rate": 0.05, "max_iter": 130}),
+])
+def test_a_fit_in_windows_with_progress_takes_the_steps_of_one_device_call(
+        optimizer, options, capsys, monkeypatch):
+    """With ``progress_bar=True`` the optimiser runs in windows (here forced to one
+    iteration each) and a counter shows the iterations; the windows resume the same state
+    in the same program, so the optimum, the counts and the stop are those of one call, bit
+    for bit (an ILR-GP type-II fit with an ARD kernel, 20-odd L-BFGS iterations)."""
+    from ppgpc.gp.kernels import RBF
+    from ppgpc.infer import sites
+    from ppgpc.models import ilr_gp
+    from ppgpc.runtime import progress
+
+    monkeypatch.setattr(sites, "WINDOW_SECONDS", 0.0)
+    monkeypatch.setattr(progress, "COUNTER_DELAY", 0.0)
+    kernel = RBF(ard=True)
+    data = ilr_gp.prepare(*toy_problem(40, 3, seed=2), 3)
+    init = ilr_gp.initial_hypers(data, kernel)
+    run = functools.partial(optimize_sites, ilr_gp.collapsed_model, init, args=(data, kernel),
+                            optimizer=optimizer, **options)
+    shown = run(progress_bar=True)
+    err = capsys.readouterr().err
+    plain = run()
+    assert capsys.readouterr().err == ""
+    assert shown.num_iterations == plain.num_iterations > 5
+    assert shown.num_evaluations == plain.num_evaluations
+    assert shown.stop_reason == plain.stop_reason
+    assert shown.objective == plain.objective
+    for name in plain.params:
+        np.testing.assert_array_equal(shown.params[name], plain.params[name])
+    assert "(type-II ML): " in err and "it [" in err and f"{plain.num_iterations} iterations" in err
+
+
+def test_windows_of_the_lbfgs_loop_resume_where_they_stopped():
+    """``lbfgs_run`` with a window end every iteration, resumed each time, reaches the
+    state of one run: the loop halts only between iterations, never inside a line search."""
+    from ppgpc.infer.optimize import RUNNING, finite_or_inf, lbfgs_init, lbfgs_run
+
+    def rosenbrock(x):
+        return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+    value_and_grad = finite_or_inf(rosenbrock)
+    run = jax.jit(functools.partial(lbfgs_run, value_and_grad, tol=1e-9, ftol=0.0))
+    x0 = jnp.array([-1.2, 1.0, -0.5, 0.8])
+    whole = run(lbfgs_init(x0), 200, 200)
+    state, limit = lbfgs_init(x0), 0
+    while int(state.stop) == RUNNING:
+        limit += 1
+        state = run(state, limit, 200)
+        assert int(state.num_iterations) == limit or int(state.stop) != RUNNING
+    assert int(whole.num_iterations) > 20
+    for got, want in zip(state, whole):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_map_on_wine_reaches_scipy_lbfgsb_optimum():
