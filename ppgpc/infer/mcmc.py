@@ -1,7 +1,8 @@
 """MCMC that runs as long as its own convergence check needs.
 
 Chains are stepped in compiled windows of ``WINDOW`` transitions (one ``lax.scan`` per
-chain, all chains in one program: ``over_chains``). When the draws per chain reach a
+chain): on a CPU one program per chain, the chains side by side, one per core
+(``ppgpc.runtime.chains``); on an accelerator all chains in one program (``over_chains``). When the draws per chain reach a
 checkpoint (``CHECKPOINTS``: 100, 200, 300, 500, 800, ...; and the floor a user asked for),
 the rank-normalised R-hat and the bulk and tail ESS of the draws so far are computed
 (``ppgpc.infer.convergence.chain_check``), and the run stops as soon as they pass (R-hat
@@ -42,6 +43,7 @@ from numpyro.infer.hmc import hmc
 from numpyro.infer.util import constrain_fn, initialize_model, potential_energy
 
 from ppgpc.infer.convergence import ChainCheck, chain_check
+from ppgpc.runtime.chains import chain_windows
 from ppgpc.runtime.programs import jit
 from ppgpc.runtime.progress import bar
 
@@ -109,8 +111,9 @@ def chain_keys(key: jax.Array, num_chains: int) -> jax.Array:
 def over_chains(fn: Callable, states):
     """``fn`` applied to every chain's state (leading axis), all in one program: one chain
     after another (``lax.map``) on a CPU, where a batch of NUTS chains waits at every
-    transition for its longest trajectory and batching gains little (docs/records/speed.md);
-    vmapped on an accelerator."""
+    transition for its longest trajectory and batching gains little (docs/records/speed.md;
+    a CPU runs this program only where the per-chain one cannot run side by side,
+    ``ppgpc.runtime.chains``); vmapped on an accelerator."""
     if jax.default_backend() == "cpu":
         return lax.map(fn, states)
     return jax.vmap(fn)(states)
@@ -132,7 +135,8 @@ def _after(tree, start: int, stop: int):
 
 def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_samples,
                    max_samples, checked: Callable[[dict], dict], desc: str,
-                   progress: bool) -> tuple[dict, dict, WindowedRun]:
+                   progress: bool, chain_fn: Callable | None = None
+                   ) -> tuple[dict, dict, WindowedRun]:
     """Run ``window_fn`` until the chains pass their check.
 
     The transitions form one stream per chain: the first ``num_warmup`` are discarded, the
@@ -140,7 +144,9 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
     ``CHECKPOINTS`` between floor and cap, the cap), the convergence check
     (``ppgpc.infer.convergence.chain_check``) runs on the draws up to it, while the device
     already runs the next window; when it passes, or at the cap, the run keeps exactly the
-    checkpoint's draws.
+    checkpoint's draws. On a CPU, when ``chain_fn`` is given, the chains' windows run side
+    by side, one chain per core (``ppgpc.runtime.chains``); the draws are those of the
+    chains run one after another.
 
     Args:
         window_fn: ``(states, args) -> (states, (draws, stats))``, ``WINDOW`` transitions of
@@ -152,6 +158,9 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
             (``draw_limits``).
         checked: ``draws -> {name: (chain, draw, ...)}``, what the check looks at.
         desc, progress: the progress bar's label and whether to show it.
+        chain_fn: ``(state, args) -> (state, (draws, stats))``, the window of one chain
+            (no chain axis, jitted), run per chain on a CPU (None: ``window_fn``
+            everywhere; ``ppgpc.runtime.chains.chain_windows`` says when it is not used).
 
     Returns:
         (draws, stats, run): the kept draws and statistics by name, and how it ended.
@@ -161,19 +170,20 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
     num_warmup = int(num_warmup)
     draws, stats, last, reason = [], [], None, "max_samples"
     done = drawn = 0
-    with bar(num_warmup + stops[0], desc, progress, unit="draw") as progress_bar:
-        pending = window_fn(states, args)
+    with chain_windows(window_fn, chain_fn, states, args) as (states, start), \
+            bar(num_warmup + stops[0], desc, progress, unit="draw") as progress_bar:
+        pending = start(states, args)
         while True:
-            states, (d, s) = pending
-            start = min(max(num_warmup - done, 0), WINDOW)
+            states, (d, s) = pending()
+            start_draw = min(max(num_warmup - done, 0), WINDOW)
             done += WINDOW
-            if start < WINDOW:
-                draws.append(_after(d, start, WINDOW))
-                stats.append(_after(s, start, WINDOW))
-                drawn += WINDOW - start
-            # the next window runs on the device while the host checks the draws
-            pending = window_fn(states, args) if drawn < cap else None
-            if start == WINDOW:  # warm-up only
+            if start_draw < WINDOW:
+                draws.append(_after(d, start_draw, WINDOW))
+                stats.append(_after(s, start_draw, WINDOW))
+                drawn += WINDOW - start_draw
+            # the next window runs while the host checks the draws
+            pending = start(states, args) if drawn < cap else None
+            if start_draw == WINDOW:  # warm-up only
                 jax.block_until_ready(d)
             progress_bar.update(WINDOW)
             while stops and drawn >= stops[0]:
@@ -188,10 +198,11 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
             if hasattr(progress_bar, "total"):
                 progress_bar.total = num_warmup + stops[0]
                 progress_bar.refresh()
-    if pending is not None:
-        # let the next window finish before anything else runs: two programs with batched
-        # LAPACK calls at once can deadlock XLA's CPU pool (jaxlib 0.10; docs/records/speed.md)
-        jax.block_until_ready(pending)
+        if pending is not None:
+            # let the next window finish before anything else runs: two programs with
+            # batched LAPACK calls at once can deadlock XLA's CPU pool (jaxlib 0.10;
+            # docs/records/speed.md)
+            jax.block_until_ready(pending())
     draws, stats = _first(_concat(draws), kept), _first(_concat(stats), kept)
     return draws, stats, WindowedRun(kept, num_warmup, reason, last)
 
@@ -208,14 +219,16 @@ def _potential(model, args, z):
 @functools.lru_cache(maxsize=64)
 def _nuts_programs(model: Callable, num_warmup: int, target_accept: float, max_tree_depth: int,
                    dense_mass: bool, keep: tuple | None):
-    """(init, window) programs of NUTS on ``model(*args)`` for one setting, built once per
-    process; both take the model's arguments as an argument.
+    """(init, window, chain) programs of NUTS on ``model(*args)`` for one setting, built once
+    per process; all take the model's arguments as an argument.
 
     ``init(keys, args, init_values)``: (chain,) keys -> the chains' ``HMCState``, started at
     ``init_values`` (constrained values by site name) or, when that is empty, at the prior
     medians. ``window(states, args)``: ``WINDOW`` transitions of every chain, returning the
     states and ``(draws, stats)``: the constrained and deterministic sites (those in ``keep``
     when given) and the per-transition statistics, each (chain, WINDOW, ...).
+    ``chain(state, args)``: the same window of one chain, without the chain axis (run per
+    chain, side by side, on a CPU: ``ppgpc.runtime.chains``).
     """
     init_kernel, sample_kernel = hmc(potential_fn_gen=functools.partial(_model_potential, model),
                                      algo="NUTS")
@@ -251,7 +264,7 @@ def _nuts_programs(model: Callable, num_warmup: int, target_accept: float, max_t
     def window(states, args):
         return over_chains(lambda s: chain(s, args), states)
 
-    return init, window
+    return init, window, jit(chain)
 
 
 def run_nuts(
@@ -286,15 +299,15 @@ def run_nuts(
         keep: the sites to record per draw (None: every sample and deterministic site).
         checked: ``draws -> draws`` the check looks at (default: every recorded site).
     """
-    init, window = _nuts_programs(model, int(num_warmup), float(target_accept),
-                                  int(max_tree_depth), bool(dense_mass), keep)
+    init, window, chain = _nuts_programs(model, int(num_warmup), float(target_accept),
+                                         int(max_tree_depth), bool(dense_mass), keep)
     keys = chain_keys(key, num_chains)
     values = {k: jnp.asarray(v) for k, v in (init_values or {}).items()}
     states = init(keys, args, values)
     samples, stats, run = sample_windows(
         window, states, args, num_warmup=num_warmup, num_samples=num_samples,
         max_samples=max_samples, checked=checked or (lambda d: d), desc="NUTS",
-        progress=progress_bar)
+        progress=progress_bar, chain_fn=chain)
     num_steps = np.asarray(stats["n_steps"])
     stats["tree_depth"] = np.floor(np.log2(np.maximum(num_steps, 1))).astype(np.int64) + 1
     return MCMCOutput({k: jnp.asarray(v) for k, v in samples.items()}, stats, run)

@@ -152,3 +152,28 @@ def test_the_blas_limit_can_be_turned_off(monkeypatch):
     with pytest.raises(ValueError, match="PPGPC_BLAS_THREADS must be a whole number"):
         with blas_limited():
             pass
+
+
+def test_nuts_chains_side_by_side_draw_what_they_draw_one_after_another(problem, monkeypatch):
+    """On a CPU the chains run one per core (``ppgpc.runtime.chains``): every chain's draws
+    are bitwise those of the chains run one after another, and those of the one program
+    over all chains (``ppgpc.infer.mcmc.over_chains``); no two chains share a draw."""
+    from ppgpc.runtime import chains
+
+    X, y = problem
+    short = dict(method="nuts", form="latent", hyperparameters=HYPERS, num_warmup=100,
+                 num_samples=100, max_samples=100, num_chains=3, progress_bar=False, seed=5)
+
+    def latent(at_once=None, per_chain=True):
+        with monkeypatch.context() as patch:
+            if at_once is not None:
+                patch.setattr(chains, "chains_at_once", lambda n: at_once)
+            patch.setattr(chains, "per_chain", lambda: per_chain)
+            return np.asarray(fit("logistic_softmax", X, y, **short).latent)
+
+    side_by_side = latent(at_once=3)
+    np.testing.assert_array_equal(side_by_side, latent(at_once=1))
+    np.testing.assert_array_equal(side_by_side, latent(per_chain=False))
+    for a in range(3):
+        for b in range(a):
+            assert not np.any(side_by_side[a] == side_by_side[b]), (a, b)
