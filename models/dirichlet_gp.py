@@ -94,7 +94,7 @@ from ppgpc.runtime.padding import (mask_gram, pad_rows, padding_constant, real_r
 from ppgpc.validation import check_flag, check_positive
 
 __all__ = ["ClassMeanPrior", "class_log_frequencies", "GPDData", "GPDOptions", "NOISE_SCALE_PRIOR",
-           "DEFAULT_ALPHA_EPS", "ALPHA_EPS_GRID",
+           "DEFAULT_ALPHA_EPS", "ALPHA_EPS_GRID", "CLASS_BATCH_BYTES",
            "lognormal_targets", "prepare", "pad", "num_latent", "log_link", "initial_hypers",
            "collapsed_model", "condition", "predict", "sample_train", "loo_predictive",
            "pseudo_log_lik", "latent_model", "latent_conditional", "SPEC", "SPARSE_SPEC"]
@@ -499,28 +499,43 @@ def latent_model(data: GPDData, kernel, fixed_hypers: dict | None = None,
                        obs=data.targets)
 
 
+CLASS_BATCH_BYTES = 2**30
+"""The largest C x N x N float64 batch (bytes) the exact posterior's class-wise steps run
+as one batch over the classes (``jax.vmap``); above it they run one class at a time
+(``ppgpc.gp.sparse.map_outputs``). A batch holds C copies of every N x N temporary at once
+(tens of GB at N = 10^4), while XLA spreads a batch of factorisations over its CPU threads
+and a loop runs them one after another."""
+
+
+def _over_classes(data: GPDData, fn, in_axes: tuple):
+    """``fn`` over the classes, batched or one class at a time (``CLASS_BATCH_BYTES``)."""
+    N, C = data.targets.shape
+    if 8 * C * N * N <= CLASS_BATCH_BYTES:
+        return jax.vmap(fn, in_axes=in_axes)
+    return sparse.map_outputs(fn, in_axes)
+
+
 def condition(data: GPDData, kernel, hypers: dict) -> exact.ExactPosterior:
-    """The exact posterior of every class, fields with a leading class axis, computed one
-    class at a time (``ppgpc.gp.sparse.map_outputs``): a batch over the classes would hold
-    C copies of every N x N temporary at once (tens of GB at N = 10^4)."""
+    """The exact posterior of every class, fields with a leading class axis (the classes
+    batched or one at a time, ``CLASS_BATCH_BYTES``)."""
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]  # (C, N, 1)
     params, axis = _class_params(data, hypers)
-    return sparse.map_outputs(exact.condition, (None, axis, None, 0, 0, None))(
+    return _over_classes(data, exact.condition, (None, axis, None, 0, 0, None))(
         kernel, params, data.X, resid, noise_var(data, hypers).T, data.mask)
 
 
 def predict(data: GPDData, kernel, hypers: dict, posterior: exact.ExactPosterior, Xs):
     """Predictive at Xs (n, D): mean (n, C) and variance (n, C) of the latent, plus the
-    pseudo-observation noise when ``predict_from="noisy"`` (one class at a time)."""
+    pseudo-observation noise when ``predict_from="noisy"``."""
     params, axis = _class_params(data, hypers)
-    mean, var = sparse.map_outputs(exact.predict, (None, axis, 0, None))(
+    mean, var = _over_classes(data, exact.predict, (None, axis, 0, None))(
         kernel, params, posterior, Xs)  # (C, n, 1), (C, n)
     return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 
 
 def sample_train(key, data: GPDData, kernel, hypers: dict, posterior, num_samples: int):
-    """(S, N, C) joint posterior draws of f at the training inputs (Matheron's rule), one
-    class at a time; with a shared kernel the prior's factor is computed once for all."""
+    """(S, N, C) joint posterior draws of f at the training inputs (Matheron's rule); with a
+    shared kernel the prior's factor is computed once for all classes."""
     C = data.targets.shape[1]
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]
     params, axis = _class_params(data, hypers)
@@ -531,7 +546,7 @@ def sample_train(key, data: GPDData, kernel, hypers: dict, posterior, num_sample
         return exact.sample_posterior_at_inputs(k, kernel, params, post, y, noise, num_samples,
                                                 prior=prior)
 
-    draws = sparse.map_outputs(one, (0, axis, 0, 0, 0))(
+    draws = _over_classes(data, one, (0, axis, 0, 0, 0))(
         jax.random.split(key, C), params, posterior, resid,
         noise_var(data, hypers).T)  # (C, S, N, 1)
     return jnp.moveaxis(draws[..., 0], 0, -1) + hypers["mean"]
@@ -543,7 +558,7 @@ def loo_predictive(data: GPDData, kernel, hypers: dict, posterior: exact.ExactPo
     the pseudo-observation noise too when ``predict_from="noisy"``: mean (N, C), variance
     (N, C)."""
     resid = (data.targets - hypers["mean"][None, :]).T[:, :, None]  # (C, N, 1)
-    mean, var = sparse.map_outputs(exact.loo_predictive, (0, 0, 0))(
+    mean, var = _over_classes(data, exact.loo_predictive, (0, 0, 0))(
         posterior, resid, noise_var(data, hypers).T)
     return _finish_prediction(data, hypers, mean[:, :, 0].T + hypers["mean"][None, :], var.T)
 

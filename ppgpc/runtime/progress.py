@@ -100,15 +100,14 @@ def note(message: str, enabled: bool) -> None:
 def time_left(seconds: float, done: int, total: int) -> str:
     """``", about 12 s left"``: the time ``total - done`` more steps take at the mean pace
     of the ``done`` taken in ``seconds`` (the first step's compilation included, so early
-    estimates run high); empty when none are left.
+    estimates run high); empty when none are left or they take under a second.
 
     Example:
-        >>> time_left(6.0, 2, 5)
-        ', about 9 s left'
+        >>> time_left(6.0, 2, 5), time_left(0.2, 1, 4)
+        (', about 9 s left', '')
     """
-    if done <= 0 or done >= total:
-        return ""
-    return f", about {seconds / done * (total - done):.0f} s left"
+    left = seconds / done * (total - done) if 0 < done < total else 0.0
+    return f", about {left:.0f} s left" if left >= 1.0 else ""
 
 
 class Timer:

@@ -135,6 +135,33 @@ def test_per_class_kernels_density_and_prediction():
     np.testing.assert_allclose(var[0], variances, atol=1e-8)
 
 
+@pytest.mark.parametrize("shared_kernel", [True, False])
+def test_the_classes_one_at_a_time_give_the_batched_posterior(shared_kernel, monkeypatch):
+    """Past ``CLASS_BATCH_BYTES`` the class-wise steps (posterior, prediction, draws at the
+    training inputs, leave-one-out) run one class at a time; they compute what the batch
+    over the classes computes (eager calls: the limit is read as each call traces)."""
+    import jax
+
+    X, y = toy_problem(30, 3, seed=3)
+    data = dirichlet_gp.prepare(X, y, 3, alpha_eps=0.05, shared_kernel=shared_kernel)
+    kernel = RBF(ard=True)
+    hypers = dirichlet_gp.initial_hypers(data, kernel)
+    key, Xs = jax.random.PRNGKey(4), jnp.asarray(X[:7] + 0.1)
+
+    def everything():
+        post = dirichlet_gp.condition(data, kernel, hypers)
+        return (post, dirichlet_gp.predict(data, kernel, hypers, post, Xs),
+                dirichlet_gp.sample_train(key, data, kernel, hypers, post, 5),
+                dirichlet_gp.loo_predictive(data, kernel, hypers, post))
+
+    batched = everything()
+    monkeypatch.setattr(dirichlet_gp, "CLASS_BATCH_BYTES", 0)
+    looped = everything()
+    for a, b in zip(jax.tree.leaves(batched), jax.tree.leaves(looped)):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 def unequal_classes():
     """A 3-class toy problem with 14, 8 and 4 points."""
     X, y = toy_problem(42, 3, seed=5)
