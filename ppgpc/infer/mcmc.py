@@ -2,9 +2,10 @@
 
 Chains are stepped in compiled windows of ``WINDOW`` transitions (one ``lax.scan`` per
 chain): on a CPU one program per chain, the chains side by side, one per core
-(``ppgpc.runtime.chains``); on an accelerator all chains in one program (``over_chains``). When the draws per chain reach a
-checkpoint (``CHECKPOINTS``: 100, 200, 300, 500, 800, ...; and the floor a user asked for),
-the rank-normalised R-hat and the bulk and tail ESS of the draws so far are computed
+(``ppgpc.runtime.chains``); on an accelerator all chains in one program (``over_chains``).
+When the draws per chain reach a checkpoint (``CHECKPOINTS``: 100, 200, 300, 500, 800,
+...; and the floor a user asked for), the rank-normalised R-hat and the bulk and tail ESS
+of the draws so far are computed
 (``ppgpc.infer.convergence.chain_check``), and the run stops as soon as they pass (R-hat
 below ``RHAT_MAX`` = 1.01, ESS of at least ``ESS_PER_CHAIN_MIN`` = 100 per chain; Vehtari
 et al. 2021, section 4), or at the cap. The same chains continue from window to window:
