@@ -74,7 +74,8 @@ def bar(total: int, desc: str, enabled: bool, unit: str = "step"):
 
 
 def counter(desc: str, unit: str, enabled: bool):
-    """A running count of ``unit``s on stderr with no total, or a silent stand-in.
+    """A running count of steps (named ``unit``) on stderr with no total, or a silent
+    stand-in.
 
     Shown from ``COUNTER_DELAY`` seconds on (tqdm's ``delay``) and removed when it closes.
 
