@@ -421,7 +421,7 @@ class ConjugateClassifier(GPClassifierBase):
         """
         rows = self._hyper_rows(y)
         if rows is not None:
-            if fit is None or fit.X.shape[0] != len(rows) or fit.options != options:
+            if fit is None or fit.options != options or not np.array_equal(fit.X, X[rows]):
                 start = None if fit is None else self._transported_start(
                     fit, X[rows], y[rows], num_classes, options)
                 fit = self._point_fit(X[rows], y[rows], num_classes, options, start)[1]
