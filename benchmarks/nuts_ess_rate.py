@@ -1,10 +1,11 @@
-"""Effective samples per second of NUTS on the logistic-softmax GP's latent posterior:
-ppgpc against nutpie (PyMC's Rust NUTS), on the same posterior, side by side.
+"""Effective samples per second of NUTS on GP classifiers' latent posteriors: ppgpc against
+nutpie (PyMC's Rust NUTS), on the same posterior, side by side.
 
-The posterior: f_c = chol(K) v_c, v_c ~ N(0, I_N) for C = 3 classes, y_i ~ Categorical with
-p(y = k | f) = sigma(f_k) / sum_c sigma(f_c), a fixed RBF kernel (variance 2, lengthscale 2 on
-standardised inputs), N = 200 points of ``make_classification`` (4 columns, 3 classes).
-Four chains, 500 warm-up transitions each.
+The posterior of the first rows: the logistic-softmax GP's latent f_c = chol(K) v_c,
+v_c ~ N(0, I_N) for C = 3 classes, y_i ~ Categorical with p(y = k | f) = sigma(f_k) /
+sum_c sigma(f_c), a fixed RBF kernel (variance 2, lengthscale 2 on standardised inputs),
+N = 200 points of ``make_classification`` (4 columns, 3 classes). Four chains, 500 warm-up
+transitions each.
 
 Rows:
 
@@ -12,18 +13,33 @@ Rows:
   warm process (a second fit in the same process: nothing compiles), so its seconds are
   warm-up plus draws; the draws stop when R-hat and ESS pass (``ppgpc.infer.mcmc``).
 * ``ppgpc 1000 draws``: the same with ``num_samples=max_samples=1000``.
-* ``nutpie``: ``nutpie.sample(compiled, draws=1000, tune=500, chains=4, cores=2)`` on the
-  PyMC model, its seconds the sampling alone (warm-up and draws); the compilation of the
-  model is printed apart. Left out with a note when PyMC or nutpie is not installed
-  (``pip install pymc nutpie``).
+* ``nutpie`` and ``nutpie low_rank``: ``nutpie.sample(compiled, draws=1000, tune=500,
+  chains=4, cores=2)`` on the PyMC model (diagonal mass matrix; and with
+  ``low_rank_modified_mass_matrix=True``), its seconds the sampling alone (warm-up and
+  draws); the compilation of the model is printed apart. Left out with a note when PyMC or
+  nutpie is not installed (``pip install pymc nutpie``).
+* ``ILR-GP exact posterior``: ``fit("ilr_gp", ..., method="nuts", form="latent")`` on the
+  same points with the same kernel fixed: NUTS on a Gaussian posterior, ESS of its latent
+  f (N, C - 1), a second fit in a warm process.
+* ``LogisticSoftmaxGPClassifier() small table``: the estimator's defaults (CAVI for the
+  hyperparameters, then NUTS on the latent) on the small table of
+  ``benchmarks/time_breakdown.py`` (200 training rows, 6 columns, 4 classes), a second fit
+  in a warm process; its seconds are the whole fit, CAVI included; ESS of f at the training
+  rows.
 
-ESS: the smallest bulk ESS over the N C entries of f (ArviZ's ``ess``), per second.
+Columns: the gradient evaluations of all chains, warm-up included (the sum of ``n_steps``;
+ppgpc's counted at its window programs, nutpie's from its warm-up and sampling statistics),
+the smallest bulk ESS over the entries of f (ArviZ's ``ess``), per 1,000 gradient
+evaluations and per second, and the largest R-hat.
 
     python benchmarks/nuts_ess_rate.py
+    python benchmarks/nuts_ess_rate.py --seeds 2 3 4 --rows ppgpc nutpie
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import time
 import warnings
 
@@ -42,14 +58,68 @@ def problem():
 
 
 def min_bulk_ess(f) -> float:
-    """f (chain, draw, N, C)."""
+    """f (chain, draw, ...)."""
     import arviz as az
 
     dataset = az.convert_to_dataset({"f": np.asarray(f)})
     return float(np.min(az.ess(dataset, method="bulk")["f"].values))
 
 
-def ppgpc_rows(X, y):
+def max_rhat(f) -> float:
+    """f (chain, draw, ...)."""
+    import arviz as az
+
+    return float(np.max(az.rhat(az.convert_to_dataset({"f": np.asarray(f)}))["f"].values))
+
+
+GRADIENTS = [0]
+"""Gradient evaluations of ppgpc's NUTS windows since the last reset (``counting``)."""
+
+
+@contextlib.contextmanager
+def counting():
+    """While open, ppgpc's window programs add the ``n_steps`` of every chain and transition,
+    warm-up included, to ``GRADIENTS`` (``ppgpc.infer.mcmc.sample_windows`` keeps the draws'
+    statistics only)."""
+    from ppgpc.infer import mcmc
+
+    original = mcmc.chain_windows
+
+    @contextlib.contextmanager
+    def counted(all_chains, one_chain, states, args, workers=None):
+        with original(all_chains, one_chain, states, args, workers) as (states, start):
+            def start_counted(s, a):
+                wait = start(s, a)
+
+                def waited():
+                    s, (draws, stats) = wait()
+                    GRADIENTS[0] += int(np.sum(np.asarray(stats["n_steps"])))
+                    return s, (draws, stats)
+                return waited
+            yield states, start_counted
+
+    mcmc.chain_windows = counted
+    try:
+        yield
+    finally:
+        mcmc.chain_windows = original
+
+
+def _row(label, draws, gradients, seconds, f, note=""):
+    ess = min_bulk_ess(f)
+    return (label, draws, gradients, seconds, ess, ess / seconds, max_rhat(f), note)
+
+
+def _timed(run, seed):
+    """``run(seed)`` once to compile, then again with ``seed``: (result, seconds, gradients)."""
+    run(seed + 1000)
+    GRADIENTS[0] = 0
+    start = time.perf_counter()
+    result = run(seed)
+    return result, time.perf_counter() - start, GRADIENTS[0]
+
+
+def ppgpc_rows(X, y, seed):
     from ppgpc.infer import fit
 
     hypers = {"kernel_variance": VARIANCE, "kernel_lengthscale": LENGTHSCALE}
@@ -58,22 +128,57 @@ def ppgpc_rows(X, y):
                            ("ppgpc 1000 draws", {"num_samples": 1000, "max_samples": 1000})):
         kwargs = dict(method="nuts", form="latent", kernel="rbf", hyperparameters=hypers,
                       progress_bar=False, **options)
-        fit("logistic_softmax", X, y, seed=1, **kwargs)  # compile
-        start = time.perf_counter()
-        result = fit("logistic_softmax", X, y, seed=2, **kwargs)
-        seconds = time.perf_counter() - start
-        ess = min_bulk_ess(result.latent)
-        rows.append((label, result.info.sampler.num_draws, seconds, ess, ess / seconds, ""))
+        result, seconds, grads = _timed(
+            lambda s: fit("logistic_softmax", X, y, seed=s, **kwargs), seed)
+        rows.append(_row(label, result.info.sampler.num_draws, grads, seconds, result.latent))
     return rows
 
 
-def nutpie_rows(X, y):
+def ilr_rows(X, y, seed):
+    from ppgpc.infer import fit
+
+    hypers = {"kernel_variance": VARIANCE, "kernel_lengthscale": LENGTHSCALE}
+    kwargs = dict(method="nuts", form="latent", kernel="rbf", hyperparameters=hypers,
+                  progress_bar=False)
+    result, seconds, grads = _timed(lambda s: fit("ilr_gp", X, y, seed=s, **kwargs), seed)
+    f = np.asarray(result.latent)[:, :, :len(y)]
+    return [_row("ILR-GP exact posterior", result.info.sampler.num_draws, grads, seconds, f)]
+
+
+def small_table():
+    """The small table of ``benchmarks/time_breakdown.py``: 200 training rows, 6 columns,
+    4 classes."""
+    from sklearn.datasets import make_classification
+    from sklearn.model_selection import train_test_split
+
+    X, y = make_classification(n_samples=300, n_features=6, n_informative=6, n_redundant=0,
+                               n_classes=4, n_clusters_per_class=1, random_state=0)
+    X_tr, _, y_tr, _ = train_test_split(X, y, train_size=200, random_state=0, stratify=y)
+    return X_tr, y_tr
+
+
+def lsm_default_rows(seed):
+    import ppgpc
+
+    X, y = small_table()
+
+    def run(s):
+        est = ppgpc.LogisticSoftmaxGPClassifier(progress=False, seed=s)
+        return est.fit(X, y)
+
+    est, seconds, grads = _timed(run, seed)
+    f = np.asarray(est.result_.latent)[:, :, :len(y)]
+    return [_row("LogisticSoftmaxGPClassifier() small table", est.result_.info.sampler.num_draws,
+                 grads, seconds, f, "seconds: the whole fit, CAVI included")]
+
+
+def nutpie_rows(X, y, seed):
     try:
         import nutpie
         import pymc as pm
         import pytensor.tensor as pt
     except ImportError as error:
-        return [("nutpie", 0, float("nan"), float("nan"), float("nan"),
+        return [("nutpie", 0, 0, float("nan"), float("nan"), float("nan"), float("nan"),
                  f"not installed ({error.name})")]
     sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
     K = VARIANCE * np.exp(-0.5 * sq / LENGTHSCALE ** 2) + 1e-8 * np.eye(N)
@@ -85,25 +190,42 @@ def nutpie_rows(X, y):
     start = time.perf_counter()
     compiled = nutpie.compile_pymc_model(model)
     compile_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    trace = nutpie.sample(compiled, draws=1000, tune=500, chains=4, cores=2, seed=2,
-                          progress_bar=False)
-    seconds = time.perf_counter() - start
-    f = trace.posterior["f"].values
-    ess = min_bulk_ess(f)
-    return [("nutpie", f.shape[1], seconds, ess, ess / seconds,
-             f"compiling the model: {compile_seconds:.1f} s")]
+    rows = []
+    for label, low_rank in (("nutpie", False), ("nutpie low_rank", True)):
+        start = time.perf_counter()
+        trace = nutpie.sample(compiled, draws=1000, tune=500, chains=4, cores=2, seed=seed,
+                              progress_bar=False, low_rank_modified_mass_matrix=low_rank)
+        seconds = time.perf_counter() - start
+        grads = int(trace.warmup_sample_stats["n_steps"].sum()
+                    + trace.sample_stats["n_steps"].sum())
+        f = trace.posterior["f"].values
+        rows.append(_row(label, f.shape[1], grads, seconds, f,
+                         f"compiling the model: {compile_seconds:.1f} s"))
+    return rows
 
 
-def main() -> None:
+ROWS = ("ppgpc", "nutpie", "ilr", "lsm_default")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[2])
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
+    args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     X, y = problem()
-    print("| sampler | draws per chain | seconds | min bulk ESS of f | ESS per second | note |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for row in ppgpc_rows(X, y) + nutpie_rows(X, y):
-        label, draws, seconds, ess, rate, note = row
-        print(f"| {label} | {draws} | {seconds:.1f} | {ess:.0f} | {rate:.0f} | {note} |",
-              flush=True)
+    print("| sampler | seed | draws per chain | gradient evaluations | seconds | "
+          "min bulk ESS of f | ESS per 1k gradients | ESS per second | max R-hat | note |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    makers = {"ppgpc": lambda s: ppgpc_rows(X, y, s), "nutpie": lambda s: nutpie_rows(X, y, s),
+              "ilr": lambda s: ilr_rows(X, y, s), "lsm_default": lsm_default_rows}
+    with counting():
+        for name in args.rows:
+            for seed in args.seeds:
+                for label, draws, grads, seconds, ess, rate, rhat, note in makers[name](seed):
+                    per_grad = 1000 * ess / grads if grads else float("nan")
+                    print(f"| {label} | {seed} | {draws} | {grads} | {seconds:.1f} | {ess:.0f} | "
+                          f"{per_grad:.1f} | {rate:.0f} | {rhat:.4f} | {note} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,16 +13,17 @@ nothing is warmed up twice and nothing compiles again.
 
 Two samplers share the loop (``sample_windows``):
 
-* NUTS (``run_nuts``): NumPyro's functional NUTS kernel (``numpyro.infer.hmc.hmc`` with a
-  ``potential_fn_gen``), whose potential is built inside the compiled program from the
-  model's arguments: the data, the kernel, fixed hyperparameters and, where the
-  hyperparameters are fixed, the Cholesky factor of the prior computed once before the run
-  (so no gradient recomputes it). The programs are built once per process for a model
-  function and a setting of NUTS (``_nuts_programs``) and take the data as arguments, so
-  every data set of a bucket's shape reuses them. Warm-up adapts the step size and a
-  diagonal (or dense) mass matrix by NumPyro's windowed scheme over ``num_warmup``
-  transitions (Stan's; Hoffman & Gelman 2014), inside the same window program: the
-  transition index in the state says whether a step adapts.
+* NUTS (``run_nuts``): NumPyro's multinomial NUTS trajectory (``build_tree``) on a
+  potential built inside the compiled program from the model's arguments: the data, the
+  kernel, fixed hyperparameters and, where the hyperparameters are fixed, the Cholesky
+  factor of the prior computed once before the run (so no gradient recomputes it). The
+  programs are built once per process for a model function and a setting of NUTS
+  (``_nuts_programs``) and take the data as arguments, so every data set of a bucket's
+  shape reuses them. Warm-up adapts the step size and a diagonal mass matrix from the
+  variances of the draws and of the gradients (nutpie's scheme, ``ppgpc.infer.adaptation``;
+  a dense one from the draws' covariance) inside the same window program: the transition
+  index and the warm-up length are values of the chains' state, so a new ``num_warmup``
+  compiles nothing.
 * A model's own Gibbs sampler (``ppgpc.infer.gibbs``): its pure ``init``/``step`` pair, the
   same windows.
 
@@ -39,10 +40,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.flatten_util import ravel_pytree
 from numpyro.infer import init_to_median, init_to_value
-from numpyro.infer.hmc import hmc
+from numpyro.infer.hmc_util import (
+    IntegratorState,
+    build_tree,
+    euclidean_kinetic_energy,
+    velocity_verlet,
+)
 from numpyro.infer.util import constrain_fn, initialize_model, potential_energy
 
+from ppgpc.infer.adaptation import (
+    INITIAL_STEP_SIZE,
+    Adaptation,
+    adaptation_init,
+    adaptation_update,
+    find_step_size,
+    momentum,
+    restart_step_size,
+)
 from ppgpc.infer.convergence import ChainCheck, chain_check
 from ppgpc.runtime.chains import chain_windows
 from ppgpc.runtime.programs import jit
@@ -217,46 +233,119 @@ def _potential(model, args, z):
     return potential_energy(model, args, {}, z)
 
 
+class NUTSState(NamedTuple):
+    """One chain's NUTS state between transitions."""
+
+    i: jax.Array
+    """() transitions made (warm-up included)."""
+    z: dict
+    """Unconstrained values by site name."""
+    potential_energy: jax.Array
+    """() -log density (up to a constant) at ``z``."""
+    z_grad: dict
+    """Its gradient, by site name."""
+    num_warmup: jax.Array
+    """() warm-up transitions: a value of the state, so that no program depends on it."""
+    adapt: Adaptation
+    """Step size and mass matrix (``ppgpc.infer.adaptation``)."""
+    rng_key: jax.Array
+
+
+def _leapfrog_accept(step_fn, z, pe, z_grad, r, inverse_mass, step_size):
+    """min(1, exp(-dH)) of one leapfrog step of ``step_size`` from (z, r); 0 where dH is not
+    finite."""
+    before = pe + euclidean_kinetic_energy(inverse_mass, r)
+    after = step_fn(step_size, inverse_mass, IntegratorState(z, r, pe, z_grad))
+    delta = after.potential_energy + euclidean_kinetic_energy(inverse_mass, after.r) - before
+    return jnp.where(jnp.isfinite(delta), jnp.exp(jnp.minimum(-delta, 0.0)), 0.0)
+
+
+def _search(step_fn, unravel, z, pe, z_grad, key, target_accept, adapt):
+    """``find_step_size`` at z with a fresh momentum and ``adapt``'s mass matrix."""
+    r = unravel(momentum(adapt, key))
+    accept_of = functools.partial(_leapfrog_accept, step_fn, z, pe, z_grad, r,
+                                  adapt.inverse_mass)
+    return find_step_size(accept_of, INITIAL_STEP_SIZE, target_accept)
+
+
 @functools.lru_cache(maxsize=64)
-def _nuts_programs(model: Callable, num_warmup: int, target_accept: float, max_tree_depth: int,
+def _nuts_programs(model: Callable, target_accept: float, max_tree_depth: int,
                    dense_mass: bool, keep: tuple | None):
     """(init, window, chain) programs of NUTS on ``model(*args)`` for one setting, built once
-    per process; all take the model's arguments as an argument.
+    per process; all take the model's arguments as an argument, and the warm-up length is a
+    value of the chains' state, so that no setting of it compiles a program.
 
-    ``init(keys, args, init_values)``: (chain,) keys -> the chains' ``HMCState``, started at
-    ``init_values`` (constrained values by site name) or, when that is empty, at the prior
-    medians. ``window(states, args)``: ``WINDOW`` transitions of every chain, returning the
-    states and ``(draws, stats)``: the constrained and deterministic sites (those in ``keep``
-    when given) and the per-transition statistics, each (chain, WINDOW, ...).
-    ``chain(state, args)``: the same window of one chain, without the chain axis (run per
-    chain, side by side, on a CPU: ``ppgpc.runtime.chains``).
+    ``init(keys, args, init_values, num_warmup)``: (chain,) keys -> the chains'
+    ``NUTSState``, started at ``init_values`` (constrained values by site name) or, when
+    that is empty, at the prior medians, with the adaptation's initial mass matrix and a
+    searched step size (``ppgpc.infer.adaptation``). ``window(states, args)``: ``WINDOW``
+    transitions of every chain, returning the states and ``(draws, stats)``: the constrained
+    and deterministic sites (those in ``keep`` when given) and the per-transition
+    statistics, each (chain, WINDOW, ...). ``chain(state, args)``: the same window of one
+    chain, without the chain axis (run per chain, side by side, on a CPU:
+    ``ppgpc.runtime.chains``).
+
+    A transition is NumPyro's multinomial NUTS trajectory (``build_tree``, Hoffman & Gelman
+    2014 with Betancourt's multinomial sampling) at the state's step size and inverse mass
+    matrix; while ``i < num_warmup`` the draw then updates them
+    (``ppgpc.infer.adaptation.adaptation_update``).
     """
-    init_kernel, sample_kernel = hmc(potential_fn_gen=functools.partial(_model_potential, model),
-                                     algo="NUTS")
 
-    def init_one(key, args, init_values):
-        k_params, k_kernel = jax.random.split(key)
+    def steps(args):
+        return velocity_verlet(_model_potential(model, *args), euclidean_kinetic_energy)[1]
+
+    def init_one(key, args, init_values, num_warmup):
+        k_params, k_search, k_kernel = jax.random.split(key, 3)
         strategy = init_to_value(values=init_values) if init_values else init_to_median()
-        params = initialize_model(k_params, model, init_strategy=strategy,
-                                  model_args=args).param_info
-        return init_kernel(params, num_warmup, target_accept_prob=target_accept,
-                           max_tree_depth=max_tree_depth, dense_mass=dense_mass,
-                           model_args=args, rng_key=k_kernel)
+        z, pe, z_grad = initialize_model(k_params, model, init_strategy=strategy,
+                                         model_args=args).param_info
+        x, unravel = ravel_pytree(z)
+        adapt = adaptation_init(x, ravel_pytree(z_grad)[0], dense_mass)
+        step, _ = _search(steps(args), unravel, z, pe, z_grad, k_search, target_accept, adapt)
+        return NUTSState(jnp.zeros((), num_warmup.dtype), z, pe, z_grad, num_warmup,
+                         restart_step_size(adapt, step), k_kernel)
 
     @jit
-    def init(keys, args, init_values):
-        return jax.vmap(init_one, in_axes=(0, None, None))(keys, args, init_values)
+    def init(keys, args, init_values, num_warmup):
+        return jax.vmap(init_one, in_axes=(0, None, None, None))(keys, args, init_values,
+                                                                 num_warmup)
 
     def record(z, args):
         sites = constrain_fn(model, args, {}, z, return_deterministic=True)
         return sites if keep is None else {k: v for k, v in sites.items() if k in keep}
 
+    def transition(state: NUTSState, args):
+        step_fn = steps(args)
+        key, k_momentum, k_tree, k_jitter, k_search = jax.random.split(state.rng_key, 5)
+        x, unravel = ravel_pytree(state.z)
+        adapt = state.adapt
+        r = unravel(momentum(adapt, k_momentum))
+        tree = build_tree(step_fn, euclidean_kinetic_energy,
+                          IntegratorState(state.z, r, state.potential_energy, state.z_grad),
+                          adapt.inverse_mass, adapt.step_size, k_tree,
+                          max_tree_depth=max_tree_depth)
+        accept = tree.sum_accept_probs / tree.num_proposals
+        z, pe, z_grad = tree.z_proposal, tree.z_proposal_pe, tree.z_proposal_grad
+        x_new = ravel_pytree(z)[0]
+
+        def adapt_fn(a):
+            search = functools.partial(_search, step_fn, unravel, z, pe, z_grad, k_search,
+                                       target_accept)
+            return adaptation_update(a, state.i, state.num_warmup, x_new,
+                                     ravel_pytree(z_grad)[0], jnp.any(x_new != x), accept,
+                                     k_jitter, target_accept, search)
+
+        new_adapt, searched = lax.cond(state.i < state.num_warmup, adapt_fn,
+                                       lambda a: (a, jnp.zeros((), jnp.int32)), adapt)
+        new = NUTSState(state.i + 1, z, pe, z_grad, state.num_warmup, new_adapt, key)
+        stats = {"diverging": tree.diverging, "n_steps": tree.num_proposals + searched,
+                 "acceptance_rate": accept, "energy": tree.z_proposal_energy,
+                 "lp": -pe, "step_size": adapt.step_size}
+        return new, stats
+
     def chain(state, args):
         def body(s, _):
-            s = sample_kernel(s, model_args=args)
-            stats = {"diverging": s.diverging, "n_steps": s.num_steps,
-                     "acceptance_rate": s.accept_prob, "energy": s.energy,
-                     "lp": -s.potential_energy, "step_size": s.adapt_state.step_size}
+            s, stats = transition(s, args)
             return s, (record(s.z, args), stats)
 
         return lax.scan(body, state, None, length=WINDOW)
@@ -300,11 +389,11 @@ def run_nuts(
         keep: the sites to record per draw (None: every sample and deterministic site).
         checked: ``draws -> draws`` the check looks at (default: every recorded site).
     """
-    init, window, chain = _nuts_programs(model, int(num_warmup), float(target_accept),
-                                         int(max_tree_depth), bool(dense_mass), keep)
+    init, window, chain = _nuts_programs(model, float(target_accept), int(max_tree_depth),
+                                         bool(dense_mass), keep)
     keys = chain_keys(key, num_chains)
     values = {k: jnp.asarray(v) for k, v in (init_values or {}).items()}
-    states = init(keys, args, values)
+    states = init(keys, args, values, jnp.asarray(int(num_warmup), jnp.int32))
     samples, stats, run = sample_windows(
         window, states, args, num_warmup=num_warmup, num_samples=num_samples,
         max_samples=max_samples, checked=checked or (lambda d: d), desc="NUTS",

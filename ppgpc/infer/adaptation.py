@@ -1,0 +1,347 @@
+"""Warm-up of NUTS from the draws and the gradients: a mass matrix and a step size.
+
+The mass matrix. For a Gaussian target with covariance Sigma the gradient of the potential
+U(x) = -log p(x) is g = Sigma^-1 (x - mu), so var(g) = Sigma^-1 var(x) Sigma^-1; for a
+diagonal Sigma, var(x_i) / var(g_i) = Sigma_ii^2 for ANY distribution of the draws. The
+inverse mass matrix is therefore estimated per coordinate as
+
+    M^-1_ii = sqrt(var(x_i) / var(g_i)),
+
+the draws' variance over the gradients' variance, both over the same warm-up draws
+(Seyboldt's "diag_grad" adaptation of nutpie / nuts-rs; the geometric mean of the
+draw-variance estimate var(x_i) and the gradient-based estimate 1 / var(g_i) of the marginal
+variance): it is exact for a diagonal Gaussian after a handful of draws however little the
+chain has explored, where the draws' variance alone (Stan's estimator) needs the chain to
+have crossed the distribution. Before the first draws it starts at M^-1_ii = 1 / |g_i(x_0)|
+(the gradient at the initial point; 1 where that gradient is 0 or not finite).
+
+The schedule (nutpie's), over ``num_warmup`` = W transitions, W a traced value:
+
+* two running estimators (Welford's moments of draws and gradients), the *front* one that
+  sets M^-1 after every warm-up draw and a *back* one that collects the newest draws; when
+  the back one holds a window of draws, it becomes the front one and a new back one starts.
+  The window is ``EARLY_SWITCH`` = 10 draws during the first ``EARLY_WINDOW`` = 30 % of the
+  warm-up, then ``FIRST_WINDOW`` = 80 draws growing by ``WINDOW_GROWTH`` = 1.5 at each
+  switch; no switch leaves less than a window before the last phase. Draws where the
+  trajectory stayed at its start (a rejected move) are not counted;
+* the step size by dual averaging of the trajectory's mean acceptance statistic towards
+  ``target_accept`` (Hoffman & Gelman 2014, section 3.2; kappa 0.75, t0 10, gamma 0.05),
+  restarted from a searched step size (``find_step_size``) at the start and when M^-1 first
+  leaves its initial value, each step jittered by up to ``JITTER`` = 10 % while adapting;
+* the last ``STEP_SIZE_WINDOW`` = 15 % of the warm-up adapts the step size alone, and the
+  run then keeps the averaged step size exp(log-step-bar).
+
+A dense mass matrix (``dense=True``) keeps the schedule with a simpler estimator: the draws'
+covariance, regularised towards 1e-3 I as Stan regularises it, n / (n + 5) S + 1e-3 5 / (n + 5) I.
+
+References: A. Seyboldt, nutpie and nuts-rs (https://github.com/pymc-devs/nutpie, the
+"diag_grad" mass matrix adaptation); M. D. Hoffman and A. Gelman (2014), The No-U-Turn
+Sampler, JMLR 15; Stan Reference Manual, "HMC algorithm parameters" (windowed adaptation).
+
+Every function is pure over arrays and NamedTuples; ``D`` is the flattened dimension of the
+unconstrained parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+__all__ = ["Moments", "DualAveraging", "Adaptation", "adaptation_init", "adaptation_update",
+           "restart_step_size", "find_step_size", "momentum", "schedule", "EARLY_WINDOW",
+           "STEP_SIZE_WINDOW", "EARLY_SWITCH", "FIRST_WINDOW", "WINDOW_GROWTH", "JITTER",
+           "INITIAL_STEP_SIZE"]
+
+EARLY_WINDOW = 0.3
+"""Share of the warm-up during which the estimators switch every ``EARLY_SWITCH`` draws."""
+
+STEP_SIZE_WINDOW = 0.15
+"""Share of the warm-up, at its end, that adapts the step size alone."""
+
+EARLY_SWITCH = 10
+"""Draws of a window early in the warm-up."""
+
+FIRST_WINDOW = 80
+"""Draws of the first window after the early phase (or the draws already in the back
+estimator then, when more)."""
+
+WINDOW_GROWTH = 1.5
+"""Factor by which each later window grows."""
+
+JITTER = 0.1
+"""Relative jitter of the step size while it adapts: uniform on (1 - JITTER, 1 + JITTER)."""
+
+INITIAL_STEP_SIZE = 0.1
+"""Where the step-size search starts."""
+
+_LIMITS = (1e-20, 1e20)
+"""Bounds of an inverse mass matrix entry."""
+
+_DUAL_AVERAGING = {"t0": 10.0, "kappa": 0.75, "gamma": 0.05}
+_MAX_STEP_SIZE = math.pi
+_SEARCH_STEPS = 100
+
+
+class Moments(NamedTuple):
+    """Welford's running moments of the draws and the gradients."""
+
+    count: jax.Array
+    """() draws counted."""
+    draw_mean: jax.Array
+    """(D,) mean of the draws."""
+    draw_m2: jax.Array
+    """(D,) sum of squared deviations of the draws; (D, D) their cross products (dense)."""
+    grad_mean: jax.Array
+    """(D,) mean of the gradients."""
+    grad_m2: jax.Array
+    """(D,) sum of squared deviations of the gradients."""
+
+
+class DualAveraging(NamedTuple):
+    """Nesterov's dual averaging of log step size (Hoffman & Gelman 2014, eq. 6)."""
+
+    log_step: jax.Array
+    """() log of the step size of the iterate."""
+    log_step_bar: jax.Array
+    """() log of the averaged step size (the one kept after warm-up)."""
+    hbar: jax.Array
+    """() running mean of target_accept - accept statistic."""
+    mu: jax.Array
+    """() shrinkage point, log(10 eps_0)."""
+    count: jax.Array
+    """() iterations since the last restart, from 1."""
+
+
+class Adaptation(NamedTuple):
+    """What one chain's warm-up has learnt, and what it is learning from."""
+
+    step_size: jax.Array
+    """() step size of the next transition."""
+    inverse_mass: jax.Array
+    """(D,) diagonal of M^-1, or (D, D) M^-1 (dense)."""
+    mass_factor: jax.Array
+    """(D,) 1 / sqrt(M^-1_ii), or (D, D) the lower Cholesky factor of M^-1 (dense)."""
+    dual: DualAveraging
+    front: Moments
+    """The estimator that sets ``inverse_mass``."""
+    back: Moments
+    """The estimator of the newest draws, the next ``front``."""
+    window: jax.Array
+    """() draws of the next main-phase window."""
+    initial: jax.Array
+    """() True while ``inverse_mass`` is still the initial point's."""
+
+
+def schedule(num_warmup) -> tuple[jax.Array, jax.Array]:
+    """(early_end, step_size_start): the warm-up draw at which the early phase ends and the
+    one from which only the step size adapts, for a (traced) warm-up length."""
+    num_warmup = jnp.asarray(num_warmup)
+    early_end = jnp.floor(EARLY_WINDOW * num_warmup).astype(num_warmup.dtype)
+    step_start = num_warmup - jnp.floor(STEP_SIZE_WINDOW * num_warmup).astype(num_warmup.dtype)
+    return early_end, step_start
+
+
+def _empty_moments(dim: int, dense: bool, dtype) -> Moments:
+    zeros = jnp.zeros(dim, dtype)
+    return Moments(jnp.zeros((), jnp.int32), zeros,
+                   jnp.zeros((dim, dim) if dense else dim, dtype), zeros, zeros)
+
+
+def _add(moments: Moments, x: jax.Array, g: jax.Array, keep: jax.Array) -> Moments:
+    """``moments`` with the draw x and gradient g added (Welford), when ``keep``."""
+    count = moments.count + 1
+    dx = x - moments.draw_mean
+    draw_mean = moments.draw_mean + dx / count
+    if moments.draw_m2.ndim == 2:
+        draw_m2 = moments.draw_m2 + jnp.outer(dx, x - draw_mean)
+    else:
+        draw_m2 = moments.draw_m2 + dx * (x - draw_mean)
+    dg = g - moments.grad_mean
+    grad_mean = moments.grad_mean + dg / count
+    grad_m2 = moments.grad_m2 + dg * (g - grad_mean)
+    added = Moments(count, draw_mean, draw_m2, grad_mean, grad_m2)
+    return jax.tree.map(lambda new, old: jnp.where(keep, new, old), added, moments)
+
+
+def _factor(inverse_mass: jax.Array) -> jax.Array:
+    if inverse_mass.ndim == 2:
+        return jnp.linalg.cholesky(inverse_mass)
+    return lax.rsqrt(inverse_mass)
+
+
+def _estimate(front: Moments, inverse_mass: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(M^-1, whether it is usable) from the front moments (module docstring)."""
+    if inverse_mass.ndim == 2:
+        n = front.count.astype(inverse_mass.dtype)
+        dim = inverse_mass.shape[0]
+        cov = front.draw_m2 / jnp.maximum(n - 1.0, 1.0)
+        new = (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0)) * jnp.eye(dim, dtype=cov.dtype)
+        ok = jnp.all(jnp.isfinite(jnp.linalg.cholesky(new)))
+        return new, ok
+    ratio = jnp.sqrt(front.draw_m2 / front.grad_m2)
+    valid = jnp.isfinite(ratio) & (ratio > 0)
+    new = jnp.where(valid, jnp.clip(ratio, *_LIMITS), inverse_mass)
+    return new, jnp.any(valid)
+
+
+def _dual_start(step_size: jax.Array) -> DualAveraging:
+    log_step = jnp.log(step_size)
+    zero = jnp.zeros_like(log_step)
+    return DualAveraging(log_step, log_step, zero, jnp.log(10.0) + log_step,
+                         jnp.ones((), jnp.int32))
+
+
+def _dual_advance(dual: DualAveraging, accept: jax.Array, target: float) -> DualAveraging:
+    """One dual-averaging iteration (Hoffman & Gelman 2014, eq. 6, with x-bar's weights
+    count^-kappa)."""
+    t = dual.count.astype(dual.hbar.dtype)
+    w = 1.0 / (t + _DUAL_AVERAGING["t0"])
+    accept = jnp.where(jnp.isfinite(accept), accept, 0.0)
+    hbar = (1.0 - w) * dual.hbar + w * (target - accept)
+    log_step = jnp.minimum(dual.mu - hbar * jnp.sqrt(t) / _DUAL_AVERAGING["gamma"],
+                           math.log(_MAX_STEP_SIZE))
+    weight = t ** -_DUAL_AVERAGING["kappa"]
+    log_step_bar = weight * log_step + (1.0 - weight) * dual.log_step_bar
+    return DualAveraging(log_step, log_step_bar, hbar, dual.mu, dual.count + 1)
+
+
+def adaptation_init(position: jax.Array, gradient: jax.Array, dense: bool = False
+                    ) -> Adaptation:
+    """The adaptation at the initial point: M^-1_ii = 1 / |g_i(x_0)| (1 where g_i is 0 or
+    not finite), both estimators holding that point, the step size ``INITIAL_STEP_SIZE``
+    (restart it from ``find_step_size``: ``restart_step_size``).
+
+    Args:
+        position, gradient: (D,) the initial point and the potential's gradient there.
+        dense: a dense M^-1 (the draws' covariance) rather than a diagonal one.
+    """
+    dim, dtype = position.shape[0], position.dtype
+    scale = jnp.abs(gradient)
+    diag = jnp.where(jnp.isfinite(scale) & (scale > 0),
+                     jnp.clip(1.0 / jnp.where(scale > 0, scale, 1.0), *_LIMITS), 1.0)
+    inverse_mass = jnp.diag(diag) if dense else diag
+    moments = _add(_empty_moments(dim, dense, dtype), position, gradient, jnp.array(True))
+    step = jnp.asarray(INITIAL_STEP_SIZE, dtype)
+    return Adaptation(step, inverse_mass, _factor(inverse_mass), _dual_start(step), moments,
+                      moments, jnp.asarray(FIRST_WINDOW, jnp.int32), jnp.array(True))
+
+
+def restart_step_size(adapt: Adaptation, step_size: jax.Array) -> Adaptation:
+    """``adapt`` with its step size set to ``step_size`` and dual averaging restarted there
+    (mu = log(10 step_size))."""
+    step_size = jnp.asarray(step_size, adapt.step_size.dtype)
+    return adapt._replace(step_size=step_size, dual=_dual_start(step_size))
+
+
+def find_step_size(accept_of: Callable[[jax.Array], jax.Array], step_size: jax.Array,
+                   target_accept: float) -> tuple[jax.Array, jax.Array]:
+    """A step size near where one leapfrog step's acceptance statistic crosses
+    ``target_accept``: from ``step_size``, doubled while the statistic stays above the
+    target (halved while below), at most 100 times; the first step size past the crossing.
+
+    Args:
+        accept_of: ``step_size -> min(1, exp(-(H(after) - H(before))))`` of one leapfrog step
+            from a fixed point and momentum (0 where not finite).
+        step_size: () where the search starts.
+
+    Returns:
+        (step_size, leapfrog steps taken).
+    """
+    step_size = jnp.asarray(step_size)
+    first = accept_of(step_size)
+    up = first > target_accept
+
+    def cond(carry):
+        _, count, done = carry
+        return (~done) & (count < _SEARCH_STEPS)
+
+    def body(carry):
+        step, count, _ = carry
+        step = jnp.where(up, 2.0 * step, 0.5 * step)
+        accept = accept_of(step)
+        done = jnp.where(up, (accept <= target_accept) | (step > 1e5),
+                         (accept >= target_accept) | (step < 1e-10))
+        return step, count + 1, done
+
+    step, count, _ = lax.while_loop(cond, body, (step_size, jnp.ones((), jnp.int32),
+                                                 jnp.array(False)))
+    return step, count
+
+
+def momentum(adapt: Adaptation, key: jax.Array) -> jax.Array:
+    """(D,) a momentum r ~ N(0, M): r_i = eps_i / sqrt(M^-1_ii), or r = L^-T eps with
+    M^-1 = L L^T (dense)."""
+    factor = adapt.mass_factor
+    eps = jax.random.normal(key, factor.shape[:1], factor.dtype)
+    if factor.ndim == 2:
+        return jax.scipy.linalg.solve_triangular(factor, eps, lower=True, trans="T")
+    return factor * eps
+
+
+def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
+                      position: jax.Array, gradient: jax.Array, moved: jax.Array,
+                      accept: jax.Array, key: jax.Array, target_accept: float,
+                      search: Callable[[Adaptation], tuple[jax.Array, jax.Array]]
+                      ) -> tuple[Adaptation, jax.Array]:
+    """The adaptation after warm-up draw ``draw`` (0-based, below ``num_warmup``): the
+    moments, the estimators' switch, M^-1 and the step size of the next transition (module
+    docstring).
+
+    Args:
+        adapt: the adaptation the draw was made with.
+        draw, num_warmup: () the draw's index and the warm-up length (traced).
+        position, gradient: (D,) the draw and the potential's gradient there.
+        moved: () whether the draw differs from the transition's start.
+        accept: () the trajectory's mean acceptance statistic.
+        key: PRNG key of the step size's jitter.
+        target_accept: the acceptance the step size aims at.
+        search: ``adaptation -> (step_size, leapfrog steps)``, ``find_step_size`` at the
+            draw with that adaptation's M^-1 (run when M^-1 first changes).
+
+    Returns:
+        (adaptation, leapfrog steps the search took: 0 without one).
+    """
+    early_end, step_start = schedule(num_warmup)
+    mass_phase = draw < step_start
+    early = draw < early_end
+
+    def mass(adapt: Adaptation) -> tuple[Adaptation, jax.Array]:
+        window = jnp.where(draw == early_end,
+                           jnp.maximum(adapt.window, adapt.back.count), adapt.window)
+        front = _add(adapt.front, position, gradient, moved)
+        back = _add(adapt.back, position, gradient, moved)
+        switch_at = jnp.where(early, EARLY_SWITCH, window)
+        grown = jnp.maximum(window + 1, jnp.round(window * WINDOW_GROWTH).astype(window.dtype))
+        following = jnp.where(early, EARLY_SWITCH, grown)
+        switch = (back.count >= switch_at) & (following + draw <= step_start)
+        empty = _empty_moments(position.shape[0], adapt.inverse_mass.ndim == 2, position.dtype)
+        front = jax.tree.map(lambda b, f: jnp.where(switch, b, f), back, front)
+        back = jax.tree.map(lambda e, b: jnp.where(switch, e, b), empty, back)
+        window = jnp.where(switch & ~early, following, window)
+        estimate, usable = _estimate(front, adapt.inverse_mass)
+        changed = (front.count >= 3) & usable
+        inverse_mass = jnp.where(changed, estimate, adapt.inverse_mass)
+        updated = adapt._replace(inverse_mass=inverse_mass, mass_factor=_factor(inverse_mass),
+                                 front=front, back=back, window=window,
+                                 initial=adapt.initial & ~changed)
+        first = changed & adapt.initial
+        return lax.cond(first, lambda a: _searched(a), lambda a: (_stepped(a), zero), updated)
+
+    def _searched(adapt: Adaptation) -> tuple[Adaptation, jax.Array]:
+        step, count = search(adapt)
+        return restart_step_size(adapt, step), count
+
+    def _stepped(adapt: Adaptation) -> Adaptation:
+        dual = _dual_advance(adapt.dual, accept, target_accept)
+        jitter = jax.random.uniform(key, (), dual.log_step.dtype, 1.0 - JITTER, 1.0 + JITTER)
+        return adapt._replace(dual=dual, step_size=jnp.exp(dual.log_step) * jitter)
+
+    zero = jnp.zeros((), jnp.int32)
+    adapt, count = lax.cond(mass_phase, mass, lambda a: (_stepped(a), zero), adapt)
+    last = draw == num_warmup - 1
+    step = jnp.where(last, jnp.exp(adapt.dual.log_step_bar), adapt.step_size)
+    return adapt._replace(step_size=step), count
