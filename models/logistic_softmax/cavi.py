@@ -43,7 +43,7 @@ from ppgpc.gp.kernels import gram, gram_diag, kernel_log_prior, kernel_params
 from ppgpc.polyagamma import polyagamma_mean
 from ppgpc.runtime.padding import mask_gram
 from ppgpc.runtime.programs import jit
-from ppgpc.runtime.progress import bar as progress_bar
+from ppgpc.runtime.loop import Window, run_windows
 
 __all__ = [
     "CAVIState",
@@ -453,24 +453,25 @@ def run_cavi(Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool, learn_inducin
         Y: (N, C) one-hot labels; X: (N, D); hypers: the starting kernel hyperparameters;
         Z: (M, D) the starting inducing inputs (X itself for the full version).
         steps_per_iteration: optimiser steps per outer iteration (``cavi_step``).
-        progress: show the iterations and the ELBO on stderr (``ppgpc.runtime.progress.bar``).
+        progress: show the iterations and the ELBO on stderr (``ppgpc.runtime.loop``).
         mask: (N,) row mask of padded data (full version, Z = X; module docstring), or None.
     """
     N, C = Y.shape
-    carry = cavi_init(hypers, Z, N, C)
-    trace, converged = [], False
-    bar = progress_bar(max_iter, "CAVI", progress, unit="it")
-    while len(trace) < max_iter and not converged:
-        limit = min(CAVI_WINDOW, max_iter - len(trace))
+    trace = []
+
+    def window(carry, n):
         carry, values, done, converged = _cavi_window(
-            Y, X, kernel, carry, learning_rate, jnp.asarray(limit), jnp.asarray(tol), mask,
+            Y, X, kernel, carry, learning_rate, jnp.asarray(n), jnp.asarray(tol), mask,
             learn_hypers=bool(learn_hypers), learn_inducing=bool(learn_inducing),
             include_prior=bool(include_prior), num_steps=int(steps_per_iteration))
         trace.extend(np.asarray(values)[:int(done)].tolist())
-        converged = bool(converged)
-        bar.update(int(done))
-        bar.set_postfix(elbo=f"{trace[-1]:.6g}", refresh=False)
-    bar.close()
+        return carry, Window(int(done), {"elbo": f"{trace[-1]:.6g}"},
+                             "elbo" if bool(converged) else None)
+
+    carry, stopped = run_windows(window, cavi_init(hypers, Z, N, C), cap=max_iter,
+                                 size=CAVI_WINDOW, desc="CAVI", unit="it", progress=progress,
+                                 cap_reason="max_iter")
+    converged = stopped.converged
     hypers = {k: jnp.exp(v) for k, v in carry.log_hypers.items()}
     return CAVIResult(hypers, carry.inducing, carry.q, np.asarray(trace), converged,
                       carry.inducing.shape[0] < N,

@@ -34,7 +34,7 @@ from ppgpc.models.logistic_softmax.cavi import (CAVIResult, CAVIState, Projectio
                                                 projection, q_f, weighted_grams)
 from ppgpc.runtime.blocks import Placement, layout, sum_and_map_blocks, sum_blocks
 from ppgpc.runtime.programs import jit
-from ppgpc.runtime.progress import bar as progress_bar
+from ppgpc.runtime.loop import Window, run_windows
 
 __all__ = [
     "StochasticCAVIState",
@@ -304,7 +304,7 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
         hypers: starting kernel hyperparameters; Z: (M, D) starting inducing inputs.
         batch_size, class_batch_size: |B| <= N and |K| <= C (checked by the caller).
         step_size_delay, step_size_power: rho_t = (t + delay)^-power.
-        progress: show the iterations and the ELBO on stderr (``ppgpc.runtime.progress.bar``).
+        progress: show the iterations and the ELBO on stderr (``ppgpc.runtime.loop``).
         placement: one device, or a mesh whose devices split each minibatch and the
             full-data ELBO (``stochastic_cavi_step``, ``full_data_elbo``); the result is the same.
 
@@ -314,11 +314,10 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
     N, C = Y.shape
     start = cavi_init(hypers, Z, N, C)
     log_hypers, opt_state, state = start.log_hypers, start.opt_state, start.q
-    sstate = stochastic_cavi_init(N, C, Z.shape[0])
-    trace, converged, done = [], False, 0
-    bar = progress_bar(max_iter, "CAVI (stochastic)", progress, unit="it")
-    while done < max_iter:
-        steps = min(int(elbo_every), max_iter - done)  # the last window may be shorter
+    trace = []
+
+    def window(carry, steps):
+        log_hypers, Z, sstate, opt_state, done, _ = carry
         log_hypers, Z, sstate, opt_state = _stochastic_window(
             key, jnp.asarray(done), Y, X, kernel, log_hypers, Z, sstate, opt_state,
             learning_rate, step_size_delay, step_size_power, num_iters=steps,
@@ -326,15 +325,18 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
             learn_hypers=bool(learn_hypers), learn_inducing=bool(learn_inducing),
             include_prior=bool(include_prior), num_steps=int(steps_per_iteration),
             placement=placement)
-        done += steps
         value, state = full_data_elbo(Y, X, kernel, log_hypers, Z, sstate, placement)
         trace.append(float(value))
-        bar.update(steps)
-        bar.set_postfix(elbo=f"{trace[-1]:.6g}", refresh=False)
-        if _elbo_converged(trace, tol):
-            converged = True
-            break
-    bar.close()
+        return (log_hypers, Z, sstate, opt_state, done + steps, state), Window(
+            steps, {"elbo": f"{trace[-1]:.6g}"},
+            "elbo" if _elbo_converged(trace, tol) else None)
+
+    # the last window may be shorter than elbo_every
+    start = (log_hypers, Z, stochastic_cavi_init(N, C, Z.shape[0]), opt_state, 0, state)
+    (log_hypers, Z, _, _, _, state), stopped = run_windows(
+        window, start, cap=max_iter, size=int(elbo_every), desc="CAVI (stochastic)",
+        unit="it", progress=progress, cap_reason="max_iter")
+    converged = stopped.converged
     hypers = {k: jnp.exp(v) for k, v in log_hypers.items()}
     return CAVIResult(hypers, Z, state, np.asarray(trace), converged, Z.shape[0] < N,
                       factor_jitter(kernel, hypers, Z))

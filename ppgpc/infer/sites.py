@@ -16,8 +16,9 @@ the same shape (an epsilon grid search, a new seed) compiles nothing new; it com
 per model, ``include_prior``, ``optimizer`` and array shapes (``max_iter``, ``tol``,
 ``ftol`` and ``learning_rate`` are traced too). The optimiser's loop stops between
 iterations when it reaches a traced ``limit`` (``ppgpc.infer.optimize.lbfgs_run``), so
-with ``progress_bar=True`` the same program runs in windows of about ``WINDOW_SECONDS``
-and a counter of iterations, objective and gradient is updated between them; with
+with ``progress_bar=True`` the same program runs in the one loop of every method
+(``ppgpc.runtime.loop``), in windows of about half a second, and a counter of iterations,
+objective and gradient is updated between them; with
 ``progress_bar=False`` it is one device call. Both take the same steps bit for bit.
 """
 
@@ -38,10 +39,11 @@ from ppgpc.infer.optimize import (OPTIMIZERS, RUNNING, SCIPY_FTOL, STOP_REASONS,
                                   lbfgs_init, lbfgs_run, minimize, to_minimum)
 from ppgpc.runtime.programs import jit
 from ppgpc.runtime import progress
-from ppgpc.runtime.progress import Timer, counter, note
+from ppgpc.runtime.loop import Window, run_windows
+from ppgpc.runtime.progress import Timer, note
 from ppgpc.validation import check_count, check_positive
 
-__all__ = ["minimize_sites", "optimize_sites", "log_density_terms", "WINDOW_SECONDS"]
+__all__ = ["minimize_sites", "optimize_sites", "log_density_terms"]
 
 
 def log_density_terms(model: Callable, args: tuple, params: dict, include_prior: bool):
@@ -137,12 +139,6 @@ def minimize_sites(model: Callable, init_values: dict, args: tuple = (), *,
 
 _SITES_STATIC = ("model", "include_prior", "optimizer")
 
-WINDOW_SECONDS = 0.5
-"""With a progress display, the optimiser runs in windows sized to take about this long
-(the first window is one iteration; later ones follow the measured time per iteration),
-and the display is updated between them."""
-
-
 @functools.partial(jit, static_argnames=_SITES_STATIC)
 def _sites_start(init_values, args, tol, learning_rate, *, model, include_prior, optimizer):
     """The optimiser's state at the start (flattened unconstrained sites): L-BFGS's
@@ -167,41 +163,32 @@ def _sites_window(state, init_values, args, limit, max_iter, tol, ftol, learning
     return state, to_params(state.x), to_minimum(state)
 
 
-def _next_limit(limit: int, max_iter: int, per_iteration: float | None) -> int:
-    """The next window's end: one iteration first, then as many as take about
-    ``WINDOW_SECONDS`` at the measured seconds per iteration."""
-    if per_iteration is None:
-        return min(limit + 1, max_iter)
-    size = int(WINDOW_SECONDS / max(per_iteration, 1e-6))
-    return min(limit + max(size, 1), max_iter)
-
-
 def _run_in_windows(init, args, scalars, static, progress_bar, label):
-    """The optimisation as one device call (``progress_bar`` False), or in windows with a
-    counter of iterations, the objective and the largest gradient entry on stderr between
-    them (``ppgpc.runtime.progress.counter``: shown once the fit has run a couple of
-    seconds). The windows run the same program on the same state as one call, so the
-    result is the same bit for bit."""
+    """The optimisation in the one loop (``ppgpc.runtime.loop.run_windows``): one device
+    call (``progress_bar`` False), or windows of about ``WINDOW_SECONDS`` with a counter of
+    iterations, the objective and the largest gradient entry on stderr between them (shown
+    once the fit has run a couple of seconds). The windows run the same program on the same
+    state as one call, so the result is the same bit for bit."""
     max_iter = scalars["max_iter"]
-    state = _sites_start(init, args, scalars["tol"], scalars["learning_rate"], **static)
-    if not progress_bar:
-        _, params, best = _sites_window(state, init, args, max_iter, **scalars, **static)
-        return params, best
-    limit, taken, per_iteration = 0, 0, None
-    with counter(label, "it", enabled=True) as shown:
-        while True:
-            timer, before = Timer(), taken
-            limit = _next_limit(limit, max_iter, per_iteration)
-            state, params, best = _sites_window(state, init, args, limit, **scalars,
-                                                **static)
-            taken = int(best.num_iterations)
-            if taken > before:
-                per_iteration = timer.seconds / (taken - before)
-            shown.set_postfix({"objective": f"{-float(best.value):.6g}",
-                               "max |grad|": f"{float(best.grad_norm):.1e}"}, refresh=False)
-            shown.update(taken - before)
-            if int(best.stop_reason) != RUNNING:
-                return params, best
+    start = _sites_start(init, args, scalars["tol"], scalars["learning_rate"], **static)
+
+    def window(carry, n):
+        state, _, best = carry
+        taken = 0 if best is None else int(best.num_iterations)
+        state, params, best = _sites_window(state, init, args, taken + n, **scalars,
+                                            **static)
+        reason = int(best.stop_reason)
+        return (state, params, best), Window(
+            int(best.num_iterations) - taken,
+            {"objective": f"{-float(best.value):.6g}",
+             "max |grad|": f"{float(best.grad_norm):.1e}"},
+            None if reason == RUNNING else STOP_REASONS[reason])
+
+    (_, params, best), _ = run_windows(
+        window, (start, None, None), cap=max(max_iter, 1),
+        size=None if progress_bar else max_iter, desc=label, unit="it",
+        progress=progress_bar, cap_reason="max_iter", total=False)
+    return params, best
 
 
 def optimize_sites(

@@ -23,9 +23,9 @@ stops when the ELBO has settled (the convergence check's own test: the change is
 three standard errors of its Monte Carlo noise, below ``SETTLED_PER_POINT`` nats per
 training point, or below ``tol`` relative) for ``patience`` windows in a row, or after
 ``max_iter`` steps (rounded up to a whole number of windows); ``tol=None`` runs all
-``max_iter`` steps. A tqdm progress bar shows the running
-ELBO. ``batch_size``, ``max_iter`` and ``learning_rate`` left at None take the model's own
-schedule (``SVI.default_options``: the SVGP's full batch of 2000 steps at 0.1 up to 640
+``max_iter`` steps, in the one loop of every method (``ppgpc.runtime.loop``), whose
+progress bar shows the running ELBO. ``batch_size``, ``max_iter`` and ``learning_rate``
+left at None take the model's own schedule (``SVI.default_options``: the SVGP's full batch of 2000 steps at 0.1 up to 640
 points, minibatches of 256 for 5000 steps at 0.01 above), or else ``DEFAULT_BATCH_SIZE``
 and ``DEFAULT_STEPS``.
 
@@ -67,11 +67,13 @@ from ppgpc.infer.common import as_draws, register_method
 from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
 from ppgpc.infer.records import FitInfo, RunOutput, SVIInfo, ValidationInfo
+from ppgpc.runtime.loop import Window, run_windows
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.runtime.programs import jit
 
 __all__ = ["run_svi", "svi_hypers", "SVIHypers", "schedule_options", "SVI_OPTIONS",
            "DEFAULT_BATCH_SIZE", "DEFAULT_STEPS", "default_batch_size", "make_optimizer",
+           "learning_rate_at", "natural_step_size_at",
            "natural_gradient_schedule"]
 
 DEFAULT_BATCH_SIZE = 256
@@ -111,22 +113,56 @@ _OPTIMIZERS = {"adam": optax.adam, "adamw": optax.adamw, "sgd": optax.sgd}
 _SCHEDULES = ("constant", "warmup_cosine", "exponential")
 
 
-def _warmup_length(warmup_steps: int, max_iter: int) -> int:
-    """Warm-up steps actually taken: ``warmup_steps`` clipped to [0, max_iter / 2]."""
-    return int(min(max(warmup_steps, 0), max_iter // 2))
+def _warmup_length(warmup_steps, max_iter):
+    """Warm-up steps actually taken: ``warmup_steps`` clipped to [0, max_iter // 2] (Python
+    or traced integers)."""
+    return jnp.clip(warmup_steps, 0, max_iter // 2)
 
 
-def _decay_after_warmup(peak: float, schedule: str, max_iter: int, warm: int):
-    """The schedule's shape after its warm-up, as a function of the steps since the warm-up
-    ended, starting at ``peak``: cosine decay to 5% of ``peak`` at step ``max_iter``
+def _decay_after_warmup(peak, schedule: str, max_iter, warm, t):
+    """The schedule's shape after its warm-up, at ``t`` steps since the warm-up ended,
+    starting at ``peak``: cosine decay to 5% of ``peak`` at step ``max_iter``
     (``"warmup_cosine"``), halving every ``max_iter / 4`` steps (``"exponential"``), or
     constant. The learning rate and the natural-gradient step size share it, so the two
-    decay together."""
+    decay together. Every number may be traced: a compiled SVI program takes them as
+    arguments."""
     if schedule == "warmup_cosine":
-        return optax.cosine_decay_schedule(peak, max(max_iter - warm, 1), alpha=0.05)
+        horizon = jnp.maximum(max_iter - warm, 1)
+        cosine = 0.5 * (1.0 + jnp.cos(jnp.pi * jnp.minimum(t, horizon) / horizon))
+        return peak * (0.95 * cosine + 0.05)
     if schedule == "exponential":
-        return optax.exponential_decay(peak, max(max_iter // 4, 1), 0.5)
-    return optax.constant_schedule(peak)
+        return peak * 0.5 ** (jnp.maximum(t, 0) / jnp.maximum(max_iter // 4, 1))
+    return jnp.full(jnp.shape(t), peak)
+
+
+def learning_rate_at(count, schedule: str, learning_rate, max_iter, warmup_steps):
+    """The learning rate at step ``count`` of a named schedule: ``"constant"``;
+    ``"warmup_cosine"`` (a linear rise from 0 over ``warmup_steps``, clipped to
+    [1, max_iter // 2], then cosine decay to 5% of the peak at ``max_iter``);
+    ``"exponential"`` (halved every ``max_iter / 4`` steps). The numbers may be traced."""
+    if schedule == "warmup_cosine":
+        warm = jnp.maximum(_warmup_length(warmup_steps, max_iter), 1)
+        rise = -learning_rate * (1.0 - jnp.clip(count, 0, warm) / warm) + learning_rate
+        return jnp.where(count < warm, rise,
+                         _decay_after_warmup(learning_rate, schedule, max_iter, warm,
+                                             count - warm))
+    return _decay_after_warmup(learning_rate, schedule, max_iter, 0, count)
+
+
+def _scheduled(optimizer: str, schedule: str):
+    """``(learning_rate, max_iter, warmup_steps) -> optax transformation``: the named
+    optimiser under the named schedule, its numbers arguments (``optax.inject_hyperparams``
+    keeps them in the optimiser state, so a compiled program takes them as data)."""
+    scale = {"adam": optax.scale_by_adam, "adamw": lambda: optax.chain(
+        optax.scale_by_adam(), optax.add_decayed_weights(1e-4)), "sgd": optax.identity}
+
+    def build(learning_rate, max_iter, warmup_steps):
+        def rate(count):
+            return -learning_rate_at(count, schedule, learning_rate, max_iter, warmup_steps)
+
+        return optax.chain(scale[optimizer](), optax.scale_by_schedule(rate))
+
+    return build
 
 
 def make_optimizer(optimizer, learning_rate: float, schedule, max_iter: int,
@@ -137,10 +173,8 @@ def make_optimizer(optimizer, learning_rate: float, schedule, max_iter: int,
         optimizer: ``"adam"``, ``"adamw"``, ``"sgd"`` or an ``optax.GradientTransformation``
             (used as it is; ``learning_rate`` and ``schedule`` are then ignored).
         learning_rate: peak learning rate.
-        schedule: ``"constant"``; ``"warmup_cosine"`` (linear warm-up from 0 over
-            ``warmup_steps``, cosine decay to 5% of the peak at ``max_iter``);
-            ``"exponential"`` (halved every ``max_iter / 4`` steps); or an optax schedule
-            (a callable step -> rate).
+        schedule: ``"constant"``, ``"warmup_cosine"`` or ``"exponential"``
+            (``learning_rate_at``), or an optax schedule (a callable step -> rate).
     """
     if isinstance(optimizer, optax.GradientTransformation):
         return optimizer
@@ -150,45 +184,36 @@ def make_optimizer(optimizer, learning_rate: float, schedule, max_iter: int,
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {learning_rate}")
     if callable(schedule):
-        rate = schedule
-    elif schedule == "constant":
-        rate = float(learning_rate)
-    elif schedule == "warmup_cosine":
-        warm = max(_warmup_length(warmup_steps, max_iter), 1)
-        rate = optax.join_schedules(
-            [optax.linear_schedule(0.0, learning_rate, warm),
-             _decay_after_warmup(learning_rate, schedule, max_iter, warm)], [warm])
-    elif schedule == "exponential":
-        rate = _decay_after_warmup(learning_rate, schedule, max_iter, 0)
-    else:
+        return _OPTIMIZERS[optimizer](schedule)
+    if schedule not in _SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; choose from {list(_SCHEDULES)} or "
                          "pass an optax schedule")
-    return _OPTIMIZERS[optimizer](rate)
+    return _scheduled(optimizer, schedule)(learning_rate, max_iter, warmup_steps)
 
 
 _NATURAL_START = 1e-4
 """First natural-gradient step size of the warm-up (Salimbeni et al. 2018 start at 1e-4)."""
 
 
-def natural_gradient_schedule(gamma: float, schedule, max_iter: int, warmup_steps: int):
-    """Step sizes of the natural-gradient steps: a log-linear rise from 1e-4 to ``gamma``
-    over ``warmup_steps`` (Salimbeni et al. 2018), then constant (``schedule="constant"``),
-    cosine decay to 5% of ``gamma`` at ``max_iter`` (``"warmup_cosine"``) or halving every
-    ``max_iter / 4`` steps (``"exponential"``), the shape the other parameters' learning
-    rate follows. A callable ``schedule`` is not reused here: the steps then stay at
-    ``gamma`` after the warm-up."""
+def natural_step_size_at(count, gamma, schedule, max_iter, warmup_steps):
+    """The natural-gradient step size at step ``count``: a log-linear rise from 1e-4 to
+    ``gamma`` over ``warmup_steps`` (clipped to [0, max_iter // 2]; Salimbeni et al. 2018),
+    then constant (``schedule="constant"``), cosine decay to 5% of ``gamma`` at ``max_iter``
+    (``"warmup_cosine"``) or halving every ``max_iter / 4`` steps (``"exponential"``), the
+    shape the other parameters' learning rate follows. A callable ``schedule`` is not reused
+    here: the steps then stay at ``gamma`` after the warm-up. The numbers may be traced."""
     warm = _warmup_length(warmup_steps, max_iter)
-    start = min(_NATURAL_START, gamma)
-    after = _decay_after_warmup(gamma, schedule if isinstance(schedule, str) else "constant",
-                                max_iter, warm)
-    if warm == 0:
-        return after
+    start = jnp.minimum(_NATURAL_START, gamma)
+    shape = schedule if isinstance(schedule, str) else "constant"
+    frac = jnp.minimum(count / jnp.maximum(warm, 1), 1.0)
+    rise = jnp.exp((1.0 - frac) * jnp.log(start) + frac * jnp.log(gamma))
+    return jnp.where(count < warm, rise,
+                     _decay_after_warmup(gamma, shape, max_iter, warm, count - warm))
 
-    def rise(count):
-        frac = jnp.minimum(count / warm, 1.0)
-        return jnp.exp((1.0 - frac) * jnp.log(start) + frac * jnp.log(gamma))
 
-    return optax.join_schedules([rise, after], [warm])
+def natural_gradient_schedule(gamma: float, schedule, max_iter: int, warmup_steps: int):
+    """``natural_step_size_at`` as an optax schedule (step -> gamma) for fixed numbers."""
+    return lambda count: natural_step_size_at(count, gamma, schedule, max_iter, warmup_steps)
 
 
 def default_batch_size(N: int) -> int:
@@ -277,47 +302,85 @@ def _check_validation_data(spec, data, validation_data):
     return score, jnp.asarray(X_val), jnp.asarray(y_val, dtype=jnp.int32)
 
 
-def _progress(enabled: bool, total: int):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="SVI", unit="step")
-
-
 def _natural_gradient_refusals(state) -> int:
-    """Refused natural-gradient steps, from NumPyro's optimiser state (step, (params, opt))."""
-    opt_state = state.optim_state[1][1]
-    return int(opt_state.refused) if isinstance(opt_state, NaturalGradientState) else 0
+    """Refused natural-gradient steps, from the optimiser state inside NumPyro's
+    ``SVIState`` (0 without natural gradients)."""
+    found = [s for s in jax.tree.leaves(state.optim_state, is_leaf=lambda x: isinstance(
+        x, NaturalGradientState)) if isinstance(s, NaturalGradientState)]
+    return int(found[0].refused) if found else 0
+
+
+class _ScheduleArgs(NamedTuple):
+    """The numbers of an SVI run's schedule, arguments of its compiled programs (a run that
+    changes only these compiles nothing new)."""
+
+    learning_rate: jax.Array
+    """Peak learning rate."""
+    max_iter: jax.Array
+    """Steps of the whole schedule (a whole number of windows)."""
+    warmup_steps: jax.Array
+    """Warm-up steps (``learning_rate_at``)."""
+    natural_gradient: jax.Array
+    """Peak natural-gradient step size gamma (unused without natural gradients)."""
+
+
+def _with_schedule(state, numbers: _ScheduleArgs):
+    """NumPyro's ``SVIState`` with the numbers of its schedule set in the optimiser state
+    (``optax.inject_hyperparams``'s ``hyperparams``)."""
+    step, (params, inner) = state.optim_state
+    values = {name: jnp.asarray(getattr(numbers, name), dtype=inner.hyperparams[name].dtype)
+              for name in inner.hyperparams}
+    return state._replace(optim_state=(step, (params, inner._replace(hyperparams=values))))
 
 
 @functools.lru_cache(maxsize=32)
-def _svi_programs(spec, optimizer, learning_rate: float, schedule, max_iter: int,
-                  warmup_steps: int, natural_gradient, num_particles: int, batch_size: int,
-                  window: int):
-    """(svi, init, run_window) for one configuration, built once per process.
+def _svi_programs(spec, optimizer, schedule, natural: bool, num_particles: int,
+                  batch_size: int | None, window: int):
+    """(svi, init, run_window) for one structure, built once per process.
 
-    ``init(key, data, kernel)`` and ``run_window(state, data, kernel)`` (``window`` SVI
-    steps in one ``lax.scan``; returns the state and the (window,) ELBO estimates) take the
-    data and the kernel as arguments, not as captured constants, so a new data set of the
-    same shapes reuses the compiled programs (and the persistent cache can serve them).
+    ``init(key, data, kernel, numbers)`` and ``run_window(state, data, kernel)`` (``window``
+    SVI steps in one ``lax.scan``; returns the state and the (window,) ELBO estimates) take
+    the data, the kernel and the schedule's numbers (``_ScheduleArgs``, kept in the optimiser
+    state) as arguments, not as captured constants, so a new data set of the same shapes
+    or another learning rate, ``max_iter`` or warm-up reuses the compiled programs (and the
+    persistent cache can serve them). A user's own optax optimiser or schedule is used as
+    it is.
     """
-    optimizer = make_optimizer(optimizer, learning_rate, schedule, max_iter, warmup_steps)
-    if natural_gradient is not None:
+    own = isinstance(optimizer, optax.GradientTransformation) or callable(schedule)
+    if own:
+        base = make_optimizer(optimizer, 1.0, schedule, 1, 0)
+
+        def build(learning_rate, max_iter, warmup_steps, natural_gradient):
+            return base
+    else:
+        scheduled = _scheduled(optimizer, schedule)
+
+        def build(learning_rate, max_iter, warmup_steps, natural_gradient):
+            return scheduled(learning_rate, max_iter, warmup_steps)
+    if natural:
         sites = dict(spec.svi.gaussian_variational_sites)
         if not sites:
             raise ValueError(f"model {spec.name!r} declares no Gaussian variational factor "
                              "(svi.gaussian_variational_sites); natural_gradient applies "
                              "to the sparse variational GP classifiers only")
-        optimizer = natural_gradient_optimizer(
-            sites, natural_gradient_schedule(natural_gradient, schedule, max_iter,
-                                             warmup_steps), optimizer)
-    svi = SVI(spec.svi.model, spec.svi.guide, optax_to_numpyro(optimizer),
+        others = build
+
+        def build(learning_rate, max_iter, warmup_steps, natural_gradient):
+            def gamma(count):
+                return natural_step_size_at(count, natural_gradient, schedule, max_iter,
+                                            warmup_steps)
+
+            return natural_gradient_optimizer(sites, gamma, others(
+                learning_rate, max_iter, warmup_steps, natural_gradient))
+
+    placeholder = _ScheduleArgs(1.0, 1, 0, 1.0)
+    optim = optax.inject_hyperparams(build)(**placeholder._asdict())
+    svi = SVI(spec.svi.model, spec.svi.guide, optax_to_numpyro(optim),
               TraceMeanField_ELBO(num_particles=num_particles))
 
     @jit
-    def init(key, data, kernel):
-        return svi.init(key, data, kernel, batch_size)
+    def init(key, data, kernel, numbers):
+        return _with_schedule(svi.init(key, data, kernel, batch_size), numbers)
 
     @jit
     def run_window(state, data, kernel):
@@ -337,10 +400,15 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
     max_iter = -(-opts["max_iter"] // window) * window  # whole windows
     # a full batch is batch_size None to the model: one program for every N of a bucket
+    ng = opts["natural_gradient"]
+    # checks the optimiser's and the schedule's names and the rate
+    make_optimizer(opts["optimizer"], float(opts["learning_rate"]), opts["schedule"], max_iter,
+                   int(opts["warmup_steps"]))
     svi, init, run_window = _svi_programs(
-        spec, opts["optimizer"], float(opts["learning_rate"]), opts["schedule"], max_iter,
-        int(opts["warmup_steps"]), opts["natural_gradient"], int(opts["num_particles"]),
-        None if B >= N else B, window)
+        spec, opts["optimizer"], opts["schedule"], ng is not None,
+        int(opts["num_particles"]), None if B >= N else B, window)
+    numbers = _ScheduleArgs(float(opts["learning_rate"]), max_iter, int(opts["warmup_steps"]),
+                           1.0 if ng is None else float(ng))
     k_init, k_draws = jax.random.split(key)
     # The monitor's key is folded in apart from the split, so runs without a monitor keep
     # their keys. Not fold_in(key, 1): with JAX's partitionable threefry that equals
@@ -349,57 +417,56 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     monitor = None
     if opts["validation_data"] is not None:
         monitor = _check_validation_data(spec, data, opts["validation_data"])
-    state = init(k_init, data, kernel)
+    state = init(k_init, data, kernel, numbers)
 
-    bar = _progress(bool(opts["progress_bar"]), max_iter)
-    trace, means, calm, converged = [], [], 0, False
-    steps, timed_steps, timed_seconds = 0, 0, 0.0
-    val_nll, val_steps, best, stale, stopped_on = [], [], None, 0, "max_iter"
-    try:
-        while steps < max_iter:
-            start = time.perf_counter()
-            state, elbos = run_window(state, data, kernel)
-            elbos = np.asarray(elbos)
-            if steps > 0:  # the first window includes compilation
-                timed_seconds += time.perf_counter() - start
-                timed_steps += window
-            steps += window
-            if not np.all(np.isfinite(elbos)):
-                raise FloatingPointError(
-                    f"the ELBO became non-finite within steps {steps - window}..{steps}; lower "
-                    f"the learning_rate (now {opts['learning_rate']}) or check the inputs' scale")
-            trace.append(elbos)
-            means.append(float(elbos.mean()))
-            postfix = {"elbo": f"{means[-1]:.4g}"}
-            if monitor is not None:
-                score, X_val, y_val = monitor
-                current = svi.get_params(state)
-                nll = -float(jnp.mean(score(k_val, current, data, kernel, X_val, y_val,
-                                            opts["validation_draws"])))
-                nll = nll if np.isfinite(nll) else float("inf")
-                val_nll.append(nll)
-                val_steps.append(steps)
-                postfix["val_nll"] = f"{nll:.4g}"
-                if best is None or nll < best[0]:
-                    best, stale = (nll, steps, current), 0
-                else:
-                    stale += 1
-            if bar is not None:
-                bar.update(window)
-                bar.set_postfix(postfix)
-            if monitor is not None and opts["validation_patience"] is not None \
-                    and stale >= opts["validation_patience"]:
-                stopped_on = "validation"
-                break
-            if opts["tol"] is not None and len(trace) > 1:
-                # the convergence check's own test (``_settled``) decides when to stop
-                calm = calm + 1 if _settled(trace[-1], trace[-2], opts["tol"], N)[0] else 0
-                if calm >= opts["patience"]:
-                    converged, stopped_on = True, "elbo"
-                    break
-    finally:
-        if bar is not None:
-            bar.close()
+    trace, means, val_nll, val_steps = [], [], [], []
+    timing = {"steps": 0, "seconds": 0.0}
+    watch = {"best": None, "stale": 0, "calm": 0}
+
+    def run(state, n):
+        start = time.perf_counter()
+        state, elbos = run_window(state, data, kernel)
+        elbos = np.asarray(elbos)
+        steps = window * (len(trace) + 1)
+        if trace:  # the first window includes compilation
+            timing["seconds"] += time.perf_counter() - start
+            timing["steps"] += window
+        if not np.all(np.isfinite(elbos)):
+            raise FloatingPointError(
+                f"the ELBO became non-finite within steps {steps - window}..{steps}; lower "
+                f"the learning_rate (now {opts['learning_rate']}) or check the inputs' scale")
+        trace.append(elbos)
+        means.append(float(elbos.mean()))
+        postfix = {"elbo": f"{means[-1]:.4g}"}
+        if monitor is not None:
+            score, X_val, y_val = monitor
+            current = svi.get_params(state)
+            nll = -float(jnp.mean(score(k_val, current, data, kernel, X_val, y_val,
+                                        opts["validation_draws"])))
+            nll = nll if np.isfinite(nll) else float("inf")
+            val_nll.append(nll)
+            val_steps.append(steps)
+            postfix["val_nll"] = f"{nll:.4g}"
+            if watch["best"] is None or nll < watch["best"][0]:
+                watch["best"], watch["stale"] = (nll, steps, current), 0
+            else:
+                watch["stale"] += 1
+            if opts["validation_patience"] is not None \
+                    and watch["stale"] >= opts["validation_patience"]:
+                return state, Window(window, postfix, "validation")
+        if opts["tol"] is not None and len(trace) > 1:
+            # the convergence check's own test (``_settled``) decides when to stop
+            settled = _settled(trace[-1], trace[-2], opts["tol"], N)[0]
+            watch["calm"] = watch["calm"] + 1 if settled else 0
+            if watch["calm"] >= opts["patience"]:
+                return state, Window(window, postfix, "elbo")
+        return state, Window(window, postfix)
+
+    state, stopped = run_windows(run, state, cap=max_iter, size=window, desc="SVI",
+                                 unit="step", progress=bool(opts["progress_bar"]),
+                                 cap_reason="max_iter")
+    steps, stopped_on, best = stopped.units, stopped.reason, watch["best"]
+    timed_steps, timed_seconds = timing["steps"], timing["seconds"]
     params = svi.get_params(state)
     restored = monitor is not None and bool(opts["restore_best"]) and best[1] != steps
     if monitor is not None and not np.isfinite(best[0]):
@@ -421,8 +488,8 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     # cavi.py names its kind
     prior = spec.svi.includes_hyper_prior
     kind = "MAP" if prior is not None and prior(data) else "ML"
-    ng = opts["natural_gradient"]
-    record = SVIInfo(steps=int(steps), converged=bool(converged), elbo=float(means[-1]),
+    check = _svi_check(windows, stopped, opts["tol"], N)
+    record = SVIInfo(steps=int(steps), converged=bool(check.converged), elbo=float(means[-1]),
                      batch_size=int(B), seconds_per_step=float(per_step),
                      seconds_per_epoch=float(per_step * N / B), stopped_on=stopped_on,
                      natural_gradient=None if ng is None else float(ng),
@@ -440,7 +507,7 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
                    validation=validation)
     return RunOutput(hypers=as_draws(out.pop("hypers")), point_hypers=True, info=info,
                      sample_stats={"elbo": trace[None]},
-                     optimizers=(_svi_check(windows, record, opts["tol"], N),), **out)
+                     optimizers=(check,), **out)
 
 
 class SVIHypers(NamedTuple):
@@ -472,8 +539,8 @@ def svi_hypers(spec, data, kernel, key, *, progress: bool) -> SVIHypers:
 
 
 SETTLED_PER_POINT = 1e-3
-"""An SVI run that ends at ``max_iter`` counts as converged when its mean ELBO moved by less
-than this many nats per training point over the last window (or by less than its noise)."""
+"""Two windows of SVI steps have settled when their mean ELBO differ by less than this many
+nats per training point (or by less than their noise, ``_settled``)."""
 
 
 def _settled(last, before, tol, num_points: int) -> tuple[bool, float]:
@@ -491,16 +558,18 @@ def _settled(last, before, tol, num_points: int) -> tuple[bool, float]:
     return bool(settled), change
 
 
-def _svi_check(windows: list, record: SVIInfo, tol, num_points: int) -> OptimizerCheck:
-    """The SVI stage's ``OptimizerCheck``. Converged when the ELBO test or the validation
-    monitor stopped it, or when the last two windows' mean ELBO have settled
-    (``_settled``)."""
+def _svi_check(windows: list, stopped, tol, num_points: int) -> OptimizerCheck:
+    """The SVI stage's ``OptimizerCheck``, from how the loop stopped (``stopped``, a
+    ``ppgpc.runtime.loop.Stopped``): converged when the ELBO test or the validation monitor
+    stopped the run. A run at ``max_iter`` is not, even when its last two windows happened
+    to agree, unless its stopping test was turned off (``tol=None``: it was asked to run
+    every step), where the last two windows' mean ELBO must have settled (``_settled``)."""
     change = settled = None
     if len(windows) > 1:
         settled, change = _settled(windows[-1], windows[-2], tol, num_points)
-    converged = record.stopped_on in ("elbo", "validation") or bool(settled)
-    return optimizer_check("SVI", converged=converged, iterations=record.steps,
-                           stop_reason=record.stopped_on, last_change=change,
+    converged = stopped.converged or (tol is None and bool(settled))
+    return optimizer_check("SVI", converged=converged, iterations=stopped.units,
+                           stop_reason=stopped.reason, last_change=change,
                            measure="relative change of the windows' mean ELBO")
 
 

@@ -12,12 +12,14 @@ mechanics behind that, shared by the models and the driver:
 * ``blocks``: sums over the data in fixed-size blocks, on one device or across the devices
   of a mesh (``Placement``, ``sum_blocks``), so memory is one block's, never O(N M);
 * ``progress``: progress lines and bars on stderr for long loops, silent when disabled;
+* ``loop``: the one loop of every iterative method, compiled windows until the algorithm's
+  check stops it or a cap, with one display and one record of why it stopped;
 * ``threads``: one BLAS thread inside a fit, the user's setting restored after it;
 * ``chains``: a sampler's chains side by side on a CPU, one per core, each chain's draws
   those it draws alone.
 """
 
 from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
-from ppgpc.runtime import blocks, chains, padding, programs, progress, threads
+from ppgpc.runtime import blocks, chains, loop, padding, programs, progress, threads
 
-__all__ = ["padding", "programs", "blocks", "progress", "threads", "chains"]
+__all__ = ["padding", "programs", "blocks", "progress", "loop", "threads", "chains"]

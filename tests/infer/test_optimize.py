@@ -229,11 +229,10 @@ def test_a_fit_in_windows_with_progress_takes_the_steps_of_one_device_call(
     in the same program, so the optimum, the counts and the stop are those of one call, bit
     for bit (an ILR-GP type-II fit with an ARD kernel, 20-odd L-BFGS iterations)."""
     from ppgpc.gp.kernels import RBF
-    from ppgpc.infer import sites
     from ppgpc.models import ilr_gp
-    from ppgpc.runtime import progress
+    from ppgpc.runtime import loop, progress
 
-    monkeypatch.setattr(sites, "WINDOW_SECONDS", 0.0)
+    monkeypatch.setattr(loop, "WINDOW_SECONDS", 0.0)
     monkeypatch.setattr(progress, "COUNTER_DELAY", 0.0)
     kernel = RBF(ard=True)
     data = ilr_gp.prepare(*toy_problem(40, 3, seed=2), 3)

@@ -112,6 +112,22 @@ def test_svi_stops_when_its_elbo_settles_and_the_check_agrees(problem):
     assert fixed.info.svi.steps == 300 and fixed.info.svi.stopped_on == "max_iter"
 
 
+def test_an_svi_run_at_its_cap_is_not_reported_converged_even_when_its_last_windows_agree(
+        problem):
+    """At a learning rate of 1e-6 the ELBO barely moves, so every pair of windows agrees,
+    but with ``patience`` 3 the stopping test has not held long enough when the cap of two
+    windows is reached: the run stopped at its cap, and the record, its check and the
+    estimator's report all say not converged, with a warning."""
+    X, y = problem
+    with pytest.warns(ConvergenceWarning):
+        capped = fit("softmax_svgp", X, y, method="svi", max_iter=200, learning_rate=1e-6,
+                     patience=3, progress_bar=False, model_options={"num_inducing": 10})
+    info = capped.info
+    assert info.svi.stopped_on == "max_iter" and info.svi.steps == 200
+    assert not info.svi.converged
+    assert not info.convergence.converged
+
+
 def _blas_threads() -> list[int]:
     return [i["num_threads"] for i in threadpoolctl.threadpool_info()
             if i["user_api"] == "blas"]

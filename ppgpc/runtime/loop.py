@@ -1,0 +1,116 @@
+"""The one loop every iterative method of a fit runs in: compiled windows of steps on the
+device, the algorithm's own check between them, one progress display, one record of why
+the run stopped.
+
+An algorithm supplies a window, ``window(state, n) -> (state, Window)``: at most ``n``
+more units (SVI steps, CAVI iterations, L-BFGS iterations, MCMC transitions) in one or a
+few device calls, and a ``Window`` saying how many it ran, what to show, and whether its
+check says stop (``Window.stop``: the check's reason, e.g. ``"elbo"``, ``"converged"``).
+``run_windows`` calls it until the check stops the run or ``cap`` units have run, and
+returns the state with a ``Stopped`` record: the reason, the units run, and whether the
+check (not the cap) ended it. Windows are either a fixed number of units (``size``) or,
+with ``size=None``, sized from the measured time per unit to take about
+``WINDOW_SECONDS`` each (the first window is one unit), so a display updates about twice a
+second whatever a step costs.
+
+The display (``ppgpc.runtime.progress``) is a bar of ``cap`` units when ``total`` is True
+(a window may move its end: ``Window.total``), else a counter that appears only once the
+run has taken ``COUNTER_DELAY`` seconds; nothing at all when ``progress`` is False.
+
+Example:
+    >>> from ppgpc.runtime.loop import Window, run_windows
+    >>> def halve(x, n):   # n halvings, stop when below 1e-3
+    ...     for _ in range(n):
+    ...         x = x / 2
+    ...     return x, Window(n, {"x": x}, "small" if x < 1e-3 else None)
+    >>> x, stopped = run_windows(halve, 1.0, cap=100, size=4, desc="halve", unit="it",
+    ...                          progress=False, cap_reason="max_iter")
+    >>> stopped
+    Stopped(reason='small', units=12, converged=True)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from ppgpc.runtime.progress import Timer, bar, counter
+
+__all__ = ["Window", "Stopped", "run_windows", "WINDOW_SECONDS"]
+
+WINDOW_SECONDS = 0.5
+"""Seconds a window sized by time (``size=None``) aims to take."""
+
+
+class Window(NamedTuple):
+    """What one window of an algorithm reports to ``run_windows``."""
+
+    units: int
+    """Units (steps, iterations, transitions) the window ran, at most the ``n`` asked."""
+    postfix: dict
+    """Values to show beside the progress, by label (empty: none)."""
+    stop: str | None = None
+    """The algorithm's check says stop, for this reason; None: go on."""
+    total: int | None = None
+    """A new end of the progress bar (an MCMC run's next checkpoint), or None."""
+
+
+class Stopped(NamedTuple):
+    """Why a run ended: the one record of it."""
+
+    reason: str
+    """The check's reason (``Window.stop``), or the loop's ``cap_reason`` at the cap."""
+    units: int
+    """Units run in all."""
+    converged: bool
+    """True when the algorithm's check ended the run, False at the cap."""
+
+
+def _next_size(size: int | None, per_unit: float | None) -> int:
+    if size is not None:
+        return size
+    if per_unit is None:
+        return 1
+    return max(int(WINDOW_SECONDS / max(per_unit, 1e-6)), 1)
+
+
+def run_windows(window: Callable[[Any, int], tuple[Any, Window]], state, *, cap: int,
+                size: int | None, desc: str, unit: str, progress: bool, cap_reason: str,
+                total: bool = True) -> tuple[Any, Stopped]:
+    """Run ``window`` until the algorithm's check stops it or ``cap`` units have run.
+
+    Args:
+        window: ``(state, n) -> (state, Window)``, at most ``n`` more units.
+        state: the algorithm's state at the start.
+        cap: the most units in all (at least 1).
+        size: units per window, or None to size windows by time (``WINDOW_SECONDS``).
+        desc, unit: the display's label and unit.
+        progress: show progress on stderr.
+        cap_reason: ``Stopped.reason`` when the run reaches ``cap``.
+        total: a bar of ``cap`` units (True) or a delayed counter (False).
+
+    Returns:
+        (state, Stopped): the last state and why the run ended.
+    """
+    cap = int(cap)
+    display = bar(cap, desc, progress, unit=unit) if total else counter(desc, unit, progress)
+    done, per_unit = 0, None
+    with display as shown:
+        while done < cap:
+            asked = min(_next_size(size, per_unit), cap - done)
+            timer = Timer()
+            state, report = window(state, asked)
+            if report.units > 0:
+                per_unit = timer.seconds / report.units
+            done += report.units
+            if report.postfix:
+                shown.set_postfix(report.postfix, refresh=False)
+            if report.total is not None and hasattr(shown, "total"):
+                shown.total = report.total
+                shown.refresh()
+            shown.update(report.units)
+            if report.stop is not None:
+                return state, Stopped(report.stop, done, True)
+            if report.units == 0:
+                raise RuntimeError(f"{desc}: a window ran no {unit} and its check did not "
+                                   "stop the run")
+    return state, Stopped(cap_reason, done, False)

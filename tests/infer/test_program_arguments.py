@@ -1,0 +1,48 @@
+"""Numbers a user varies from run to run are arguments of the compiled programs, never
+constants baked into them: in one process, a second fit that changes only a learning rate,
+a step count, a warm-up length or a number of draws traces no new program (counted with
+``jax.monitoring``'s trace event, ``compile_count.count_traces``), so following a
+``ConvergenceWarning``'s advice or grid-searching a learning rate compiles nothing."""
+
+import warnings
+
+import pytest
+
+from compile_count import count_traces
+from conftest import toy_problem
+from ppgpc import LogisticSoftmaxGPClassifier, SoftmaxSVGPClassifier
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return toy_problem(40, 3, seed=5)
+
+
+def _traced_by_second_fit(estimator, first: dict, second: dict, X, y) -> list[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        estimator(inference_options=first, progress=False).fit(X, y)
+        with count_traces() as traced:
+            estimator(inference_options=second, progress=False).fit(X, y)
+    return traced
+
+
+@pytest.mark.parametrize("second", [
+    {"learning_rate": 0.02, "max_iter": 300},
+    {"learning_rate": 0.05, "max_iter": 500},
+    {"learning_rate": 0.05, "max_iter": 300, "warmup_steps": 20},
+], ids=["learning_rate", "max_iter", "warmup_steps"])
+def test_an_svi_fit_that_changes_only_its_schedules_numbers_traces_nothing(problem, second):
+    X, y = problem
+    traced = _traced_by_second_fit(SoftmaxSVGPClassifier,
+                                   {"learning_rate": 0.05, "max_iter": 300}, second, X, y)
+    assert traced == []
+
+
+@pytest.mark.parametrize("first, second", [
+    ({"num_warmup": 200}, {"num_warmup": 300}),
+    ({"num_samples": 200}, {"num_samples": 300}),
+], ids=["num_warmup", "num_samples"])
+def test_a_nuts_fit_that_changes_only_its_lengths_traces_nothing(problem, first, second):
+    X, y = problem
+    assert _traced_by_second_fit(LogisticSoftmaxGPClassifier, first, second, X, y) == []
