@@ -31,8 +31,13 @@ The schedule (nutpie's), over ``num_warmup`` = W transitions, W a traced value:
 * the last ``STEP_SIZE_WINDOW`` = 15 % of the warm-up adapts the step size alone, and the
   run then keeps the averaged step size exp(log-step-bar).
 
-A dense mass matrix (``dense=True``) keeps the schedule with a simpler estimator: the draws'
-covariance, regularised towards 1e-3 I as Stan regularises it, n / (n + 5) S + 1e-3 5 / (n + 5) I.
+Without ``gradients`` (``adaptation_update``; the default of ``ppgpc.infer.mcmc.run_nuts``)
+the diagonal is the draws' variance alone, n / (n + 5) var(x_i) + 1e-3 5 / (n + 5) (Stan's
+regularisation), on the same schedule: on the GP latent posteriors of
+``benchmarks/nuts_ess_rate.py`` it gives more effective samples per gradient than the
+gradient-based estimate, which, for a correlated target, estimates a conditional rather
+than a marginal scale (docs/records/speed.md). A dense mass matrix (``dense=True``) keeps
+the schedule with the draws' covariance, regularised the same way towards 1e-3 I.
 
 References: A. Seyboldt, nutpie and nuts-rs (https://github.com/pymc-devs/nutpie, the
 "diag_grad" mass matrix adaptation); M. D. Hoffman and A. Gelman (2014), The No-U-Turn
@@ -173,8 +178,17 @@ def _factor(inverse_mass: jax.Array) -> jax.Array:
     return lax.rsqrt(inverse_mass)
 
 
-def _estimate(front: Moments, inverse_mass: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(M^-1, whether it is usable) from the front moments (module docstring)."""
+def _estimate(front: Moments, inverse_mass: jax.Array, gradients: bool = True
+              ) -> tuple[jax.Array, jax.Array]:
+    """(M^-1, whether it is usable) from the front moments (module docstring): with
+    ``gradients``, sqrt(var(x) / var(g)); without, the draws' variance regularised as Stan
+    does, n / (n + 5) var(x) + 1e-3 5 / (n + 5)."""
+    if not gradients and inverse_mass.ndim == 1:
+        n = front.count.astype(inverse_mass.dtype)
+        var = front.draw_m2 / jnp.maximum(n - 1.0, 1.0)
+        new = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
+        valid = jnp.isfinite(new) & (new > 0)
+        return jnp.where(valid, jnp.clip(new, *_LIMITS), inverse_mass), jnp.any(valid)
     if inverse_mass.ndim == 2:
         n = front.count.astype(inverse_mass.dtype)
         dim = inverse_mass.shape[0]
@@ -285,8 +299,8 @@ def momentum(adapt: Adaptation, key: jax.Array) -> jax.Array:
 def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
                       position: jax.Array, gradient: jax.Array, moved: jax.Array,
                       accept: jax.Array, key: jax.Array, target_accept: float,
-                      search: Callable[[Adaptation], tuple[jax.Array, jax.Array]]
-                      ) -> tuple[Adaptation, jax.Array]:
+                      search: Callable[[Adaptation], tuple[jax.Array, jax.Array]],
+                      gradients: bool = True) -> tuple[Adaptation, jax.Array]:
     """The adaptation after warm-up draw ``draw`` (0-based, below ``num_warmup``): the
     moments, the estimators' switch, M^-1 and the step size of the next transition (module
     docstring).
@@ -301,6 +315,8 @@ def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
         target_accept: the acceptance the step size aims at.
         search: ``adaptation -> (step_size, leapfrog steps)``, ``find_step_size`` at the
             draw with that adaptation's M^-1 (run when M^-1 first changes).
+        gradients: estimate a diagonal M^-1 from the draws' and the gradients' variances
+            (False: from the draws' alone, as Stan does).
 
     Returns:
         (adaptation, leapfrog steps the search took: 0 without one).
@@ -322,7 +338,7 @@ def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
         front = jax.tree.map(lambda b, f: jnp.where(switch, b, f), back, front)
         back = jax.tree.map(lambda e, b: jnp.where(switch, e, b), empty, back)
         window = jnp.where(switch & ~early, following, window)
-        estimate, usable = _estimate(front, adapt.inverse_mass)
+        estimate, usable = _estimate(front, adapt.inverse_mass, gradients)
         changed = (front.count >= 3) & usable
         inverse_mass = jnp.where(changed, estimate, adapt.inverse_mass)
         updated = adapt._replace(inverse_mass=inverse_mass, mass_factor=_factor(inverse_mass),

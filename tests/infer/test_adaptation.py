@@ -62,7 +62,7 @@ def test_the_mass_matrix_of_a_diagonal_gaussian_is_its_covariance_and_the_draws_
     ESS: |z| < 4.5 for each of the 2 x 20 checks (two-sided 7e-6 each)."""
     num_warmup, num_chains = 200, 4
     windows = (300 if SMALL else 1000) // WINDOW
-    init, window, _ = _nuts_programs(gaussian, 0.8, 10, False, None)
+    init, window, _ = _nuts_programs(gaussian, 0.8, 10, False, None, True)
     args = _args()
     states = init(chain_keys(jax.random.PRNGKey(5), num_chains), args, {},
                   jnp.asarray(num_warmup, jnp.int32))
