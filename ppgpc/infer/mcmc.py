@@ -62,7 +62,7 @@ from ppgpc.infer.adaptation import (
 from ppgpc.infer.convergence import ChainCheck, chain_check
 from ppgpc.runtime.chains import chain_windows
 from ppgpc.runtime.programs import jit
-from ppgpc.runtime.progress import bar
+from ppgpc.runtime.loop import Window, run_windows
 
 __all__ = ["MCMCOutput", "WindowedRun", "run_nuts", "sample_windows", "over_chains",
            "chain_keys", "WINDOW", "DEFAULT_MAX_SAMPLES", "draw_limits", "CHECKPOINTS",
@@ -185,41 +185,48 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
     floor, cap = draw_limits(num_samples, max_samples)
     stops = list(checkpoints(floor, cap))
     num_warmup = int(num_warmup)
-    draws, stats, last, reason = [], [], None, "max_samples"
-    done = drawn = 0
-    with chain_windows(window_fn, chain_fn, states, args) as (states, start), \
-            bar(num_warmup + stops[0], desc, progress, unit="draw") as progress_bar:
-        pending = start(states, args)
-        while True:
-            states, (d, s) = pending()
-            start_draw = min(max(num_warmup - done, 0), WINDOW)
-            done += WINDOW
-            if start_draw < WINDOW:
-                draws.append(_after(d, start_draw, WINDOW))
-                stats.append(_after(s, start_draw, WINDOW))
-                drawn += WINDOW - start_draw
-            # the next window runs while the host checks the draws
-            pending = start(states, args) if drawn < cap else None
-            if start_draw == WINDOW:  # warm-up only
-                jax.block_until_ready(d)
-            progress_bar.update(WINDOW)
-            while stops and drawn >= stops[0]:
-                kept = stops.pop(0)
-                last = chain_check(checked(_first(_concat(draws), kept)))
-                ess = min(last.min_ess_bulk, last.min_ess_tail)
-                progress_bar.set_postfix({"R-hat": f"{last.max_rhat:.3f}", "ESS": f"{ess:.0f}"})
-                if last.mixed:
-                    reason, stops = "converged", []
-            if not stops and last is not None:
-                break
-            if hasattr(progress_bar, "total"):
-                progress_bar.total = num_warmup + stops[0]
-                progress_bar.refresh()
-        if pending is not None:
-            # let the next window finish before anything else runs: two programs with
-            # batched LAPACK calls at once can deadlock XLA's CPU pool (jaxlib 0.10;
-            # docs/records/speed.md)
-            jax.block_until_ready(pending())
+    draws, stats = [], []
+    seen = {"done": 0, "drawn": 0, "kept": None, "last": None, "pending": None}
+
+    def window(states, _):
+        states, (d, s) = seen["pending"]()
+        start_draw = min(max(num_warmup - seen["done"], 0), WINDOW)
+        seen["done"] += WINDOW
+        if start_draw < WINDOW:
+            draws.append(_after(d, start_draw, WINDOW))
+            stats.append(_after(s, start_draw, WINDOW))
+            seen["drawn"] += WINDOW - start_draw
+        # the next window runs while the host checks the draws
+        seen["pending"] = start(states, args) if seen["drawn"] < cap else None
+        if start_draw == WINDOW:  # warm-up only
+            jax.block_until_ready(d)
+        postfix, stop = {}, None
+        while stops and seen["drawn"] >= stops[0]:
+            seen["kept"] = stops.pop(0)
+            last = seen["last"] = chain_check(checked(_first(_concat(draws), seen["kept"])))
+            ess = min(last.min_ess_bulk, last.min_ess_tail)
+            postfix = {"R-hat": f"{last.max_rhat:.3f}", "ESS": f"{ess:.0f}"}
+            if last.mixed:
+                stop, stops[:] = "converged", []
+        if stop is None and not stops:
+            stop = "max_samples"
+        return states, Window(WINDOW, postfix, stop,
+                              None if stop or not stops else num_warmup + stops[0])
+
+    with chain_windows(window_fn, chain_fn, states, args) as (states, start):
+        seen["pending"] = start(states, args)
+        try:
+            states, stopped = run_windows(
+                window, states, cap=num_warmup + cap + WINDOW, size=WINDOW, desc=desc,
+                unit="draw", progress=progress, cap_reason="max_samples",
+                total=num_warmup + stops[0])
+        finally:
+            if seen["pending"] is not None:
+                # let the next window finish before anything else runs: two programs with
+                # batched LAPACK calls at once can deadlock XLA's CPU pool (jaxlib 0.10;
+                # docs/records/speed.md)
+                jax.block_until_ready(seen["pending"]())
+    kept, reason, last = seen["kept"], stopped.reason, seen["last"]
     draws, stats = _first(_concat(draws), kept), _first(_concat(stats), kept)
     return draws, stats, WindowedRun(kept, num_warmup, reason, last)
 

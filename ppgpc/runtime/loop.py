@@ -49,7 +49,8 @@ class Window(NamedTuple):
     postfix: dict
     """Values to show beside the progress, by label (empty: none)."""
     stop: str | None = None
-    """The algorithm's check says stop, for this reason; None: go on."""
+    """Stop now, for this reason: the algorithm's check passed, or (the loop's
+    ``cap_reason``) the algorithm reached a cap of its own; None: go on."""
     total: int | None = None
     """A new end of the progress bar (an MCMC run's next checkpoint), or None."""
 
@@ -62,7 +63,7 @@ class Stopped(NamedTuple):
     units: int
     """Units run in all."""
     converged: bool
-    """True when the algorithm's check ended the run, False at the cap."""
+    """True when the algorithm's check ended the run, False at a cap."""
 
 
 def _next_size(size: int | None, per_unit: float | None) -> int:
@@ -75,7 +76,7 @@ def _next_size(size: int | None, per_unit: float | None) -> int:
 
 def run_windows(window: Callable[[Any, int], tuple[Any, Window]], state, *, cap: int,
                 size: int | None, desc: str, unit: str, progress: bool, cap_reason: str,
-                total: bool = True) -> tuple[Any, Stopped]:
+                total: bool | int = True) -> tuple[Any, Stopped]:
     """Run ``window`` until the algorithm's check stops it or ``cap`` units have run.
 
     Args:
@@ -85,14 +86,19 @@ def run_windows(window: Callable[[Any, int], tuple[Any, Window]], state, *, cap:
         size: units per window, or None to size windows by time (``WINDOW_SECONDS``).
         desc, unit: the display's label and unit.
         progress: show progress on stderr.
-        cap_reason: ``Stopped.reason`` when the run reaches ``cap``.
-        total: a bar of ``cap`` units (True) or a delayed counter (False).
+        cap_reason: ``Stopped.reason`` when the run reaches ``cap`` (a window that stops
+            for this reason stopped at a cap too: not converged).
+        total: a bar of ``cap`` units (True), of this many units (an int; windows may move
+            its end, ``Window.total``), or a delayed counter (False).
 
     Returns:
         (state, Stopped): the last state and why the run ended.
     """
     cap = int(cap)
-    display = bar(cap, desc, progress, unit=unit) if total else counter(desc, unit, progress)
+    if total is False:
+        display = counter(desc, unit, progress)
+    else:
+        display = bar(cap if total is True else int(total), desc, progress, unit=unit)
     done, per_unit = 0, None
     with display as shown:
         while done < cap:
@@ -109,7 +115,7 @@ def run_windows(window: Callable[[Any, int], tuple[Any, Window]], state, *, cap:
                 shown.refresh()
             shown.update(report.units)
             if report.stop is not None:
-                return state, Stopped(report.stop, done, True)
+                return state, Stopped(report.stop, done, report.stop != cap_reason)
             if report.units == 0:
                 raise RuntimeError(f"{desc}: a window ran no {unit} and its check did not "
                                    "stop the run")

@@ -39,10 +39,21 @@ def test_an_svi_fit_that_changes_only_its_schedules_numbers_traces_nothing(probl
     assert traced == []
 
 
-@pytest.mark.parametrize("first, second", [
-    ({"num_warmup": 200}, {"num_warmup": 300}),
-    ({"num_samples": 200}, {"num_samples": 300}),
-], ids=["num_warmup", "num_samples"])
-def test_a_nuts_fit_that_changes_only_its_lengths_traces_nothing(problem, first, second):
+def test_a_nuts_fit_that_changes_only_its_warm_up_length_traces_nothing(problem):
+    """The same number of draws kept (floor and cap 200), another warm-up: nothing traces."""
     X, y = problem
-    assert _traced_by_second_fit(LogisticSoftmaxGPClassifier, first, second, X, y) == []
+    draws = {"num_samples": 200, "max_samples": 200}
+    assert _traced_by_second_fit(LogisticSoftmaxGPClassifier, {"num_warmup": 200, **draws},
+                                 {"num_warmup": 300, **draws}, X, y) == []
+
+
+def test_a_nuts_fit_that_changes_only_its_draws_traces_none_of_the_samplers_programs(problem):
+    """More draws: the sampler's programs (init, one chain's window, all chains' window)
+    trace nothing; what traces is moving the kept draws, an array of the new length (one of
+    the few checkpoint lengths, ``ppgpc.infer.mcmc.CHECKPOINTS``), to the device and the
+    reductions over it."""
+    X, y = problem
+    traced = _traced_by_second_fit(LogisticSoftmaxGPClassifier,
+                                   {"num_samples": 200, "max_samples": 200},
+                                   {"num_samples": 300, "max_samples": 300}, X, y)
+    assert {"init", "chain", "window", "prior_factor"}.isdisjoint(traced), traced
