@@ -1,26 +1,24 @@
-"""Warm-up of NUTS from the draws and the gradients: a mass matrix and a step size.
+"""Warm-up of NUTS: a diagonal (or dense) mass matrix and a step size, on nutpie's schedule.
 
-The mass matrix. For a Gaussian target with covariance Sigma the gradient of the potential
-U(x) = -log p(x) is g = Sigma^-1 (x - mu), so var(g) = Sigma^-1 var(x) Sigma^-1; for a
-diagonal Sigma, var(x_i) / var(g_i) = Sigma_ii^2 for ANY distribution of the draws. The
-inverse mass matrix is therefore estimated per coordinate as
+The mass matrix. M^-1 is estimated per coordinate from the warm-up draws' variance,
+regularised towards 1e-3 as Stan does:
 
-    M^-1_ii = sqrt(var(x_i) / var(g_i)),
+    M^-1_ii = n / (n + 5) var(x_i) + 1e-3 5 / (n + 5),
 
-the draws' variance over the gradients' variance, both over the same warm-up draws
-(Seyboldt's "diag_grad" adaptation of nutpie / nuts-rs; the geometric mean of the
-draw-variance estimate var(x_i) and the gradient-based estimate 1 / var(g_i) of the marginal
-variance): it is exact for a diagonal Gaussian after a handful of draws however little the
-chain has explored, where the draws' variance alone (Stan's estimator) needs the chain to
-have crossed the distribution. Before the first draws it starts at M^-1_ii = 1 / |g_i(x_0)|
-(the gradient at the initial point; 1 where that gradient is 0 or not finite).
+n the draws in the estimator. Before the first draws it starts at M^-1_ii = 1 / |g_i(x_0)|,
+g the potential's gradient at the initial point (1 where that gradient is 0 or not finite),
+the scale at which a Gaussian's gradient would be one. nutpie's own estimator,
+sqrt(var(x_i) / var(g_i)) from the draws' and the gradients' variances, gave fewer
+effective samples per gradient on the logistic-softmax GP's latent posterior (for a
+correlated target it estimates a conditional rather than a marginal scale) and is not used
+(docs/records/speed.md).
 
 The schedule (nutpie's), over ``num_warmup`` = W transitions, W a traced value:
 
-* two running estimators (Welford's moments of draws and gradients), the *front* one that
-  sets M^-1 after every warm-up draw and a *back* one that collects the newest draws; when
-  the back one holds a window of draws, it becomes the front one and a new back one starts.
-  The window is ``EARLY_SWITCH`` = 10 draws during the first ``EARLY_WINDOW`` = 30 % of the
+* two running estimators (Welford's moments of the draws), the *front* one that sets M^-1
+  after every warm-up draw and a *back* one that collects the newest draws; when the back
+  one holds a window of draws, it becomes the front one and a new back one starts. The
+  window is ``EARLY_SWITCH`` = 10 draws during the first ``EARLY_WINDOW`` = 30 % of the
   warm-up, then ``FIRST_WINDOW`` = 80 draws growing by ``WINDOW_GROWTH`` = 1.5 at each
   switch; no switch leaves less than a window before the last phase. Draws where the
   trajectory stayed at its start (a rejected move) are not counted;
@@ -31,13 +29,8 @@ The schedule (nutpie's), over ``num_warmup`` = W transitions, W a traced value:
 * the last ``STEP_SIZE_WINDOW`` = 15 % of the warm-up adapts the step size alone, and the
   run then keeps the averaged step size exp(log-step-bar).
 
-Without ``gradients`` (``adaptation_update``; the default of ``ppgpc.infer.mcmc.run_nuts``)
-the diagonal is the draws' variance alone, n / (n + 5) var(x_i) + 1e-3 5 / (n + 5) (Stan's
-regularisation), on the same schedule: on the GP latent posteriors of
-``benchmarks/nuts_ess_rate.py`` it gives more effective samples per gradient than the
-gradient-based estimate, which, for a correlated target, estimates a conditional rather
-than a marginal scale (docs/records/speed.md). A dense mass matrix (``dense=True``) keeps
-the schedule with the draws' covariance, regularised the same way towards 1e-3 I.
+A dense mass matrix (``dense=True``) keeps the schedule with the draws' covariance,
+regularised the same way towards 1e-3 I.
 
 References: A. Seyboldt, nutpie and nuts-rs (https://github.com/pymc-devs/nutpie, the
 "diag_grad" mass matrix adaptation); M. D. Hoffman and A. Gelman (2014), The No-U-Turn
@@ -92,7 +85,7 @@ _SEARCH_STEPS = 100
 
 
 class Moments(NamedTuple):
-    """Welford's running moments of the draws and the gradients."""
+    """Welford's running moments of the draws."""
 
     count: jax.Array
     """() draws counted."""
@@ -100,10 +93,6 @@ class Moments(NamedTuple):
     """(D,) mean of the draws."""
     draw_m2: jax.Array
     """(D,) sum of squared deviations of the draws; (D, D) their cross products (dense)."""
-    grad_mean: jax.Array
-    """(D,) mean of the gradients."""
-    grad_m2: jax.Array
-    """(D,) sum of squared deviations of the gradients."""
 
 
 class DualAveraging(NamedTuple):
@@ -153,11 +142,11 @@ def schedule(num_warmup) -> tuple[jax.Array, jax.Array]:
 def _empty_moments(dim: int, dense: bool, dtype) -> Moments:
     zeros = jnp.zeros(dim, dtype)
     return Moments(jnp.zeros((), jnp.int32), zeros,
-                   jnp.zeros((dim, dim) if dense else dim, dtype), zeros, zeros)
+                   jnp.zeros((dim, dim) if dense else dim, dtype))
 
 
-def _add(moments: Moments, x: jax.Array, g: jax.Array, keep: jax.Array) -> Moments:
-    """``moments`` with the draw x and gradient g added (Welford), when ``keep``."""
+def _add(moments: Moments, x: jax.Array, keep: jax.Array) -> Moments:
+    """``moments`` with the draw x added (Welford), when ``keep``."""
     count = moments.count + 1
     dx = x - moments.draw_mean
     draw_mean = moments.draw_mean + dx / count
@@ -165,10 +154,7 @@ def _add(moments: Moments, x: jax.Array, g: jax.Array, keep: jax.Array) -> Momen
         draw_m2 = moments.draw_m2 + jnp.outer(dx, x - draw_mean)
     else:
         draw_m2 = moments.draw_m2 + dx * (x - draw_mean)
-    dg = g - moments.grad_mean
-    grad_mean = moments.grad_mean + dg / count
-    grad_m2 = moments.grad_m2 + dg * (g - grad_mean)
-    added = Moments(count, draw_mean, draw_m2, grad_mean, grad_m2)
+    added = Moments(count, draw_mean, draw_m2)
     return jax.tree.map(lambda new, old: jnp.where(keep, new, old), added, moments)
 
 
@@ -178,28 +164,18 @@ def _factor(inverse_mass: jax.Array) -> jax.Array:
     return lax.rsqrt(inverse_mass)
 
 
-def _estimate(front: Moments, inverse_mass: jax.Array, gradients: bool = True
-              ) -> tuple[jax.Array, jax.Array]:
-    """(M^-1, whether it is usable) from the front moments (module docstring): with
-    ``gradients``, sqrt(var(x) / var(g)); without, the draws' variance regularised as Stan
-    does, n / (n + 5) var(x) + 1e-3 5 / (n + 5)."""
-    if not gradients and inverse_mass.ndim == 1:
-        n = front.count.astype(inverse_mass.dtype)
-        var = front.draw_m2 / jnp.maximum(n - 1.0, 1.0)
-        new = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
-        valid = jnp.isfinite(new) & (new > 0)
-        return jnp.where(valid, jnp.clip(new, *_LIMITS), inverse_mass), jnp.any(valid)
+def _estimate(front: Moments, inverse_mass: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(M^-1, whether it is usable) from the front moments: the draws' variance (or
+    covariance, dense) regularised as Stan does, n / (n + 5) var(x) + 1e-3 5 / (n + 5)."""
+    n = front.count.astype(inverse_mass.dtype)
+    var = front.draw_m2 / jnp.maximum(n - 1.0, 1.0)
+    shrink = 1e-3 * (5.0 / (n + 5.0))
     if inverse_mass.ndim == 2:
-        n = front.count.astype(inverse_mass.dtype)
-        dim = inverse_mass.shape[0]
-        cov = front.draw_m2 / jnp.maximum(n - 1.0, 1.0)
-        new = (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0)) * jnp.eye(dim, dtype=cov.dtype)
-        ok = jnp.all(jnp.isfinite(jnp.linalg.cholesky(new)))
-        return new, ok
-    ratio = jnp.sqrt(front.draw_m2 / front.grad_m2)
-    valid = jnp.isfinite(ratio) & (ratio > 0)
-    new = jnp.where(valid, jnp.clip(ratio, *_LIMITS), inverse_mass)
-    return new, jnp.any(valid)
+        new = (n / (n + 5.0)) * var + shrink * jnp.eye(var.shape[0], dtype=var.dtype)
+        return new, jnp.all(jnp.isfinite(jnp.linalg.cholesky(new)))
+    new = (n / (n + 5.0)) * var + shrink
+    valid = jnp.isfinite(new) & (new > 0)
+    return jnp.where(valid, jnp.clip(new, *_LIMITS), inverse_mass), jnp.any(valid)
 
 
 def _dual_start(step_size: jax.Array) -> DualAveraging:
@@ -238,7 +214,7 @@ def adaptation_init(position: jax.Array, gradient: jax.Array, dense: bool = Fals
     diag = jnp.where(jnp.isfinite(scale) & (scale > 0),
                      jnp.clip(1.0 / jnp.where(scale > 0, scale, 1.0), *_LIMITS), 1.0)
     inverse_mass = jnp.diag(diag) if dense else diag
-    moments = _add(_empty_moments(dim, dense, dtype), position, gradient, jnp.array(True))
+    moments = _add(_empty_moments(dim, dense, dtype), position, jnp.array(True))
     step = jnp.asarray(INITIAL_STEP_SIZE, dtype)
     return Adaptation(step, inverse_mass, _factor(inverse_mass), _dual_start(step), moments,
                       moments, jnp.asarray(FIRST_WINDOW, jnp.int32), jnp.array(True))
@@ -297,10 +273,10 @@ def momentum(adapt: Adaptation, key: jax.Array) -> jax.Array:
 
 
 def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
-                      position: jax.Array, gradient: jax.Array, moved: jax.Array,
+                      position: jax.Array, moved: jax.Array,
                       accept: jax.Array, key: jax.Array, target_accept: float,
-                      search: Callable[[Adaptation], tuple[jax.Array, jax.Array]],
-                      gradients: bool = True) -> tuple[Adaptation, jax.Array]:
+                      search: Callable[[Adaptation], tuple[jax.Array, jax.Array]]
+                      ) -> tuple[Adaptation, jax.Array]:
     """The adaptation after warm-up draw ``draw`` (0-based, below ``num_warmup``): the
     moments, the estimators' switch, M^-1 and the step size of the next transition (module
     docstring).
@@ -308,15 +284,13 @@ def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
     Args:
         adapt: the adaptation the draw was made with.
         draw, num_warmup: () the draw's index and the warm-up length (traced).
-        position, gradient: (D,) the draw and the potential's gradient there.
+        position: (D,) the draw.
         moved: () whether the draw differs from the transition's start.
         accept: () the trajectory's mean acceptance statistic.
         key: PRNG key of the step size's jitter.
         target_accept: the acceptance the step size aims at.
         search: ``adaptation -> (step_size, leapfrog steps)``, ``find_step_size`` at the
             draw with that adaptation's M^-1 (run when M^-1 first changes).
-        gradients: estimate a diagonal M^-1 from the draws' and the gradients' variances
-            (False: from the draws' alone, as Stan does).
 
     Returns:
         (adaptation, leapfrog steps the search took: 0 without one).
@@ -328,8 +302,8 @@ def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
     def mass(adapt: Adaptation) -> tuple[Adaptation, jax.Array]:
         window = jnp.where(draw == early_end,
                            jnp.maximum(adapt.window, adapt.back.count), adapt.window)
-        front = _add(adapt.front, position, gradient, moved)
-        back = _add(adapt.back, position, gradient, moved)
+        front = _add(adapt.front, position, moved)
+        back = _add(adapt.back, position, moved)
         switch_at = jnp.where(early, EARLY_SWITCH, window)
         grown = jnp.maximum(window + 1, jnp.round(window * WINDOW_GROWTH).astype(window.dtype))
         following = jnp.where(early, EARLY_SWITCH, grown)
@@ -338,7 +312,7 @@ def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
         front = jax.tree.map(lambda b, f: jnp.where(switch, b, f), back, front)
         back = jax.tree.map(lambda e, b: jnp.where(switch, e, b), empty, back)
         window = jnp.where(switch & ~early, following, window)
-        estimate, usable = _estimate(front, adapt.inverse_mass, gradients)
+        estimate, usable = _estimate(front, adapt.inverse_mass)
         changed = (front.count >= 3) & usable
         inverse_mass = jnp.where(changed, estimate, adapt.inverse_mass)
         updated = adapt._replace(inverse_mass=inverse_mass, mass_factor=_factor(inverse_mass),

@@ -20,10 +20,9 @@ Two samplers share the loop (``sample_windows``):
   programs are built once per process for a model function and a setting of NUTS
   (``_nuts_programs``) and take the data as arguments, so every data set of a bucket's
   shape reuses them. Warm-up adapts the step size and a diagonal (or dense) mass matrix
-  from the draws on nutpie's schedule (``ppgpc.infer.adaptation``; ``mass_from_gradients``
-  adds the gradients' variances, nutpie's estimator) inside the same window program: the
-  transition index and the warm-up length are values of the chains' state, so a new ``num_warmup``
-  compiles nothing.
+  from the draws on nutpie's schedule (``ppgpc.infer.adaptation``) inside the same window
+  program: the transition index and the warm-up length are values of the chains' state, so
+  a new ``num_warmup`` compiles nothing.
 * A model's own Gibbs sampler (``ppgpc.infer.gibbs``): its pure ``init``/``step`` pair, the
   same windows.
 
@@ -277,7 +276,7 @@ def _search(step_fn, unravel, z, pe, z_grad, key, target_accept, adapt):
 
 @functools.lru_cache(maxsize=64)
 def _nuts_programs(model: Callable, target_accept: float, max_tree_depth: int,
-                   dense_mass: bool, keep: tuple | None, gradients: bool = False):
+                   dense_mass: bool, keep: tuple | None):
     """(init, window, chain) programs of NUTS on ``model(*args)`` for one setting, built once
     per process; all take the model's arguments as an argument, and the warm-up length is a
     value of the chains' state, so that no setting of it compiles a program.
@@ -295,8 +294,7 @@ def _nuts_programs(model: Callable, target_accept: float, max_tree_depth: int,
     A transition is NumPyro's multinomial NUTS trajectory (``build_tree``, Hoffman & Gelman
     2014 with Betancourt's multinomial sampling) at the state's step size and inverse mass
     matrix; while ``i < num_warmup`` the draw then updates them
-    (``ppgpc.infer.adaptation.adaptation_update``; a diagonal M^-1 from the draws' variance,
-    or with ``gradients`` from the draws' and the gradients' variances).
+    (``ppgpc.infer.adaptation.adaptation_update``, from the draws' variance).
     """
 
     def steps(args):
@@ -340,8 +338,8 @@ def _nuts_programs(model: Callable, target_accept: float, max_tree_depth: int,
             search = functools.partial(_search, step_fn, unravel, z, pe, z_grad, k_search,
                                        target_accept)
             return adaptation_update(a, state.i, state.num_warmup, x_new,
-                                     ravel_pytree(z_grad)[0], jnp.any(x_new != x), accept,
-                                     k_jitter, target_accept, search, gradients)
+                                     jnp.any(x_new != x), accept, k_jitter, target_accept,
+                                     search)
 
         new_adapt, searched = lax.cond(state.i < state.num_warmup, adapt_fn,
                                        lambda a: (a, jnp.zeros((), jnp.int32)), adapt)
@@ -378,7 +376,6 @@ def run_nuts(
     target_accept: float = 0.8,
     max_tree_depth: int = 10,
     dense_mass: bool = False,
-    mass_from_gradients: bool = False,
     progress_bar: bool = True,
     keep: tuple | None = None,
     checked: Callable[[dict], dict] | None = None,
@@ -394,14 +391,12 @@ def run_nuts(
             most (``draw_limits``).
         init_values: starting values by site name (defaults to prior medians).
         target_accept, max_tree_depth, dense_mass: NUTS settings.
-        mass_from_gradients: a diagonal mass matrix from the draws' and the gradients'
-            variances (``ppgpc.infer.adaptation``) rather than the draws' alone.
         progress_bar: a progress bar of the draws, with the running R-hat and ESS.
         keep: the sites to record per draw (None: every sample and deterministic site).
         checked: ``draws -> draws`` the check looks at (default: every recorded site).
     """
     init, window, chain = _nuts_programs(model, float(target_accept), int(max_tree_depth),
-                                         bool(dense_mass), keep, bool(mass_from_gradients))
+                                         bool(dense_mass), keep)
     keys = chain_keys(key, num_chains)
     values = {k: jnp.asarray(v) for k, v in (init_values or {}).items()}
     states = init(keys, args, values, jnp.asarray(int(num_warmup), jnp.int32))
