@@ -53,6 +53,7 @@ def check_frame_columns(X, expected=None) -> None:
     """
     columns, dtypes = getattr(X, "columns", None), getattr(X, "dtypes", None)
     if columns is None or dtypes is None:
+        _check_array_cells(X)
         return
     names = [str(c) for c in columns]
     if expected is not None:
@@ -77,6 +78,43 @@ def check_frame_columns(X, expected=None) -> None:
         raise ValueError(f"X's column {name!r} holds {kind}{shown}, not numbers; drop it "
                          f"(X.drop(columns=[{name!r}])) or encode it as numbers, e.g. one 0/1 "
                          "column per category (pandas.get_dummies)")
+
+
+def _check_array_cells(X) -> None:
+    """An array (or nested list) of strings or other objects: the first cell that is not a
+    number, named by its column and row, before scikit-learn's conversion says only
+    "could not convert string to float"."""
+    if isinstance(X, np.ndarray) and X.dtype.kind in "biufc":
+        return
+    try:
+        arr = np.asarray(X, dtype=object)
+    except (TypeError, ValueError):
+        return  # ragged: scikit-learn's own error names the shape
+    if arr.ndim != 2:
+        return
+    try:
+        arr.astype(np.float64)
+    except (TypeError, ValueError):
+        pass
+    else:
+        if isinstance(X, np.ndarray) and X.dtype.kind in "US":
+            raise ValueError(f"X is an array of strings (dtype {X.dtype}) that read as "
+                             "numbers; convert it first: X.astype(float)")
+        return
+    for j in range(arr.shape[1]):
+        for i, value in enumerate(arr[:, j]):
+            if isinstance(value, (numbers.Number, np.number)) and not isinstance(value, bool):
+                continue
+            try:
+                float(value)
+                continue
+            except (TypeError, ValueError):
+                pass
+            kind = "a string" if isinstance(value, (str, bytes, np.str_)) else \
+                f"a value of type {type(value).__name__}"
+            raise ValueError(f"X's column {j} holds {kind} ({value!r} in row {i}), not a "
+                             "number; drop the column or encode it as numbers, e.g. one 0/1 "
+                             "column per category")
 
 
 def warn_of_small_classes(classes: np.ndarray, codes: np.ndarray) -> None:

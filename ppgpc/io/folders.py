@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import re
@@ -190,8 +191,9 @@ def write_save(path: Path, groups: dict, settings: str) -> None:
         new = _new_sibling(path, _TMP)
         try:
             new.mkdir()
-            write_arrays(new / ARRAYS, groups)
-            (new / SETTINGS).write_text(settings)
+            raw = settings.encode()
+            write_arrays(new / ARRAYS, {**groups, _DIGEST_GROUP: {_DIGEST: _digest(raw)}})
+            (new / SETTINGS).write_bytes(raw)
             for written in (new / ARRAYS, new / SETTINGS, new):
                 _fsync(written)
             if _holds_a_save(path):
@@ -205,13 +207,18 @@ def write_save(path: Path, groups: dict, settings: str) -> None:
 @contextlib.contextmanager
 def opened(path: Path):
     """The settings (checked as ``_parse_settings`` does) and the open arrays.nc (None if
-    missing) of the save at ``path``, both from one folder (see ``_open_files``)."""
+    missing) of the save at ``path``, both from one folder (see ``_open_files``). When the
+    ``with`` block has read them without error, the two files must have been written
+    together (``_check_together``)."""
     settings, arrays = _open_files(path)
     try:
         if settings is None:
             raise FileNotFoundError(f"{path} is not a saved ppgpc model: {SETTINGS} is "
                                     "missing")
         yield _parse_settings(path / SETTINGS, settings), arrays
+        # after the entries' own checks, which name what is wrong more precisely
+        if arrays is not None:
+            _check_together(path, settings, arrays)
     finally:
         if arrays is not None:
             arrays.close()
@@ -263,6 +270,35 @@ def _open_in(path: Path, folder: Path):
 
 
 # ------------------------------------------------------------------ the arrays file
+_DIGEST_GROUP = "settings_digest"
+"""The group of arrays.nc holding the SHA-256 digest of the settings.json written with it:
+the two files of a save prove they belong together (saves from before it have none)."""
+_DIGEST = "sha256"
+
+
+def _digest(raw: bytes) -> np.ndarray:
+    return np.frombuffer(hashlib.sha256(raw).digest(), dtype=np.uint8)
+
+
+def _check_together(path: Path, settings: bytes, arrays) -> None:
+    """Refuse a save whose arrays.nc was written with another settings.json (a file copied
+    in from another save, or a settings.json edited by hand)."""
+    import h5netcdf
+
+    arrays.seek(0)
+    try:
+        with h5netcdf.File(arrays, "r") as nc:
+            if _DIGEST_GROUP not in nc.groups:
+                return
+            recorded = np.asarray(nc.groups[_DIGEST_GROUP].variables[_DIGEST][...])
+    except (OSError, ValueError, KeyError):
+        return  # not readable as netCDF: the group reads name the damage
+    if recorded.tobytes() != _digest(settings).tobytes():
+        raise ValueError(f"{path}: the save is damaged: {ARRAYS} was written with another "
+                         f"{SETTINGS} (a file copied from another save, or edited); save the "
+                         "model again")
+
+
 def dataset(arrays: dict) -> xr.Dataset:
     """One variable per array, each with its own dim names (no shared-size constraints)."""
     return xr.Dataset({name: xr.DataArray(np.asarray(value),

@@ -13,7 +13,9 @@ A saved model is a folder with two files:
 * ``arrays.nc``: the ``FitResult`` arrays in netCDF groups (h5netcdf engine):
   ``hypers`` (chain, draw, ...) by site name, ``fields`` (the latent draws and any other
   array field of ``FitResult``), ``sample_stats`` and ``data`` (the training ``X`` and
-  ``y`` and every array leaf of the model's prepared data).
+  ``y`` and every array leaf of the model's prepared data), and ``settings_digest``, the
+  SHA-256 digest of the settings.json written with it, so that a load refuses the arrays
+  of another save (``ppgpc.io.folders``; saves from before it have none).
 
 Loading rebuilds the prepared data with the model's own ``prepare(X, y, C, **model_options)``
 (so static structure such as GPD's options comes back), then puts the saved array leaves in

@@ -413,6 +413,36 @@ def test_a_damaged_save_is_named(tmp_path, fitted_ilr):
         ppgpc.load(tmp_path / "m")
 
 
+def test_a_save_whose_arrays_come_from_another_save_is_named(tmp_path, toy, fitted_ilr):
+    """settings.json and arrays.nc prove they belong together: arrays.nc copied in from
+    another save of the same class is refused at load, not left to fail at predict."""
+    import shutil
+
+    import ppgpc
+
+    X, y = toy
+    other = ppgpc.ILRGPClassifier(epsilon=0.05, progress=False).fit(X[:20], y[:20])
+    fitted_ilr.save(tmp_path / "m")
+    other.save(tmp_path / "other")
+    assert np.allclose(ppgpc.load(tmp_path / "m").predict_proba(X), fitted_ilr.predict_proba(X))
+    shutil.copy(tmp_path / "other" / "arrays.nc", tmp_path / "m" / "arrays.nc")
+    with pytest.raises(ValueError, match="arrays.nc was written with another settings.json"):
+        ppgpc.load(tmp_path / "m")
+
+
+@pytest.mark.parametrize("X, match", [
+    (np.array([[1.0, "a"], [2.0, "b"], [3.0, "c"], [4.0, "d"]], dtype=object),
+     r"X's column 1 holds a string \('a' in row 0\)"),
+    ([[1.0, 2.0], [3.0, "x"], [5.0, 6.0], [7.0, 8.0]], r"column 1 holds a string \('x' in row 1\)"),
+    (np.array([["1", "2"], ["3", "4"], ["5", "6"], ["7", "8"]]), r"X.astype\(float\)"),
+], ids=["object-array", "nested-list", "numeric-strings"])
+def test_arrays_of_strings_name_the_column_and_the_value(X, match):
+    import ppgpc
+
+    with pytest.raises(ValueError, match=match):
+        ppgpc.ILRGPClassifier(epsilon=0.05, progress=False).fit(X, [0, 1, 0, 1])
+
+
 def test_estimator_export_needs_x_with_y(toy, fitted_ilr):
     with pytest.raises(ValueError, match="pass X too"):
         fitted_ilr.to_inference_data(None, toy[1])
