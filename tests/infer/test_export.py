@@ -314,6 +314,20 @@ def test_thinned_export_keeps_every_kth_draw(case):
     assert result.thin(1) is result
 
 
+@pytest.mark.parametrize("model", ["logistic_softmax", "ilr_gp"])
+def test_a_thinned_export_keeps_the_fits_own_exact_mean(model):
+    """``thin`` thins the exported draws, never the estimate beside them: ``p_mean`` is the
+    fit's ``predict_proba`` over all its draws, bit for bit, not the thinned draws' mean
+    (which differs here by Monte Carlo error, so the test sees a drift)."""
+    result = fitted(model, "nuts")
+    X = toy()[0][:NUM_PRED]
+    full = np.asarray(result.predict_proba(X))
+    thinned_mean = np.asarray(result.thin(7).predict_proba(X))
+    assert np.abs(full - thinned_mean).max() > 1e-6            # the test's power
+    exported = to_inference_data(result, X, thin=7)
+    np.testing.assert_array_equal(exported.predictions_constant_data["p_mean"].values, full)
+
+
 def test_export_over_the_size_limit_names_the_thin_that_fits():
     result = fitted(*_svi_case())
     per_draw = 8 * N * result.spec.num_latent(C) * result.num_chains

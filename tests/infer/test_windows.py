@@ -56,6 +56,48 @@ def test_nuts_stops_at_the_first_checkpoint_whose_check_passes(problem):
         assert not chain_check({"f": np.asarray(result.latent)[:, :earlier[-1]]}).mixed
 
 
+@pytest.mark.parametrize("method", ["nuts", "gibbs"])
+def test_the_chains_are_independent(problem, method):
+    """Chains started from one key would draw the same sequence: R-hat would read a perfect
+    1 and the ESS four times too high. Each pair of chains must differ from its first draw,
+    and the correlation between two chains' sequences of f (over draws, pooled over the
+    entries of f after removing each entry's mean) must be that of independent sequences:
+    |r| < 4.5 / sqrt(n_eff), n_eff the smallest bulk ESS of one chain."""
+    X, y = problem
+    options = dict(form="latent", hyperparameters=HYPERS) if method == "nuts" else {}
+    result = fit("logistic_softmax", X, y, method=method, num_samples=200, max_samples=200,
+                 progress_bar=False, seed=4, **options)
+    f = np.asarray(result.latent)                                  # (chain, draw, N, C)
+    num_chains = f.shape[0]
+    assert num_chains == 4
+    centred = (f - f.mean(axis=(0, 1))).reshape(num_chains, -1)
+    per_chain_ess = chain_check({"f": f}).min_ess_bulk / num_chains
+    for a in range(num_chains):
+        for b in range(a + 1, num_chains):
+            assert not np.allclose(f[a, 0], f[b, 0]), (a, b)
+            r = np.corrcoef(centred[a], centred[b])[0, 1]
+            assert abs(r) < 4.5 / np.sqrt(per_chain_ess), (a, b, r, per_chain_ess)
+
+
+def test_sampled_hyperparameters_are_in_the_chain_check(problem):
+    """NUTS on ILR-GP's latent form with its kernel hyperparameters sampled beside f: the
+    check that stops the run (and that the report carries) covers the hyperparameters'
+    draws as well as f's (they mix more slowly than f here, so a check of f alone reads a
+    higher ESS: the test has the power to see them left out)."""
+    X, y = problem
+    result = fit("ilr_gp", X, y, method="nuts", form="latent", sample_hyperparameters=True,
+                 num_warmup=200, num_samples=200, max_samples=200, progress_bar=False,
+                 seed=2, model_options={"epsilon": 0.05})
+    reported = result.info.convergence.chains
+    hypers = {k: np.asarray(v) for k, v in result.hypers.items() if k.startswith("kernel_")}
+    assert hypers and all(v.shape[:2] == (4, 200) for v in hypers.values())
+    f_only = chain_check({"f": np.asarray(result.latent)})
+    everything = chain_check({"f": np.asarray(result.latent), **hypers})
+    assert everything.min_ess_bulk < f_only.min_ess_bulk       # the test's power
+    assert reported.min_ess_bulk == pytest.approx(everything.min_ess_bulk, rel=1e-12)
+    assert reported.max_rhat == pytest.approx(everything.max_rhat, rel=1e-12)
+
+
 def test_num_samples_is_a_floor(problem):
     X, y = problem
     result = fit("logistic_softmax", X, y, method="nuts", form="latent", hyperparameters=HYPERS,
