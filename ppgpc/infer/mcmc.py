@@ -135,6 +135,11 @@ def over_chains(fn: Callable, states):
     return jax.vmap(fn)(states)
 
 
+def _whole(transitions: int) -> int:
+    """Transitions of the whole windows that run ``transitions``."""
+    return -(-transitions // WINDOW) * WINDOW
+
+
 def _concat(chunks: list) -> dict:
     return {k: np.concatenate([c[k] for c in chunks], axis=1) for k in chunks[0]}
 
@@ -210,7 +215,7 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
         if stop is None and not stops:
             stop = "max_samples"
         return states, Window(WINDOW, postfix, stop,
-                              None if stop or not stops else num_warmup + stops[0])
+                              None if stop or not stops else _whole(num_warmup + stops[0]))
 
     with chain_windows(window_fn, chain_fn, states, args) as (states, start):
         seen["pending"] = start(states, args)
@@ -218,7 +223,7 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
             states, stopped = run_windows(
                 window, states, cap=num_warmup + cap + WINDOW, size=WINDOW, desc=desc,
                 unit="draw", progress=progress, cap_reason="max_samples",
-                total=num_warmup + stops[0])
+                total=_whole(num_warmup + stops[0]))
         finally:
             if seen["pending"] is not None:
                 # let the next window finish before anything else runs: two programs with
