@@ -93,7 +93,7 @@ def main(argv=None) -> int:
             X_test = benchmark_split(args.dataset, args.seed).X_test
             probs = np.asarray(res.predict_proba_draws(X_test))     # raw X; (chain, draw, n, C)
             v = np.asarray(res.inducing)                               # (chain, draw, M, C)
-            y_test = est._encode_known(benchmark_split(args.dataset, args.seed).y_test,
+            y_test = est.encode_classes(benchmark_split(args.dataset, args.seed).y_test,
                                        X_test.shape[0])
             chain_nll = [metrics.nll(p / p.sum(1, keepdims=True), y_test)
                          for p in probs.mean(axis=1)]

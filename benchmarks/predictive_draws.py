@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"{args.fit} holds a {type(estimator).__name__} fit without inducing "
                          "draws; this script scores SVGPC / Uncollapsed-ILR fits")
     total = inducing.shape[1]
-    codes = estimator._encode_known(y_test, X_test.shape[0])
+    codes = estimator.encode_classes(y_test, X_test.shape[0])
     print(f"{dataset} {model}: {X_test.shape[0]} test points, {total} saved draws of q(v)")
     print(f"{'S':>6s} {'accuracy':>9s} {'NLL, first S':>13s} {'NLL, blocks of S':>22s} "
           f"{'blocks':>7s}")

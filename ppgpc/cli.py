@@ -351,7 +351,7 @@ def _rgb_map(args, name, split, rows) -> Path:
     from ppgpc.experiments import fit_points
 
     X_fit, y_fit = fit_points(split, args.seed, args.max_train)
-    codes = rows[0].estimator._encode_known(y_fit, X_fit.shape[0])
+    codes = rows[0].estimator.encode_classes(y_fit, X_fit.shape[0])
     fig = plot_probability_maps({r.model: r.estimator.predict_proba for r in rows}, X_fit,
                                 codes, grid_size=args.grid_size)
     path = save_figure(fig, Path(args.output_dir) / f"rgb_map_{name}_seed{args.seed}.png")

@@ -267,7 +267,7 @@ def fit_and_score(model: str, seed: int, split, *, dataset: str = "",
     estimator.fit(X_fit, y_fit)
     seconds = time.perf_counter() - start
     probs = estimator.predict_proba(split.X_test)
-    codes = estimator._encode_known(split.y_test, split.X_test.shape[0])
+    codes = estimator.encode_classes(split.y_test, split.X_test.shape[0])
     scores = metrics.evaluate(probs, codes)
     return RunResult(dataset, model, seed, scores["accuracy"], scores["nll"], scores["ece"],
                      scores["brier"], seconds, probs, codes, estimator)

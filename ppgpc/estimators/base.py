@@ -37,7 +37,6 @@ from ppgpc.evaluation import metrics
 from ppgpc.infer import convergence, fit as run_inference
 from ppgpc.infer.convergence import ConvergenceReport
 from ppgpc.infer.driver import check_method_options
-from ppgpc.io.legacy import upgrade
 from ppgpc.io.persistence import load_estimator, save_estimator
 from ppgpc.models import get_spec
 from ppgpc.runtime.progress import note
@@ -406,7 +405,10 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         self._check_fitted()
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
-    def _encode_known(self, y, num_samples: int) -> np.ndarray:
+    def encode_classes(self, y, num_samples: int | None = None) -> np.ndarray:
+        """(n,) int64 indices into ``classes_`` of the labels ``y`` (of ``num_samples``
+        rows when given); a label not seen in fit raises a ValueError naming it."""
+        num_samples = len(y) if num_samples is None else num_samples
         y = check_labels(y, num_samples)
         index = {label: i for i, label in enumerate(self.classes_.tolist())}
         unknown = sorted({v for v in y.tolist() if v not in index}, key=str)
@@ -421,14 +423,14 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         """Accuracy on (X, y); labels unseen during fit raise a ValueError."""
         self._check_fitted()
         X = self._validate_X(X, reset=False)
-        codes = self._encode_known(y, X.shape[0])
+        codes = self.encode_classes(y, X.shape[0])
         return metrics.accuracy(self.result_.predict_proba(X), codes)
 
     def evaluate(self, X, y, n_bins: int = 10) -> dict:
         """Accuracy, NLL, Brier and ECE (``docs/math.md``) on (X, y)."""
         self._check_fitted()
         X = self._validate_X(X, reset=False)
-        codes = self._encode_known(y, X.shape[0])
+        codes = self.encode_classes(y, X.shape[0])
         return metrics.evaluate(self.result_.predict_proba(X), codes, n_bins=n_bins)
 
     @blas_limited
@@ -463,7 +465,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             raise TypeError("an estimator names the classes by classes_ and takes the true "
                             "labels as y; do not pass class_names or y_pred")
         X_pred = None if X is None else self._validate_X(X, reset=False)
-        codes = None if y is None else self._encode_known(y, X_pred.shape[0])
+        codes = None if y is None else self.encode_classes(y, X_pred.shape[0])
         from ppgpc.infer.arviz_export import to_inference_data  # imports ArviZ: on first use
 
         names = getattr(self, "feature_names_in_", None)
@@ -489,23 +491,16 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         return load_estimator(path, saveable_estimators(), expected=cls)
 
     # ------------------------------------------------------------ saving
-    def _saved_params(self) -> dict:
+    def saved_params(self) -> dict:
         """The constructor parameters as a save stores them (JSON-ready: a ``Selection``
-        as a dict)."""
+        as a dict; ``ppgpc.io.persistence``)."""
         return {name: getattr(self, name) for name in self._param_names()}
 
     @classmethod
-    def _params_from_saved(cls, params: dict) -> dict:
+    def params_from_saved(cls, params: dict) -> dict:
         """The constructor parameters of a save written by this version
-        (``_saved_params`` undone)."""
+        (``saved_params`` undone)."""
         return dict(params)
-
-    @classmethod
-    def _upgrade_saved(cls, params: dict, version: int, num_samples: int):
-        """(class name, parameters, fitted attributes to drop) today of a save of this
-        class in the older format ``version`` (``ppgpc.io.legacy``); a setting
-        with no equivalent raises a ValueError naming the version and the setting."""
-        return upgrade(cls.__name__, params, version, num_samples)
 
     @classmethod
     def _param_names(cls) -> list[str]:

@@ -457,14 +457,14 @@ class ConjugateClassifier(GPClassifierBase):
         return start
 
     # ------------------------------------------------------------ saving
-    def _saved_params(self) -> dict:
-        params = super()._saved_params()
+    def saved_params(self) -> dict:
+        params = super().saved_params()
         if isinstance(params["selection"], Selection):
             params["selection"] = params["selection"].to_dict()
         return params
 
     @classmethod
-    def _params_from_saved(cls, params: dict) -> dict:
+    def params_from_saved(cls, params: dict) -> dict:
         params = dict(params)
         if isinstance(params.get("selection"), dict):
             params["selection"] = Selection(**params["selection"])

@@ -186,7 +186,7 @@ def classwise_ece(source, y=None, *, n_bins: int = 10, group: str = "predictions
     probs, labels = _probs_and_labels(source, y, group)
     if not per_class:
         return metrics.ece(probs, labels, n_bins, "classwise")
-    return np.array([metrics._table_ece(metrics.reliability_table(
+    return np.array([metrics.table_ece(metrics.reliability_table(
         probs, labels, n_bins, "classwise", class_index=c)) for c in range(probs.shape[1])])
 
 

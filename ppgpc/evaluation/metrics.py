@@ -47,6 +47,7 @@ __all__ = [
     "evaluate",
     "nll",
     "reliability_table",
+    "table_ece",
 ]
 
 ECE_KINDS: tuple[str, ...] = ("auto", "binary", "top-label", "classwise")
@@ -258,7 +259,7 @@ def _binned_table(
     return ReliabilityTable(edges[:-1], edges[1:], count, confidence, observed, kind)
 
 
-def _table_ece(table: ReliabilityTable) -> float:
+def table_ece(table: ReliabilityTable) -> float:
     """``sum_b |B_b|/n |acc_b - conf_b|`` over the non-empty bins of ``table``."""
     filled = table.count > 0
     weights = table.count[filled] / table.count.sum()
@@ -357,11 +358,11 @@ def ece(probs: ArrayLike, y: ArrayLike, n_bins: int = 10, kind: str = "auto") ->
     p, labels = _validate(probs, y)
     if _resolve_kind(kind, p.shape[1]) == "classwise":
         per_class = [
-            _table_ece(reliability_table(p, labels, n_bins, "classwise", class_index=c))
+            table_ece(reliability_table(p, labels, n_bins, "classwise", class_index=c))
             for c in range(p.shape[1])
         ]
         return float(np.mean(per_class))
-    return _table_ece(reliability_table(p, labels, n_bins, kind))
+    return table_ece(reliability_table(p, labels, n_bins, kind))
 
 
 def evaluate(probs: ArrayLike, y: ArrayLike, n_bins: int = 10) -> dict[str, float | str]:

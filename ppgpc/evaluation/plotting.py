@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ppgpc.evaluation.calibration import reliability_bands
-from ppgpc.evaluation.metrics import ece, reliability_table, _table_ece
+from ppgpc.evaluation.metrics import ece, reliability_table, table_ece
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -281,7 +281,7 @@ def classwise_reliability_grid(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 
     for c, panel in enumerate(panels[:C]):
         table = reliability_table(p, y, n_bins, "classwise", class_index=c)
         filled = table.count > 0
-        value = _table_ece(table)
+        value = table_ece(table)
         per_class.append(value)
         _style_axes(panel, "binary")
         panel.set_xlabel(f"predicted p(y = {names[c]})", fontsize=9)

@@ -444,7 +444,7 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         # the draws is predict_proba; every step-th draw of each chain is exported
         step = _prediction_step(shown, chains * draws // shown, prediction_draws)
         f_pred = _split_chains(predictive.predict_latent(
-            result, result._inputs(X_pred), None if given_key is None else k_pred,
+            result, result.scaled_inputs(X_pred), None if given_key is None else k_pred,
             shared=True), shown)[:, ::step]
         probs, labels = _predictive_parts(k_pred_y, result.spec.log_link, f_pred)
         pred_constant["p_mean"] = np.asarray(full.predict_proba(X_pred))

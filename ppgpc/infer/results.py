@@ -143,14 +143,14 @@ class FitResult:
         the fit's inputs were given (``input_scaling`` maps them); each row's draws
         independent of the other rows' (``ppgpc.infer.predictive.predict_latent``).
         ``key`` defaults to ``stream_key(seed, LATENT_TAG)``, folded with the block index."""
-        return predictive.predict_latent(self, self._inputs(Xs), key)
+        return predictive.predict_latent(self, self.scaled_inputs(Xs), key)
 
     def predict_proba_draws(self, Xs, key: jax.Array | None = None) -> jax.Array:
         """(chain, draw, n, C) class probabilities p(y* = c | f*_s), one per posterior draw,
         every row using the same standard normals (default key
         ``stream_key(seed, PROBA_TAG)``), so a row's values do not depend on the other
         rows of the call or their order (``ppgpc.infer.predictive.predict_proba_draws``)."""
-        return predictive.predict_proba_draws(self, self._inputs(Xs), key)
+        return predictive.predict_proba_draws(self, self.scaled_inputs(Xs), key)
 
     def predict_proba(self, Xs, key: jax.Array | None = None) -> np.ndarray:
         """(n, C) predictive class probabilities, the average of ``predict_proba_draws``
@@ -163,9 +163,9 @@ class FitResult:
                 into the space of the training X).
             key: PRNG key of the shared draws (default ``stream_key(seed, PROBA_TAG)``).
         """
-        return predictive.predict_proba(self, self._inputs(Xs), key)
+        return predictive.predict_proba(self, self.scaled_inputs(Xs), key)
 
-    def _inputs(self, Xs):
+    def scaled_inputs(self, Xs):
         """New inputs in the space of the training X (``input_scaling``)."""
         return Xs if self.input_scaling is None else self.input_scaling.transform(Xs)
 

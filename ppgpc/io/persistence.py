@@ -56,6 +56,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ppgpc.infer.records import FitInfo
 from ppgpc.infer.results import FitResult
+from ppgpc.io.legacy import upgrade
 from ppgpc.io.folders import ARRAYS, SETTINGS, opened, read_group, write_save
 from ppgpc.io.format import (FITTED_ATTRIBUTES, FORMAT_VERSION, KINDS, check_entries, damaged,
                              decode, encode, fitted_from, is_instance, kernel_description,
@@ -249,7 +250,7 @@ def load_result(path):
 def constructor_params(estimator) -> dict:
     """The constructor parameters as a save stores them (the estimator's
     ``_saved_params``: JSON-ready, e.g. a ``Selection`` as a dict)."""
-    return estimator._saved_params()
+    return estimator.saved_params()
 
 
 def _params_from(where: Path, cls, params: dict) -> dict:
@@ -353,8 +354,8 @@ def _estimator_from(path: Path, payload: dict, arrays, classes: dict, expected=N
     if version != FORMAT_VERSION:  # settings of an older format, translated
         saved = cls.__name__
         try:
-            name, params, dropped = cls._upgrade_saved(params, version,
-                                                       int(np.shape(result.data.X)[0]))
+            name, params, dropped = upgrade(cls.__name__, params, version,
+                                            int(np.shape(result.data.X)[0]))
         except KeyError as err:
             raise damaged(where, f"params.{err.args[0]}", "is missing") from None
         except ValueError as err:
@@ -365,7 +366,7 @@ def _estimator_from(path: Path, payload: dict, arrays, classes: dict, expected=N
                             f"which is now a {cls.__name__}, not a {expected.__name__}")
         fitted = {k: v for k, v in fitted.items() if k not in dropped}
     try:
-        params = cls._params_from_saved(_params_from(where, cls, params))
+        params = cls.params_from_saved(_params_from(where, cls, params))
     except (TypeError, ValueError) as err:
         if "the save is damaged" in str(err):
             raise
