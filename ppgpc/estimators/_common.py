@@ -110,9 +110,9 @@ def _check_array_cells(X) -> None:
                 continue
             except (TypeError, ValueError):
                 pass
-            kind = "a string" if isinstance(value, (str, bytes, np.str_)) else \
-                f"a value of type {type(value).__name__}"
-            raise ValueError(f"X's column {j} holds {kind} ({value!r} in row {i}), not a "
+            if not isinstance(value, (str, bytes)):
+                return  # another object: scikit-learn's error names its type
+            raise ValueError(f"X's column {j} holds a string ({value!r} in row {i}), not a "
                              "number; drop the column or encode it as numbers, e.g. one 0/1 "
                              "column per category")
 

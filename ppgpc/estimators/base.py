@@ -23,6 +23,7 @@ Every classifier follows the same conventions:
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -44,7 +45,7 @@ from ppgpc.runtime.threads import blas_limited
 from ppgpc.validation import (MAX_EXACT_POINTS, check_exact_size, check_features, check_flag,
                               check_labels, check_seed, check_size_limit, encode_labels)
 
-__all__ = ["GPClassifierBase", "SHARED_OPTIONS", "SHARED_DOC", "EXAMPLE_DOC", "shared_doc",
+__all__ = ["GPClassifierBase", "Selected", "SHARED_OPTIONS", "SHARED_DOC", "EXAMPLE_DOC", "shared_doc",
            "ESTIMATOR_NAMES", "saveable_estimators"]
 
 SHARED_OPTIONS = ("kernel", "inference", "standardize", "seed", "max_exact_points", "progress",
@@ -102,6 +103,18 @@ def shared_doc(*, example: str):
     return decorate
 
 
+class Selected(NamedTuple):
+    """What an estimator's search chose for its final fit (``_select_model_options``)."""
+
+    options: dict
+    """The model options of the final fit (e.g. ``epsilon``, ``alpha_eps``)."""
+    final: dict
+    """The final fit's own driver options (a warm start, fixed hyperparameters)."""
+    grid_edges: tuple[str, ...] = ()
+    """Phrases of the searches that ended at a falling edge of their grid
+    (``ppgpc.infer.convergence.grid_edge``), for the fit's report."""
+
+
 class GPClassifierBase(ClassifierMixin, BaseEstimator):
     """Shared machinery of the ppgpc estimators; subclasses set the model and its options.
 
@@ -150,11 +163,12 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                 setattr(self, name, value)
 
     # ------------------------------------------------------------------ hooks
-    def _select_model_options(self, X, y, num_classes) -> tuple[dict, dict]:
-        """(the model options of the final fit, chosen from the data where the estimator
-        searches them (epsilon, alpha_eps), and the final fit's own driver options, such as
-        a warm start from the search's fits); default: none of either."""
-        return {}, {}
+    def _select_model_options(self, X, y, num_classes) -> Selected:
+        """The model options of the final fit, chosen from the data where the estimator
+        searches them (epsilon, alpha_eps), the final fit's own driver options (such as a
+        warm start from the search's fits) and the searches that ended at a falling edge of
+        their grid (``Selected``); default: none of them."""
+        return Selected({}, {})
 
     def _check_model_settings(self) -> None:
         """Check the model-defining options (subclasses)."""
@@ -200,10 +214,11 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             options: the method's options (``ppgpc.infer.fit`` keywords).
         """
         options = {"progress_bar": bool(self.progress), **options}
+        # the estimator warns once for its whole fit, from the merged report
         return run_inference(
             model_name, X, y, method=method, num_classes=num_classes, kernel=self.kernel,
             model_options=model_options, seed=self.seed,
-            max_exact_points=max_exact_points, **options,
+            max_exact_points=max_exact_points, warn=False, **options,
         )
 
     def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
@@ -274,8 +289,8 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
             note(f"{type(self).__name__}: fitting {X.shape[0]} points, {X.shape[1]} inputs, "
                  f"{C} classes (inference {str(inference)!r}) ...", self.progress)
             # one warning for the whole fit; one BLAS thread (``ppgpc.runtime.threads``)
-            with convergence.collect() as collected, blas_limited():
-                options, final = self._select_model_options(Xs, codes, C)
+            with blas_limited():
+                options, final, grid_edges = self._select_model_options(Xs, codes, C)
                 # the fit ran on the scaled inputs; its predictions take raw X as the
                 # estimator's do
                 self.result_ = dataclasses.replace(
@@ -283,7 +298,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                     input_scaling=self.standardizer_)
             report = dataclasses.replace(self.result_.info.convergence.merged(
                 optimizers=self._report_optimizers(),
-                grid_edges=tuple(collected.grid_edges), notes=self._report_notes()),
+                grid_edges=grid_edges, notes=self._report_notes()),
                 for_estimator=True)
             self.result_ = dataclasses.replace(
                 self.result_, info=dataclasses.replace(self.result_.info, convergence=report))

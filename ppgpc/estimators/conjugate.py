@@ -235,9 +235,10 @@ class ConjugateClassifier(GPClassifierBase):
 
     def _search_grid(self, X, y, num_classes, grid, name: str, *,
                      on_training_data: bool = False, extend: bool = True
-                     ) -> tuple[float, dict, SearchFit | None]:
+                     ) -> tuple[float, dict, SearchFit | None, tuple[str, ...]]:
         """(value with the least held-out NLL, {value: held-out NLL}, that value's
-        ``SearchFit`` or None where the search refits per split) over ``grid``.
+        ``SearchFit`` or None where the search refits per split, the grid edge it ended at
+        as a phrase for the report, or none) over ``grid``.
 
         Args:
             X: (N, D) standardised inputs; y: (N,) integer labels in 0..C-1.
@@ -247,7 +248,7 @@ class ConjugateClassifier(GPClassifierBase):
                 part is all of it) instead of the ``selection``'s splits.
             extend: go past a falling edge of the grid (``_extend_search``): the default
                 grids do, a grid the user gave (``Selection(grid=...)``) is kept as given.
-                A search that still ends at a falling edge is noted in the fit's report.
+                A search that still ends at a falling edge says so (the last item).
         """
         grid = tuple(grid)
         if not on_training_data and self._uses_loo():
@@ -274,10 +275,10 @@ class ConjugateClassifier(GPClassifierBase):
         losses = score(grid)
         if extend:
             losses = self._extend_search(losses, score, name, num_classes)
-        convergence.note_grid_edge(convergence.grid_edge(name, losses))
+        edge = convergence.grid_edge(name, losses)
         scores = {v: float(np.mean(loss)) for v, loss in losses.items()}
         best = min(scores, key=scores.get)
-        return best, scores, fits.get(best)
+        return best, scores, fits.get(best), () if edge is None else (edge,)
 
     # ------------------------------------------------------------ grid edges
     def _search_range(self, name: str, num_classes: int) -> tuple[float, float]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ppgpc.estimators.base import shared_doc
+from ppgpc.estimators.base import Selected, shared_doc
 from ppgpc.estimators.conjugate import ConjugateClassifier
 from ppgpc.models.dirichlet_gp import ALPHA_EPS_GRID
 from ppgpc.validation import MAX_EXACT_POINTS, check_flag, check_positive
@@ -83,21 +83,21 @@ class DirichletGPClassifier(ConjugateClassifier):
                 "predict_from": self.predict_from,
                 "learn_noise_scale": self.learn_noise_scale}
 
-    def _select_model_options(self, X, y, num_classes) -> tuple[dict, dict]:
+    def _select_model_options(self, X, y, num_classes) -> Selected:
         if self.alpha_eps not in ("auto", "train"):
             self.alpha_eps_ = self.alpha_eps
             self.alpha_eps_scores_ = None
             options = self._options_for(self.alpha_eps)
-            return options, self._final_options(None, X, y, num_classes, options)
+            return Selected(options, self._final_options(None, X, y, num_classes, options))
         grid = self._selection().grid
         rows = None
         if self.alpha_eps == "auto" and self._uses_loo():
             rows = self._search_rows(y, "alpha_eps")
-        best, scores, fit = self._search_grid(
+        best, scores, fit, edges = self._search_grid(
             *((X, y) if rows is None else (X[rows], y[rows])), num_classes,
             ALPHA_EPS_GRID if grid is None else grid, "alpha_eps",
             on_training_data=self.alpha_eps == "train", extend=grid is None)
         self.alpha_eps_scores_ = scores
         self.alpha_eps_ = best
         options = self._options_for(self.alpha_eps_)
-        return options, self._final_options(fit, X, y, num_classes, options)
+        return Selected(options, self._final_options(fit, X, y, num_classes, options), edges)

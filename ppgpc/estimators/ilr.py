@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppgpc.estimators.base import shared_doc
+from ppgpc.estimators.base import Selected, shared_doc
 from ppgpc.estimators.conjugate import GRID_EXTENSIONS, ConjugateClassifier, SearchFit, _Levels
 from ppgpc.gp.simplex import target_separation
 from ppgpc.infer import convergence
@@ -118,8 +118,10 @@ class ILRGPClassifier(ConjugateClassifier):
 
     def _loo_joint_scores(self, X, y, num_classes, epsilons, taus, *,
                           extend_epsilon: bool = True, start_from: SearchFit | None = None,
-                          report: tuple = ("epsilon", "tau")) -> tuple[dict, dict]:
-        """({(epsilon, tau): leave-one-out NLL}, {tau: its ``SearchFit``}). The ILR targets of
+                          report: tuple = ("epsilon", "tau")
+                          ) -> tuple[dict, dict, tuple[str, ...]]:
+        """({(epsilon, tau): leave-one-out NLL}, {tau: its ``SearchFit``}, the phrases of the
+        grids named in ``report`` that ended at a falling edge). The ILR targets of
         level epsilon are a(epsilon) = log(1 + C epsilon / (1 - epsilon)) times fixed unit
         targets and the noise scales with them, so a type-II ML fit at one level is the fit
         at any other with the latent scaled by a(epsilon) / a(reference)
@@ -130,13 +132,12 @@ class ILRGPClassifier(ConjugateClassifier):
         Where the best pair lies at an edge of either grid and the NLL still falls there,
         that grid goes on past the edge (``ConjugateClassifier._extend_search``): a new
         epsilon costs no fit, a new tau one. ``extend_epsilon`` False keeps a grid the user
-        gave as it is. A grid named in ``report`` that still ends at a falling edge is
-        noted in the fit's report. ``start_from``: a fit of the same search on a subsample,
+        gave as it is. ``start_from``: a fit of the same search on a subsample,
         where the first fit starts."""
         if self.noise_std is not None:
-            _, scores, fit = self._search_grid(X, y, num_classes, epsilons, "epsilon",
-                                               extend=extend_epsilon)
-            return {(e, taus[0]): v for e, v in scores.items()}, {taus[0]: fit}
+            _, scores, fit, edges = self._search_grid(X, y, num_classes, epsilons, "epsilon",
+                                                      extend=extend_epsilon)
+            return {(e, taus[0]): v for e, v in scores.items()}, {taus[0]: fit}, edges
         reference = target_separation(num_classes, DEFAULT_EPSILON)
         epsilons, scorers, losses = [float(e) for e in epsilons], {}, {}
         levels, search = _Levels(self, X, y, num_classes, "tau", start_from), Timer()
@@ -188,10 +189,10 @@ class ILRGPClassifier(ConjugateClassifier):
                 break
             room["tau"] -= 1
             add_tau(value)
-        for name, profile in zip(("epsilon", "tau"), profiles()):
-            if name in report:
-                convergence.note_grid_edge(convergence.grid_edge(name, profile))
-        return {k: float(np.mean(v)) for k, v in losses.items()}, levels.fits
+        edges = tuple(edge for name, profile in zip(("epsilon", "tau"), profiles())
+                      if name in report
+                      for edge in (convergence.grid_edge(name, profile),) if edge is not None)
+        return {k: float(np.mean(v)) for k, v in losses.items()}, levels.fits, edges
 
     def _run_beyond(self, name: str, values: list, value: float, count: int,
                     num_classes: int) -> list:
@@ -213,9 +214,9 @@ class ILRGPClassifier(ConjugateClassifier):
             return self._options_for(DEFAULT_EPSILON, value)
         return self._options_for(value)
 
-    def _select_model_options(self, X, y, num_classes) -> tuple[dict, dict]:
+    def _select_model_options(self, X, y, num_classes) -> Selected:
         selection = self._selection()
-        fit = None
+        fit, edges = None, ()
         search_tau = self.tau == "auto" and self.noise_std is None and self._uses_loo()
         epsilons = ((EPSILON_GRID if selection.grid is None else selection.grid)
                     if self.epsilon == "auto" else (float(self.epsilon),))
@@ -227,7 +228,7 @@ class ILRGPClassifier(ConjugateClassifier):
             extend_epsilon = selection.grid is None
             start_from = None
             if rows is not None:  # tau on a subsample; epsilon on all rows at that tau
-                sub_scores, sub_fits = self._loo_joint_scores(
+                sub_scores, sub_fits, edges = self._loo_joint_scores(
                     X[rows], y[rows], num_classes, epsilons, taus,
                     extend_epsilon=extend_epsilon, report=("tau",))
                 e_sub, tau = min(sub_scores, key=sub_scores.get)
@@ -238,10 +239,11 @@ class ILRGPClassifier(ConjugateClassifier):
             else:  # on all rows, or on the subsample that fits the hyperparameters
                 fitted = self._hyper_rows(y)
                 fitted = slice(None) if fitted is None else fitted
-                scores, fits = self._loo_joint_scores(X[fitted], y[fitted], num_classes,
-                                                      epsilons, taus,
-                                                      extend_epsilon=extend_epsilon,
-                                                      start_from=start_from)
+                scores, fits, more = self._loo_joint_scores(X[fitted], y[fitted], num_classes,
+                                                            epsilons, taus,
+                                                            extend_epsilon=extend_epsilon,
+                                                            start_from=start_from)
+                edges += more
             epsilon, tau = min(scores, key=scores.get)
             fit = fits.get(tau)
             if self.epsilon == "auto":
@@ -249,7 +251,7 @@ class ILRGPClassifier(ConjugateClassifier):
             if search_tau and rows is None:
                 self.tau_scores_ = {t: v for (e, t), v in scores.items() if e == epsilon}
         elif self.epsilon == "auto":  # cross-validation or holdout, with refits
-            epsilon, self.epsilon_scores_, _ = self._search_grid(
+            epsilon, self.epsilon_scores_, _, edges = self._search_grid(
                 X, y, num_classes, epsilons, "epsilon", extend=selection.grid is None)
             tau = self._fixed_tau()
         else:
@@ -258,4 +260,4 @@ class ILRGPClassifier(ConjugateClassifier):
         self.tau_ = None if self.noise_std is not None else float(tau)
         options = self._options_for(self.epsilon_, self.tau_)
         self.noise_std_ = float(np.sqrt(prepare(X[:1], y[:1], num_classes, **options).noise_var))
-        return options, self._final_options(fit, X, y, num_classes, options)
+        return Selected(options, self._final_options(fit, X, y, num_classes, options), edges)

@@ -33,18 +33,16 @@ The checks and their thresholds:
   more than two standard errors of the paired per-point differences, so the best value may
   lie beyond the grid (the estimators first extend such a grid by a few values).
 
-``collect()`` defers the warnings of the fits inside it (an estimator's search and final
-fit) so that the caller raises one for the whole fit.
+A driver fit warns for itself (``ppgpc.infer.fit(..., warn=True)``); an estimator runs its
+search's and final fits with ``warn=False``, merges their reports and the search's grid
+edges (returned by the search) into one, and warns once for the whole fit.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import math
 import warnings
-from typing import Iterator
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
@@ -54,8 +52,7 @@ from ppgpc.evaluation.chain_diagnostics import MIN_DRAWS, chain_diagnostics
 __all__ = ["ConvergenceWarning", "ConvergenceReport", "ChainCheck", "OptimizerCheck",
            "RHAT_MAX", "ESS_PER_CHAIN_MIN", "JITTER_RELATIVE_MAX", "chain_check",
            "optimizer_check", "relative_jitter", "grid_edge", "falling_edge",
-           "GRID_EDGE_TOLERANCE", "GRID_EDGE_STANDARD_ERRORS", "Collected", "collect",
-           "note_grid_edge", "warn_if_needed"]
+           "GRID_EDGE_TOLERANCE", "GRID_EDGE_STANDARD_ERRORS", "warn_if_needed"]
 
 RHAT_MAX = 1.01
 """Largest acceptable rank-normalised split R-hat (Vehtari et al. 2021)."""
@@ -421,55 +418,11 @@ def grid_edge(name: str, losses: dict) -> str | None:
 
 
 # ------------------------------------------------------------------ warnings
-@dataclasses.dataclass
-class Collected:
-    """What a ``collect`` block held back."""
-
-    reports: list = dataclasses.field(default_factory=list)
-    """The ``ConvergenceReport`` of every fit inside the block."""
-    grid_edges: list = dataclasses.field(default_factory=list)
-    """Phrases of the searches that ended at a falling edge of their grid."""
-
-
-_COLLECTOR: contextvars.ContextVar[Collected | None] = contextvars.ContextVar(
-    "ppgpc_convergence_collector", default=None)
-
-
-@contextlib.contextmanager
-def collect() -> Iterator[Collected]:
-    """Hold back the ``ConvergenceWarning`` of every fit and search inside the block; what
-    they found is in the ``Collected`` this yields, for the caller to merge and warn once."""
-    collected = Collected()
-    token = _COLLECTOR.set(collected)
-    try:
-        yield collected
-    finally:
-        _COLLECTOR.reset(token)
-
-
-def note_grid_edge(phrase: str | None, *, stacklevel: int = 3) -> None:
-    """Record a search that ended at a falling edge of its grid (``grid_edge``'s phrase;
-    None: nothing to record) in the enclosing ``collect`` block, or warn at once outside
-    one."""
-    if phrase is None:
-        return
-    collected = _COLLECTOR.get()
-    if collected is not None:
-        collected.grid_edges.append(phrase)
-    else:
-        warnings.warn(f"the search may not be trusted: {phrase}", ConvergenceWarning,
-                      stacklevel=stacklevel)
-
-
 def warn_if_needed(report: ConvergenceReport, *, estimator: str | None = None,
                    stacklevel: int = 3) -> None:
-    """One ``ConvergenceWarning`` for ``report`` if it found a problem (held back inside
-    ``collect``); ``estimator`` names the estimator class whose fit it was, whose method
-    options are its ``inference_options``."""
-    collected = _COLLECTOR.get()
-    if collected is not None:
-        collected.reports.append(report)
-        return
+    """One ``ConvergenceWarning`` for ``report`` if it found a problem; ``estimator`` names
+    the estimator class whose fit it was, whose method options are its
+    ``inference_options``."""
     if not report.converged:
         what = "the fit" if estimator is None else f"the {estimator} fit"
         warnings.warn(f"{what} may not be trusted: "

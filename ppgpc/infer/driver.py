@@ -62,6 +62,7 @@ def fit(
     model_options: dict | None = None,
     seed: int = 0,
     max_exact_points: int | None = MAX_EXACT_POINTS,
+    warn: bool = True,
     **method_options,
 ) -> FitResult:
     """Fit a classifier with the given inference method.
@@ -81,6 +82,9 @@ def fit(
         max_exact_points: refuse exact/MCMC GP inference above this N (None: no limit;
             sparse models such as ``"ilr_gp_sparse"`` and scalable methods such as
             ``"svi"`` ignore it).
+        warn: raise a ``ppgpc.ConvergenceWarning`` when the fit's checks fail (False: the
+            verdict is only in ``result.info.convergence``, for a caller that merges several
+            fits' reports and warns once, as the estimators do).
         **method_options: the method's options (an unknown one raises a TypeError naming
             the valid ones). exact/map: ``hyperparameters``, ``initial_hyperparameters``
             (a warm start of the optimisation, by site name), ``num_draws``, ``max_iter``,
@@ -177,7 +181,8 @@ def fit(
                        info=info, seed=int(seed), hypers=out.hypers, latent=out.latent,
                        predictive_kind=out.predictive_kind, point_hypers=out.point_hypers,
                        sample_stats=dict(out.sample_stats), inducing=out.inducing)
-    warn_if_needed(report)
+    if warn:
+        warn_if_needed(report)
     return result
 
 

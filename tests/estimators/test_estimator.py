@@ -57,7 +57,7 @@ def test_integer_labels_with_gaps_are_encoded():
         (np.zeros((4, 2)), [0, 1, 0], "disagree"),
         (np.zeros((4, 2)), [[0, 1], [0, 1], [1, 0], [1, 1]], "y should be a 1d array"),
         (np.random.default_rng(0).normal(size=(5, 2)), ["a"] * 5, "single class"),
-        (np.array([["a", "b"], ["c", "d"]]), [0, 1], "numeric"),
+        (np.array([["a", "b"], ["c", "d"]]), [0, 1], r"column 0 holds a string \('a' in row 0\)"),
     ],
 )
 def test_bad_training_input_raises_clear_errors(X, y, match):

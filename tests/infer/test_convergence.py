@@ -21,7 +21,7 @@ import ppgpc
 from ppgpc.infer import fit
 from ppgpc.evaluation.chain_diagnostics import chain_diagnostics
 from ppgpc.infer.convergence import (JITTER_RELATIVE_MAX, ChainCheck, ConvergenceReport,
-                                     ConvergenceWarning, OptimizerCheck, chain_check, collect,
+                                     ConvergenceWarning, OptimizerCheck, chain_check,
                                      falling_edge, grid_edge, warn_if_needed)
 
 
@@ -114,17 +114,25 @@ def test_falling_edge_and_grid_edge(rng):
     assert "standard errors" in phrase and grid_edge("tau", interior) is None
 
 
-def test_the_warning_is_scikit_learns_and_collect_holds_it_back():
+def test_the_warning_is_scikit_learns_and_a_driver_fit_can_leave_it_in_its_report():
+    """``warn_if_needed`` raises scikit-learn's kind of warning; ``fit(..., warn=False)``
+    (what the estimators run, to warn once for a whole fit) keeps the verdict in the
+    result's report without a warning."""
     assert issubclass(ppgpc.ConvergenceWarning, sklearn.exceptions.ConvergenceWarning)
     bad = ConvergenceReport("exact", optimizers=(OptimizerCheck("L-BFGS", False, 2,
                                                                 "max_iter"),))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with collect() as held:
-            warn_if_needed(bad)
-        assert held.reports == [bad] and held.grid_edges == [] and not caught
         warn_if_needed(bad)
     assert [w.category for w in caught] == [ConvergenceWarning]
+    X, y = _problem()
+    for warn, expected in ((False, []), (True, [ConvergenceWarning])):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = fit("ilr_gp", X, y, method="exact", max_iter=2, warn=warn,
+                         model_options={"epsilon": 0.05})
+        assert not result.info.convergence.converged
+        assert [w.category for w in caught if w.category is ConvergenceWarning] == expected
 
 
 def _problem(n=40, seed=0):
