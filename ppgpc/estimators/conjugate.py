@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import numpy as np
@@ -96,21 +96,17 @@ class _Levels:
     level is not used: on small tables with many ARD lengthscales it can lead the fit to
     another local optimum of the marginal likelihood (docs/records/speed.md)."""
 
-    def __init__(self, estimator: "ConjugateClassifier", X, y, num_classes: int, name: str,
-                 start_from: SearchFit | None = None):
-        self.estimator, self.X, self.y, self.num_classes = estimator, X, y, num_classes
-        self.name, self.start_from = name, start_from
+    def __init__(self, fit_at: Callable[[float], tuple[Callable, SearchFit]]):
+        self.fit_at = fit_at
+        """``level -> (leave-one-out scorer, SearchFit)``, the type-II fit at a level
+        (``ConjugateClassifier._levels``)."""
         self.fits: dict = {}
         """{level: ``SearchFit``} of the levels fitted."""
 
     def score(self, value: float):
         """The leave-one-out scorer of a fit at ``value`` (``ConjugateClassifier._loo_scorer``)."""
-        est, value = self.estimator, float(value)
-        options = est._level_options(self.name, value)
-        start = (None if self.start_from is None else est._transported_start(
-            self.start_from, self.X, self.y, self.num_classes, options))
-        scorer, self.fits[value] = est._loo_scorer(self.X, self.y, self.num_classes, options,
-                                                   start=start)
+        value = float(value)
+        scorer, self.fits[value] = self.fit_at(value)
         return scorer
 
 
@@ -121,6 +117,18 @@ class ConjugateClassifier(GPClassifierBase):
     inference_choices = ConjugateInference
     noun = "class"
     """What a sparse output is, for ``shared_inducing`` errors (a class, an ILR coordinate)."""
+
+    def _levels(self, X, y, num_classes: int, name: str,
+                start_from: SearchFit | None = None) -> _Levels:
+        """The leave-one-out scorers of a search over ``name`` on (X, y) (``_Levels``)."""
+
+        def fit_at(value: float):
+            options = self._level_options(name, value)
+            start = (None if start_from is None else
+                     self._transported_start(start_from, X, y, num_classes, options))
+            return self._loo_scorer(X, y, num_classes, options, start=start)
+
+        return _Levels(fit_at)
 
     # ------------------------------------------------------------ settings
     def _selection(self) -> Selection:
@@ -252,7 +260,7 @@ class ConjugateClassifier(GPClassifierBase):
         """
         grid = tuple(grid)
         if not on_training_data and self._uses_loo():
-            levels, search = _Levels(self, X, y, num_classes, name), Timer()
+            levels, search = self._levels(X, y, num_classes, name), Timer()
 
             def score(values):
                 losses = {}

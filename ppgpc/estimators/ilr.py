@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ppgpc.estimators.base import Selected, shared_doc
-from ppgpc.estimators.conjugate import GRID_EXTENSIONS, ConjugateClassifier, SearchFit, _Levels
+from ppgpc.estimators.conjugate import GRID_EXTENSIONS, ConjugateClassifier, SearchFit
 from ppgpc.gp.simplex import target_separation
 from ppgpc.infer import convergence
 from ppgpc.models.ilr_gp import DEFAULT_EPSILON, DEFAULT_TAU, EPSILON_GRID, TAU_GRID, prepare
@@ -140,7 +140,7 @@ class ILRGPClassifier(ConjugateClassifier):
             return {(e, taus[0]): v for e, v in scores.items()}, {taus[0]: fit}, edges
         reference = target_separation(num_classes, DEFAULT_EPSILON)
         epsilons, scorers, losses = [float(e) for e in epsilons], {}, {}
-        levels, search = _Levels(self, X, y, num_classes, "tau", start_from), Timer()
+        levels, search = self._levels(X, y, num_classes, "tau", start_from), Timer()
 
         ahead: dict = {}  # {(epsilon, tau): losses} scored before the search reached them
 
