@@ -43,6 +43,7 @@ LAYERS = [
                            "ppgpc.infer.exact",
                            "ppgpc.infer.nuts", "ppgpc.infer.gibbs", "ppgpc.infer.cavi",
                            "ppgpc.infer.svi", "ppgpc.infer.dims"]),
+    ("method table", ["ppgpc.infer.methods"]),
     ("results", ["ppgpc.infer.predictive", "ppgpc.infer.results", "ppgpc.infer.loo"]),
     ("driver", ["ppgpc.infer.driver"]),
     ("export", ["ppgpc.infer.arviz_export", "ppgpc.infer.elpd", "ppgpc.infer"]),

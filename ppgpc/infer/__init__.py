@@ -2,7 +2,7 @@
 
 The driver (``driver.fit``) runs a model's ``ModelSpec`` (``ppgpc.models.spec``) with one
 of the registered methods; a method runs on every model that fills the capability groups
-it needs (``common.supported_methods``; new methods through ``register_method``):
+it needs (``methods.supported_methods``; new methods through ``register_method``):
 
 * ``exact`` and ``map`` (``exact``): point hyperparameters by type-II ML or MAP
   (``sites``, ``optimize``), then the conjugate posterior;
@@ -25,7 +25,7 @@ scores a conjugate fit's closed-form leave-one-out for choosing a smoothing leve
 """
 
 from ppgpc import _config  # noqa: F401  (float64 and the compilation cache first)
-from ppgpc.infer.common import register_method, supported_methods
+from ppgpc.infer.methods import register_method, supported_methods
 from ppgpc.infer.convergence import ConvergenceReport, ConvergenceWarning
 from ppgpc.infer.dims import arviz_dims
 from ppgpc.infer.driver import fit

@@ -88,7 +88,7 @@ import xarray as xr
 
 from ppgpc.evaluation.arviz_objects import build
 from ppgpc.infer import predictive
-from ppgpc.infer.common import get_method
+from ppgpc.infer.methods import get_method
 from ppgpc.infer.dims import arviz_dims, hyperparameter_dims
 from ppgpc.infer.results import EXPORT_TAG, TRACE_STATS, stream_key
 from ppgpc.models.spec import Inducing

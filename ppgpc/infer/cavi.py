@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
+from ppgpc.infer.common import as_draws, check_hyperparameters, method
 from ppgpc.infer.convergence import optimizer_check
 from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput
 from ppgpc.models.spec import HyperFit
 from ppgpc.validation import check_options
 
-__all__ = ["run_cavi_method", "check_cavi_options", "cavi_info", "cavi_check", "CAVI_OPTIONS"]
+__all__ = ["CAVI_METHOD", "run_cavi_method", "check_cavi_options", "cavi_info", "cavi_check",
+           "CAVI_OPTIONS"]
 
 CAVI_OPTIONS = {
     "hyperparameters": None,
@@ -95,7 +96,7 @@ def cavi_check(cavi: CAVIInfo, stage: str = "CAVI"):
 
 
 def run_cavi_method(spec, data, kernel, key, opts) -> RunOutput:
-    """Runner of method ``"cavi"`` (``ppgpc.infer.register_method``)."""
+    """Runner of method ``"cavi"`` (``ppgpc.infer.methods.METHODS``)."""
     given = opts["hyperparameters"]
     hypers = None if given is None else check_hyperparameters(spec, data, kernel, given)
     stochastic = {}
@@ -150,5 +151,7 @@ def _devices_refusal(opts: dict) -> str | None:
     return None
 
 
-register_method("cavi", run_cavi_method, ("cavi", "inducing", "latent"), CAVI_OPTIONS,
-                scalable=_is_sparse, check=check_cavi_options, devices=_devices_refusal)
+CAVI_METHOD = method("cavi", run_cavi_method, ("cavi", "inducing", "latent"), CAVI_OPTIONS,
+                     scalable=_is_sparse, check=check_cavi_options,
+                     devices=_devices_refusal)
+"""The driver's method ``"cavi"`` (``ppgpc.infer.methods.METHODS``)."""

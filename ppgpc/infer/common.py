@@ -1,10 +1,8 @@
-"""What the inference methods share: the method registry and the helpers every runner uses.
+"""What the inference methods share: the ``Method`` record and the helpers every runner uses.
 
-A method is a runner registered with ``register_method`` together with the capability
-groups of ``ppgpc.models.spec.ModelSpec`` it needs and the options it accepts. A model supports a
-method exactly when it fills one of the method's alternatives of groups (and does not list
-the method in ``excluded_methods``), so no generic module special-cases a model; when it
-does not, ``unsupported_reason`` names the group that is missing.
+A method (``method``) is a runner together with the capability groups of
+``ppgpc.models.spec.ModelSpec`` it needs and the options it accepts; each method module
+declares its own, and ``ppgpc.infer.methods.METHODS`` lists them.
 
 A runner is ``runner(spec, data, kernel, key, options) -> RunOutput``
 (``ppgpc.infer.records``: the draws by site name, (chain, draw, ...), how they predict, a
@@ -25,10 +23,8 @@ from ppgpc.models.spec import CAPABILITIES, ModelSpec
 from ppgpc.runtime.blocks import resolve_mesh
 from ppgpc.runtime.programs import jit
 
-__all__ = ["as_draws", "check_hyperparameters", "POSITIVE_HYPERS", "register_method",
-           "Method", "get_method", "method_names", "supported_methods", "unsupported_reason",
-           "check_method_options", "size_limited", "resolve_spec", "jitted", "DEVICES_OPTION",
-           "device_methods", "check_devices"]
+__all__ = ["as_draws", "check_hyperparameters", "POSITIVE_HYPERS", "method", "Method",
+           "resolve_spec", "jitted", "DEVICES_OPTION"]
 
 
 # ------------------------------------------------------------------ shared helpers
@@ -95,7 +91,7 @@ def resolve_spec(model) -> ModelSpec:
 
 # ------------------------------------------------------------------ method registry
 class Method(NamedTuple):
-    """A registered method (``register_method``)."""
+    """A method of the driver (``method``; ``ppgpc.infer.methods.METHODS``)."""
 
     name: str
     runner: Callable[..., dict]
@@ -110,9 +106,6 @@ class Method(NamedTuple):
     ``(options) -> str | None``, why these (checked) options cannot use it (None: they can)."""
     sampler: bool = False
     """An MCMC method: its draws are checked for R-hat and ESS (``ppgpc.infer.convergence``)."""
-
-
-_METHODS: dict[str, Method] = {}
 
 
 def _alternatives(requires) -> tuple:
@@ -133,9 +126,10 @@ def _alternatives(requires) -> tuple:
     return out
 
 
-def register_method(name: str, runner, requires, defaults: dict, *,
-                    scalable=False, check=None, devices=False, sampler=False) -> None:
-    """Teach the driver a method.
+def method(name: str, runner, requires, defaults: dict, *,
+           scalable=False, check=None, devices=False, sampler=False) -> Method:
+    """A method the driver can run (listed in ``ppgpc.infer.methods.METHODS``, or added
+    there with ``ppgpc.infer.methods.register_method``).
 
     Args:
         name: the method's name, e.g. ``"gibbs"``.
@@ -165,68 +159,15 @@ def register_method(name: str, runner, requires, defaults: dict, *,
     stage it ran, and ``jitter``, the largest Cholesky jitter of the fitted model (absolute);
     the driver turns them into the fit's ``ConvergenceReport``.
 
-    How ``ppgpc.infer.svi`` registers its method, when it is imported::
+    How ``ppgpc.infer.svi`` declares its method::
 
-        register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True)
+        SVI_METHOD = method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True, devices=True)
     """
-    _METHODS[name] = Method(name=name, runner=runner, requires=_alternatives(requires),
-                            defaults=dict(defaults), check=check or dict,
-                            scalable=scalable or False,
-                            devices=devices if callable(devices) else bool(devices),
-                            sampler=bool(sampler))
+    return Method(name=name, runner=runner, requires=_alternatives(requires),
+                  defaults=dict(defaults), check=check or dict, scalable=scalable or False,
+                  devices=devices if callable(devices) else bool(devices),
+                  sampler=bool(sampler))
 
-
-def method_names() -> tuple[str, ...]:
-    """Every registered method, in the order of registration."""
-    return tuple(_METHODS)
-
-
-def get_method(name: str) -> Method:
-    """The registered method ``name``.
-
-    Raises:
-        ValueError: no method of that name is registered (the known ones are named).
-    """
-    try:
-        return _METHODS[name]
-    except KeyError:
-        raise ValueError(f"unknown method {name!r}; the driver knows {list(_METHODS)}") \
-            from None
-
-
-def unsupported_reason(spec: ModelSpec, method: str) -> str | None:
-    """Why ``spec`` does not support ``method`` (None when it does): the model excludes it,
-    or the capability groups that are missing from the alternative closest to filled."""
-    if method in spec.excluded_methods:
-        return f"the model excludes it (excluded_methods={list(spec.excluded_methods)})"
-    missing = [[g for g in alternative if not spec.has(g)]
-               for alternative in get_method(method).requires]
-    if any(not m for m in missing):
-        return None
-    fewest = min(missing, key=len)
-    names = " and ".join(repr(g) for g in fewest)
-    return f"it has no {names} capability (it has {list(spec.capabilities)})"
-
-
-def supported_methods(model) -> tuple[str, ...]:
-    """The methods a model supports: those whose required capability groups its spec fills,
-    less any the spec opts out of in ``excluded_methods``.
-
-    Args:
-        model: a ``ModelSpec`` or a model name (``ppgpc.models.available()``).
-    """
-    spec = resolve_spec(model)
-    return tuple(name for name in _METHODS if unsupported_reason(spec, name) is None)
-
-
-def _with_options(method: str, defaults: dict, given: dict) -> dict:
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise TypeError(
-            f"method {method!r} got unknown option(s) {unknown}; its options are "
-            f"{sorted(defaults)}"
-        )
-    return {**defaults, **given}
 
 
 DEVICES_OPTION = "devices"
@@ -235,82 +176,3 @@ n (the first n of ``jax.devices()``) or a ``jax.sharding.Mesh`` with an axis ``"
 (``ppgpc.runtime.blocks.resolve_mesh``)."""
 
 
-def device_methods() -> tuple[str, ...]:
-    """The methods that take the option ``devices``."""
-    return tuple(name for name, m in _METHODS.items() if m.devices)
-
-
-def _device_models(method: str) -> list[str]:
-    """The registered models that support ``method`` and can place their data on a mesh."""
-    return [name for name in available_models() if get_spec(name).place is not None
-            and unsupported_reason(get_spec(name), method) is None]
-
-
-def _who_can() -> str:
-    """The device methods with the models that can use them, for refusals."""
-    return "; ".join(f"{method}: {_device_models(method)}" for method in device_methods())
-
-
-def check_method_options(method: str, options: dict) -> dict:
-    """A method's options completed with its defaults and checked, as ``fit`` does before
-    it looks at the data; for callers that run other work first (an estimator's smoothing
-    search), so a bad setting is refused before that work rather than after it.
-
-    Raises:
-        ValueError: an unknown method, or a setting that is not what it should be (named),
-            ``devices`` given to a method that cannot use it (the ones that can are named)
-            or a ``devices`` value ``ppgpc.runtime.blocks.resolve_mesh`` refuses.
-        TypeError: an option the method does not have (the valid ones are named).
-    """
-    entry = get_method(method)
-    options = dict(options)
-    devices = options.pop(DEVICES_OPTION, None)
-    if devices is not None and not entry.devices:
-        raise ValueError(
-            f"method {method!r} cannot split its work over devices (devices={devices!r}); "
-            f"the methods that can are {list(device_methods())}, with these models: "
-            f"{_who_can()}")
-    checked = entry.check(_with_options(method, entry.defaults, options))
-    if entry.devices:
-        resolve_mesh(devices)  # a bad value is refused here, before any work
-        reason = entry.devices(checked) if callable(entry.devices) else None
-        if devices is not None and reason is not None:
-            raise ValueError(f"method {method!r} cannot split its work over devices "
-                             f"(devices={devices!r}) with these options: {reason}")
-        checked[DEVICES_OPTION] = devices
-    return checked
-
-
-def check_devices(spec: ModelSpec, devices, method: str | None = None):
-    """The mesh ``devices`` asks for (``ppgpc.runtime.blocks.resolve_mesh``; None for one device),
-    checked against the model: its ``ModelSpec.place`` splits the prepared data over it.
-
-    Args:
-        spec: the model's spec.
-        devices: the option's value.
-        method: the method it is for, to name the models that can run it on devices.
-
-    Raises:
-        ValueError: a model that cannot split its data (the ones that can are named), or a
-            value ``resolve_mesh`` refuses.
-    """
-    mesh = resolve_mesh(devices)
-    if mesh is not None and spec.place is None:
-        able = (f"with method {method!r} are {_device_models(method)}"
-                if method in device_methods() else f"are: {_who_can()}")
-        raise ValueError(
-            f"model {spec.name!r} cannot split its data over devices (devices={devices!r}); "
-            f"the models that can {able}")
-    return mesh
-
-
-def size_limited(spec: ModelSpec, method: str, options: dict, num_samples: int) -> bool:
-    """Whether ``fit`` applies ``max_exact_points``: not for a ``scalable`` model (e.g. the
-    collapsed sparse bounds, whose cost is O(N M^2)), nor for a scalable method, nor for a
-    method that these options make sparse."""
-    if spec.scalable:
-        return False
-    scalable = get_method(method).scalable
-    if callable(scalable):
-        return not scalable(options, num_samples)
-    return not scalable

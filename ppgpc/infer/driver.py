@@ -1,8 +1,7 @@
 """One entry point, ``fit``, that runs any model with any method it supports.
 
-The methods live in modules of their own, each registered with
-``ppgpc.infer.common.register_method`` together with the capability groups of
-``ppgpc.models.spec.ModelSpec`` it needs: ``exact`` and ``map`` (``ppgpc.infer.exact``), ``nuts``
+The methods live in modules of their own, each declared there with the capability groups
+of ``ppgpc.models.spec.ModelSpec`` it needs and listed in ``ppgpc.infer.methods.METHODS``: ``exact`` and ``map`` (``ppgpc.infer.exact``), ``nuts``
 (``ppgpc.infer.nuts``), ``cavi``, ``gibbs`` and ``svi``. ``supported_methods(spec)`` is
 derived from those requirements, so a model supports a method exactly when it fills the
 groups the method uses; nothing here special-cases a model.
@@ -21,12 +20,10 @@ import time
 import jax
 import numpy as np
 
-# importing a method's module registers it; this order is the order of METHODS
-from ppgpc.infer import exact, nuts  # noqa: F401,I001  (exact, map, nuts)
-from ppgpc.infer import cavi, gibbs, svi  # noqa: F401,I001
 from ppgpc.gp.kernels import make_kernel
-from ppgpc.infer.common import (DEVICES_OPTION, check_devices, check_method_options, get_method,
-                                method_names, register_method, resolve_spec, size_limited,
+from ppgpc.infer.common import DEVICES_OPTION, resolve_spec
+from ppgpc.infer.methods import (check_devices, check_method_options, get_method,
+                                method_names, register_method, size_limited,
                                 supported_methods, unsupported_reason)
 from ppgpc.infer.convergence import ConvergenceReport, chain_check, relative_jitter, warn_if_needed
 from ppgpc.infer.records import RunOutput

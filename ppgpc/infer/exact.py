@@ -18,15 +18,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, register_method
+from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, method
 from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
 from ppgpc.infer.records import FitInfo, OptimizerInfo, RunOutput
 from ppgpc.infer.sites import optimize_sites
 from ppgpc.runtime.programs import jit
 from ppgpc.validation import check_options
 
-__all__ = ["OPTIMIZER_OPTIONS", "PointHypers", "point_hypers", "check_posterior", "run_exact",
-           "run_map", "check_optimizer_options"]
+__all__ = ["EXACT_METHOD", "MAP_METHOD", "OPTIMIZER_OPTIONS", "PointHypers", "point_hypers",
+           "check_posterior", "run_exact", "run_map", "check_optimizer_options"]
 
 OPTIMIZER_OPTIONS = {"hyperparameters": None, "initial_hyperparameters": None,
                      "num_draws": 1000, "max_iter": 500, "tol": 1e-6,
@@ -141,12 +141,12 @@ def _run_point(spec, data, kernel, key, opts, include_prior) -> RunOutput:
 
 
 def run_exact(spec, data, kernel, key, opts) -> RunOutput:
-    """Runner of method ``"exact"`` (type-II ML; ``ppgpc.infer.register_method``)."""
+    """Runner of method ``"exact"`` (type-II ML; ``ppgpc.infer.methods.METHODS``)."""
     return _run_point(spec, data, kernel, key, opts, include_prior=False)
 
 
 def run_map(spec, data, kernel, key, opts) -> RunOutput:
-    """Runner of method ``"map"`` (type-II MAP; ``ppgpc.infer.register_method``)."""
+    """Runner of method ``"map"`` (type-II MAP; ``ppgpc.infer.methods.METHODS``)."""
     return _run_point(spec, data, kernel, key, opts, include_prior=True)
 
 
@@ -157,7 +157,9 @@ def check_optimizer_options(opts: dict) -> dict:
                          flags=("progress_bar",))
 
 
-register_method("exact", run_exact, "conjugate", OPTIMIZER_OPTIONS,
-                check=check_optimizer_options, devices=True)
-register_method("map", run_map, "conjugate", OPTIMIZER_OPTIONS,
-                check=check_optimizer_options, devices=True)
+EXACT_METHOD = method("exact", run_exact, "conjugate", OPTIMIZER_OPTIONS,
+                      check=check_optimizer_options, devices=True)
+"""The driver's method ``"exact"`` (``ppgpc.infer.methods.METHODS``)."""
+MAP_METHOD = method("map", run_map, "conjugate", OPTIMIZER_OPTIONS,
+                    check=check_optimizer_options, devices=True)
+"""The driver's method ``"map"`` (``ppgpc.infer.methods.METHODS``)."""

@@ -42,15 +42,15 @@ from jax import lax
 
 from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
 from ppgpc.infer.cavi import cavi_check, cavi_info
-from ppgpc.infer.common import as_draws, check_hyperparameters, register_method
+from ppgpc.infer.common import as_draws, check_hyperparameters, method
 from ppgpc.infer.mcmc import WINDOW, WindowedRun, chain_keys, sample_windows
 from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput, SamplerInfo
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.runtime.programs import jit
 from ppgpc.validation import check_options
 
-__all__ = ["gibbs_programs", "run_gibbs", "check_gibbs_options", "GIBBS_OPTIONS",
-           "HYPER_ALGORITHMS"]
+__all__ = ["GIBBS_METHOD", "gibbs_programs", "run_gibbs", "check_gibbs_options",
+           "GIBBS_OPTIONS", "HYPER_ALGORITHMS"]
 
 
 def _sample_field(inner, field: str) -> dict:
@@ -254,7 +254,7 @@ def _real_draws(draws: dict, data, field: str) -> dict:
 
 
 def run_gibbs(spec, data, kernel, key, opts) -> RunOutput:
-    """Runner of method ``"gibbs"`` (``ppgpc.infer.register_method``)."""
+    """Runner of method ``"gibbs"`` (``ppgpc.infer.methods.METHODS``)."""
     if opts["num_inducing"] is not None:
         return _run_inducing(spec, data, kernel, key, opts)
     given = opts["hyperparameters"]
@@ -304,5 +304,6 @@ def _is_sparse(opts: dict, num_samples: int) -> bool:
     return M is not None and M < num_samples
 
 
-register_method("gibbs", run_gibbs, ("gibbs", "latent"), GIBBS_OPTIONS,
-                scalable=_is_sparse, check=check_gibbs_options, sampler=True)
+GIBBS_METHOD = method("gibbs", run_gibbs, ("gibbs", "latent"), GIBBS_OPTIONS,
+                      scalable=_is_sparse, check=check_gibbs_options, sampler=True)
+"""The driver's method ``"gibbs"`` (``ppgpc.infer.methods.METHODS``)."""

@@ -21,7 +21,7 @@ import numpy as np
 from jax import lax
 
 from ppgpc.infer.cavi import cavi_check, cavi_info
-from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, register_method
+from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, method
 from ppgpc.infer.exact import OPTIMIZER_OPTIONS, point_hypers
 from ppgpc.infer.mcmc import run_nuts
 from ppgpc.infer.records import FitInfo, RunOutput, SamplerInfo
@@ -30,7 +30,7 @@ from ppgpc.models.spec import JITTER_SITE
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.validation import check_options, check_probability
 
-__all__ = ["NUTS_OPTIONS", "run_nuts_method", "check_nuts_options"]
+__all__ = ["NUTS_METHOD", "NUTS_OPTIONS", "run_nuts_method", "check_nuts_options"]
 
 NUTS_OPTIONS = {
     "form": "collapsed",
@@ -92,7 +92,7 @@ def check_nuts_options(opts: dict) -> dict:
 
 
 def run_nuts_method(spec, data, kernel, key, opts) -> RunOutput:
-    """Runner of method ``"nuts"`` (``ppgpc.infer.register_method``)."""
+    """Runner of method ``"nuts"`` (``ppgpc.infer.methods.METHODS``)."""
     form = opts["form"]
     if form not in _FORMS:
         raise ValueError(f"nuts form must be 'collapsed' or 'latent', got {form!r}")
@@ -183,5 +183,6 @@ def run_nuts_method(spec, data, kernel, key, opts) -> RunOutput:
                      run=out.run._replace(check=None) if form == "collapsed" else out.run)
 
 
-register_method("nuts", run_nuts_method, (("conjugate",), ("latent",)), NUTS_OPTIONS,
-                check=check_nuts_options, sampler=True)
+NUTS_METHOD = method("nuts", run_nuts_method, (("conjugate",), ("latent",)), NUTS_OPTIONS,
+                     check=check_nuts_options, sampler=True)
+"""The driver's method ``"nuts"`` (``ppgpc.infer.methods.METHODS``)."""

@@ -1,7 +1,7 @@
 """What a method's runner hands the driver (``RunOutput``) and what a fit records about
 itself (``FitInfo``), as typed, frozen values.
 
-A runner (``ppgpc.infer.common.register_method``) is called as
+A runner (``ppgpc.infer.methods.METHODS``) is called as
 ``runner(spec, data, kernel, key, options)`` and returns a ``RunOutput``: the posterior
 draws or point estimate, how the draws turn into predictions, and a ``FitInfo`` of what the
 run did; the driver adds the time, the devices and the ``ConvergenceReport`` (from the

@@ -63,7 +63,7 @@ from jax import lax
 from numpyro.infer import SVI, TraceMeanField_ELBO
 from numpyro.optim import optax_to_numpyro
 
-from ppgpc.infer.common import as_draws, register_method
+from ppgpc.infer.common import as_draws, method
 from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
 from ppgpc.infer.records import FitInfo, RunOutput, SVIInfo, ValidationInfo
@@ -71,7 +71,8 @@ from ppgpc.runtime.loop import Window, run_windows
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.runtime.programs import jit
 
-__all__ = ["run_svi", "svi_hypers", "SVIHypers", "schedule_options", "SVI_OPTIONS",
+__all__ = ["SVI_METHOD", "run_svi", "svi_hypers", "SVIHypers", "schedule_options",
+           "SVI_OPTIONS",
            "DEFAULT_BATCH_SIZE", "DEFAULT_STEPS", "default_batch_size", "make_optimizer",
            "learning_rate_at", "natural_step_size_at",
            "natural_gradient_schedule"]
@@ -394,7 +395,7 @@ def _svi_programs(spec, optimizer, schedule, natural: bool, num_particles: int,
 
 
 def run_svi(spec, data, kernel, key, opts) -> RunOutput:
-    """Runner of method ``"svi"`` (``ppgpc.infer.register_method``; the module docstring)."""
+    """Runner of method ``"svi"`` (``ppgpc.infer.methods.METHODS``; the module docstring)."""
     N = num_real_rows(data)
     opts = _check_options(spec, opts, N)
     B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
@@ -573,4 +574,5 @@ def _svi_check(windows: list, stopped, tol, num_points: int) -> OptimizerCheck:
                            measure="relative change of the windows' mean ELBO")
 
 
-register_method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True, devices=True)
+SVI_METHOD = method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True, devices=True)
+"""The driver's method ``"svi"`` (``ppgpc.infer.methods.METHODS``)."""

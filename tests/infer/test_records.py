@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ppgpc.infer import fit
-from ppgpc.infer.common import register_method
+from ppgpc.infer.methods import register_method
 from ppgpc.infer.convergence import ConvergenceReport
 from ppgpc.infer.records import (CAVIInfo, FitInfo, OptimizerInfo, SamplerInfo, SVIInfo,
                                  ValidationInfo)
@@ -94,7 +94,7 @@ def test_a_damaged_record_is_refused_by_name(bad):
 
 
 def test_a_runner_that_returns_no_run_output_is_refused_by_name():
-    from ppgpc.infer import common
+    from ppgpc.infer import methods
 
     def runner(spec, data, kernel, key, opts):
         return {"hypers": {}, "latent": None}
@@ -105,7 +105,7 @@ def test_a_runner_that_returns_no_run_output_is_refused_by_name():
         with pytest.raises(TypeError, match="dict_runner.*RunOutput"):
             fit("ilr_gp", X, y, method="dict_runner")
     finally:
-        common._METHODS.pop("dict_runner", None)
+        methods.METHODS.pop("dict_runner", None)
 
 
 def test_nan_survives_the_json_form():
@@ -114,3 +114,20 @@ def test_nan_survives_the_json_form():
                                stopped_on="max_iter"))
     back = FitInfo.from_dict(json.loads(json.dumps(info.to_dict())))
     assert math.isnan(back.svi.seconds_per_step) and back.svi.steps == 1
+
+
+def test_the_method_table_is_declared_in_one_place_and_importing_a_method_registers_nothing():
+    """``ppgpc.infer.methods.METHODS`` lists the six methods in its order; a method module
+    only declares its ``Method``: none registers itself or reaches for the table."""
+    import inspect
+
+    from ppgpc.infer import cavi, exact, gibbs, methods, nuts, svi
+
+    assert list(methods.METHODS) == ["exact", "map", "nuts", "cavi", "gibbs", "svi"]
+    assert methods.METHODS["svi"] is svi.SVI_METHOD and methods.METHODS["map"] is exact.MAP_METHOD
+    assert (methods.METHODS["nuts"], methods.METHODS["cavi"], methods.METHODS["gibbs"]) == \
+        (nuts.NUTS_METHOD, cavi.CAVI_METHOD, gibbs.GIBBS_METHOD)
+    for module in (cavi, exact, gibbs, nuts, svi):
+        source = inspect.getsource(module)
+        assert "register_method" not in source and "infer.methods import" not in source, \
+            module.__name__

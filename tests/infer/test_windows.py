@@ -177,17 +177,17 @@ def _blas_threads() -> list[int]:
 
 def test_a_fit_runs_with_one_blas_thread_and_restores_the_users_setting(problem,
                                                                         monkeypatch):
-    from ppgpc.infer import common
+    from ppgpc.infer import methods
 
     X, y = problem
     seen = []
-    entry = common.get_method("map")
+    entry = methods.get_method("map")
 
     def spy(*args, **kwargs):
         seen.append(_blas_threads())
         return entry.runner(*args, **kwargs)
 
-    monkeypatch.setitem(common._METHODS, "map", entry._replace(runner=spy))
+    monkeypatch.setitem(methods.METHODS, "map", entry._replace(runner=spy))
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
         fit("ilr_gp", X, y, method="map")
