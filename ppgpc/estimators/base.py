@@ -45,8 +45,8 @@ from ppgpc.runtime.threads import blas_limited
 from ppgpc.validation import (MAX_EXACT_POINTS, check_exact_size, check_features, check_flag,
                               check_labels, check_seed, check_size_limit, encode_labels)
 
-__all__ = ["GPClassifierBase", "Selected", "SHARED_OPTIONS", "SHARED_DOC", "EXAMPLE_DOC", "shared_doc",
-           "ESTIMATOR_NAMES", "saveable_estimators"]
+__all__ = ["GPClassifierBase", "Selected", "SHARED_OPTIONS", "SHARED_DOC", "EXAMPLE_DOC",
+           "shared_doc", "ESTIMATOR_NAMES", "saveable_estimators"]
 
 SHARED_OPTIONS = ("kernel", "inference", "standardize", "seed", "max_exact_points", "progress",
                   "inference_options")

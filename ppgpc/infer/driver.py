@@ -1,8 +1,9 @@
 """One entry point, ``fit``, that runs any model with any method it supports.
 
 The methods live in modules of their own, each declared there with the capability groups
-of ``ppgpc.models.spec.ModelSpec`` it needs and listed in ``ppgpc.infer.methods.METHODS``: ``exact`` and ``map`` (``ppgpc.infer.exact``), ``nuts``
-(``ppgpc.infer.nuts``), ``cavi``, ``gibbs`` and ``svi``. ``supported_methods(spec)`` is
+of ``ppgpc.models.spec.ModelSpec`` it needs and listed in ``ppgpc.infer.methods.METHODS``:
+``exact`` and ``map`` (``ppgpc.infer.exact``), ``nuts`` (``ppgpc.infer.nuts``), ``cavi``,
+``gibbs`` and ``svi``. ``supported_methods(spec)`` is
 derived from those requirements, so a model supports a method exactly when it fills the
 groups the method uses; nothing here special-cases a model.
 

@@ -25,9 +25,9 @@ training point, or below ``tol`` relative) for ``patience`` windows in a row, or
 ``max_iter`` steps (rounded up to a whole number of windows); ``tol=None`` runs all
 ``max_iter`` steps, in the one loop of every method (``ppgpc.runtime.loop``), whose
 progress bar shows the running ELBO. ``batch_size``, ``max_iter`` and ``learning_rate``
-left at None take the model's own schedule (``SVI.default_options``: the SVGP's full batch of 2000 steps at 0.1 up to 640
-points, minibatches of 256 for 5000 steps at 0.01 above), or else ``DEFAULT_BATCH_SIZE``
-and ``DEFAULT_STEPS``.
+left at None take the model's own schedule (``SVI.default_options``: the SVGP's full
+batch of 2000 steps at 0.1 up to 640 points, minibatches of 256 for 5000 steps at 0.01
+above), or else ``DEFAULT_BATCH_SIZE`` and ``DEFAULT_STEPS``.
 
 Validation monitor (option ``validation_data=(X_val, y_val)``, held-out inputs scaled as the
 training inputs and integer labels): after each window the held-out NLL of the current
@@ -50,10 +50,11 @@ The result keeps the per-step ELBO estimates as ``sample_stats["elbo"]`` (1, ste
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import warnings
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -71,8 +72,8 @@ from ppgpc.runtime.loop import Window, run_windows
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.runtime.programs import jit
 
-__all__ = ["SVI_METHOD", "run_svi", "svi_hypers", "SVIHypers", "schedule_options",
-           "SVI_OPTIONS",
+__all__ = ["SVI_METHOD", "SVIOptions", "run_svi", "svi_hypers", "SVIHypers",
+           "schedule_options", "SVI_OPTIONS",
            "DEFAULT_BATCH_SIZE", "DEFAULT_STEPS", "default_batch_size", "make_optimizer",
            "learning_rate_at", "natural_step_size_at",
            "natural_gradient_schedule"]
@@ -222,8 +223,7 @@ def default_batch_size(N: int) -> int:
     return min(DEFAULT_BATCH_SIZE, N)
 
 
-def _positive_int(opts: dict, name: str) -> int:
-    value = opts[name]
+def _positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) \
             or int(value) != value or value < 1:
         raise ValueError(f"svi option {name} must be a positive integer, got {value!r}")
@@ -236,7 +236,7 @@ def schedule_options(spec, opts: dict, N: int) -> dict:
     has one, else B = min(``DEFAULT_BATCH_SIZE``, N) and ``DEFAULT_STEPS``."""
     out = dict(opts)
     if out["batch_size"] is not None:
-        out["batch_size"] = _positive_int(out, "batch_size")
+        out["batch_size"] = _positive_int(out["batch_size"], "batch_size")
         if out["batch_size"] > N:
             raise ValueError(f"batch_size B = {out['batch_size']} exceeds the number of "
                              f"training points N = {N}; choose B <= N")
@@ -252,22 +252,52 @@ def schedule_options(spec, opts: dict, N: int) -> dict:
     return out
 
 
-def _check_options(spec, opts: dict, N: int) -> dict:
-    out = schedule_options(spec, opts, N)
-    for name in ("max_iter", "num_particles", "patience", "window", "num_draws"):
-        out[name] = _positive_int(out, name)
-    gamma = out["natural_gradient"]
-    if gamma is not None:
-        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 < gamma <= 1:
-            raise ValueError("svi option natural_gradient must be a step size in (0, 1] or "
-                             f"None, got {gamma!r}")
-        out["natural_gradient"] = float(gamma)
-    if out["tol"] is not None and not out["tol"] >= 0:
-        raise ValueError(f"svi option tol must be >= 0 or None, got {out['tol']!r}")
-    out["validation_draws"] = _positive_int(out, "validation_draws")
-    if out["validation_patience"] is not None:
-        out["validation_patience"] = _positive_int(out, "validation_patience")
-    return out
+@dataclasses.dataclass(frozen=True)
+class SVIOptions:
+    """The ``"svi"`` method's options, checked once (``SVI_OPTIONS`` names them and gives
+    their defaults; the driver takes them as keywords)."""
+
+    batch_size: int
+    """Minibatch size B (B = N: the full batch)."""
+    max_iter: int
+    learning_rate: float
+    optimizer: Any
+    """``"adam"``, ``"adamw"``, ``"sgd"`` or an ``optax.GradientTransformation``."""
+    schedule: Any
+    """``"constant"``, ``"warmup_cosine"``, ``"exponential"`` or an optax schedule."""
+    warmup_steps: int
+    num_particles: int
+    tol: float | None
+    patience: int
+    window: int
+    num_draws: int
+    progress_bar: bool
+    natural_gradient: float | None
+    validation_data: Any
+    validation_draws: int
+    restore_best: bool
+    validation_patience: int | None
+
+
+def _check_options(spec, opts: dict, N: int) -> SVIOptions:
+    """``opts`` (``SVI_OPTIONS``' keys) checked and completed (``schedule_options``)."""
+    o = SVIOptions(**schedule_options(spec, opts, N))
+    gamma = o.natural_gradient
+    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, (int, float))
+                              or not 0 < gamma <= 1):
+        raise ValueError("svi option natural_gradient must be a step size in (0, 1] or "
+                         f"None, got {gamma!r}")
+    if o.tol is not None and not o.tol >= 0:
+        raise ValueError(f"svi option tol must be >= 0 or None, got {o.tol!r}")
+    return dataclasses.replace(
+        o, max_iter=_positive_int(o.max_iter, "max_iter"),
+        num_particles=_positive_int(o.num_particles, "num_particles"),
+        patience=_positive_int(o.patience, "patience"), window=_positive_int(o.window, "window"),
+        num_draws=_positive_int(o.num_draws, "num_draws"),
+        natural_gradient=None if gamma is None else float(gamma),
+        validation_draws=_positive_int(o.validation_draws, "validation_draws"),
+        validation_patience=None if o.validation_patience is None else _positive_int(
+            o.validation_patience, "validation_patience"))
 
 
 def _check_validation_data(spec, data, validation_data):
@@ -397,18 +427,18 @@ def _svi_programs(spec, optimizer, schedule, natural: bool, num_particles: int,
 def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"svi"`` (``ppgpc.infer.methods.METHODS``; the module docstring)."""
     N = num_real_rows(data)
-    opts = _check_options(spec, opts, N)
-    B, window = opts["batch_size"], min(opts["window"], opts["max_iter"])
-    max_iter = -(-opts["max_iter"] // window) * window  # whole windows
+    o = _check_options(spec, opts, N)
+    B, window = o.batch_size, min(o.window, o.max_iter)
+    max_iter = -(-o.max_iter // window) * window  # whole windows
     # a full batch is batch_size None to the model: one program for every N of a bucket
-    ng = opts["natural_gradient"]
+    ng = o.natural_gradient
     # checks the optimiser's and the schedule's names and the rate
-    make_optimizer(opts["optimizer"], float(opts["learning_rate"]), opts["schedule"], max_iter,
-                   int(opts["warmup_steps"]))
+    make_optimizer(o.optimizer, float(o.learning_rate), o.schedule, max_iter,
+                   int(o.warmup_steps))
     svi, init, run_window = _svi_programs(
-        spec, opts["optimizer"], opts["schedule"], ng is not None,
-        int(opts["num_particles"]), None if B >= N else B, window)
-    numbers = _ScheduleArgs(float(opts["learning_rate"]), max_iter, int(opts["warmup_steps"]),
+        spec, o.optimizer, o.schedule, ng is not None, o.num_particles,
+        None if B >= N else B, window)
+    numbers = _ScheduleArgs(float(o.learning_rate), max_iter, int(o.warmup_steps),
                            1.0 if ng is None else float(ng))
     k_init, k_draws = jax.random.split(key)
     # The monitor's key is folded in apart from the split, so runs without a monitor keep
@@ -416,8 +446,8 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     # split(key)[1], k_draws, and the held-out draws would reuse q(v)'s normals.
     k_val = jax.random.fold_in(key, _VALIDATION_STREAM)
     monitor = None
-    if opts["validation_data"] is not None:
-        monitor = _check_validation_data(spec, data, opts["validation_data"])
+    if o.validation_data is not None:
+        monitor = _check_validation_data(spec, data, o.validation_data)
     state = init(k_init, data, kernel, numbers)
 
     trace, means, val_nll, val_steps = [], [], [], []
@@ -435,7 +465,7 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
         if not np.all(np.isfinite(elbos)):
             raise FloatingPointError(
                 f"the ELBO became non-finite within steps {steps - window}..{steps}; lower "
-                f"the learning_rate (now {opts['learning_rate']}) or check the inputs' scale")
+                f"the learning_rate (now {o.learning_rate}) or check the inputs' scale")
         trace.append(elbos)
         means.append(float(elbos.mean()))
         postfix = {"elbo": f"{means[-1]:.4g}"}
@@ -443,7 +473,7 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
             score, X_val, y_val = monitor
             current = svi.get_params(state)
             nll = -float(jnp.mean(score(k_val, current, data, kernel, X_val, y_val,
-                                        opts["validation_draws"])))
+                                        o.validation_draws)))
             nll = nll if np.isfinite(nll) else float("inf")
             val_nll.append(nll)
             val_steps.append(steps)
@@ -452,31 +482,31 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
                 watch["best"], watch["stale"] = (nll, steps, current), 0
             else:
                 watch["stale"] += 1
-            if opts["validation_patience"] is not None \
-                    and watch["stale"] >= opts["validation_patience"]:
+            if o.validation_patience is not None \
+                    and watch["stale"] >= o.validation_patience:
                 return state, Window(window, postfix, "validation")
-        if opts["tol"] is not None and len(trace) > 1:
+        if o.tol is not None and len(trace) > 1:
             # the convergence check's own test (``_settled``) decides when to stop
-            settled = _settled(trace[-1], trace[-2], opts["tol"], N)[0]
+            settled = _settled(trace[-1], trace[-2], o.tol, N)[0]
             watch["calm"] = watch["calm"] + 1 if settled else 0
-            if watch["calm"] >= opts["patience"]:
+            if watch["calm"] >= o.patience:
                 return state, Window(window, postfix, "elbo")
         return state, Window(window, postfix)
 
     state, stopped = run_windows(run, state, cap=max_iter, size=window, desc="SVI",
-                                 unit="step", progress=bool(opts["progress_bar"]),
+                                 unit="step", progress=bool(o.progress_bar),
                                  cap_reason="max_iter")
     steps, stopped_on, best = stopped.units, stopped.reason, watch["best"]
     timed_steps, timed_seconds = timing["steps"], timing["seconds"]
     params = svi.get_params(state)
-    restored = monitor is not None and bool(opts["restore_best"]) and best[1] != steps
+    restored = monitor is not None and bool(o.restore_best) and best[1] != steps
     if monitor is not None and not np.isfinite(best[0]):
         raise FloatingPointError("the validation NLL was non-finite at every window; check "
                                  "the validation inputs' scale")
     if restored:
         params = best[2]
     refused = _natural_gradient_refusals(state)
-    out = spec.svi.result(k_draws, params, data, kernel, opts["num_draws"])
+    out = spec.svi.result(k_draws, params, data, kernel, o.num_draws)
     for name in ("inducing", "latent"):
         if name in out:
             if not bool(jnp.all(jnp.isfinite(out[name]))):
@@ -489,7 +519,7 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     # cavi.py names its kind
     prior = spec.svi.includes_hyper_prior
     kind = "MAP" if prior is not None and prior(data) else "ML"
-    check = _svi_check(windows, stopped, opts["tol"], N)
+    check = _svi_check(windows, stopped, o.tol, N)
     record = SVIInfo(steps=int(steps), converged=bool(check.converged), elbo=float(means[-1]),
                      batch_size=int(B), seconds_per_step=float(per_step),
                      seconds_per_epoch=float(per_step * N / B), stopped_on=stopped_on,
