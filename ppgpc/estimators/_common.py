@@ -39,10 +39,12 @@ def _warn_of_extreme_values(zscores: Standardizer, X: np.ndarray, method: str) -
 
 def check_frame_columns(X, expected=None) -> None:
     """Errors that name the column, for a table (anything with ``columns`` and ``dtypes``,
-    e.g. a pandas DataFrame) before scikit-learn converts it to numbers.
+    e.g. a pandas DataFrame) or an array or nested list of strings, before scikit-learn
+    converts it to numbers.
 
     Args:
-        X: the inputs; anything without ``columns`` and ``dtypes`` passes unchecked.
+        X: the inputs; without ``columns`` and ``dtypes``, only its cells are checked
+            (``_check_array_cells``).
         expected: the column names of fit (``feature_names_in_``), checked at prediction;
             None at fit or when fit had no names.
 
@@ -103,8 +105,6 @@ def _check_array_cells(X) -> None:
         return
     for j in range(arr.shape[1]):
         for i, value in enumerate(arr[:, j]):
-            if isinstance(value, (numbers.Number, np.number)) and not isinstance(value, bool):
-                continue
             try:
                 float(value)
                 continue

@@ -190,49 +190,51 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
     stops = list(checkpoints(floor, cap))
     num_warmup = int(num_warmup)
     draws, stats = [], []
-    seen = {"done": 0, "drawn": 0, "kept": None, "last": None, "pending": None}
+    done = drawn = 0          # transitions run, draws kept so far
+    kept = last = pending = None  # the last checkpoint and its check; the window running
 
-    def window(states, _):
-        states, (d, s) = seen["pending"]()
-        start_draw = min(max(num_warmup - seen["done"], 0), WINDOW)
-        seen["done"] += WINDOW
+    def window(_, __):
+        # the chains' states travel in ``pending``, the window already started
+        nonlocal done, drawn, kept, last, pending
+        states, (d, s) = pending()
+        start_draw = min(max(num_warmup - done, 0), WINDOW)
+        done += WINDOW
         if start_draw < WINDOW:
             draws.append(_after(d, start_draw, WINDOW))
             stats.append(_after(s, start_draw, WINDOW))
-            seen["drawn"] += WINDOW - start_draw
+            drawn += WINDOW - start_draw
         # the next window runs while the host checks the draws
-        seen["pending"] = start(states, args) if seen["drawn"] < cap else None
+        pending = start(states, args) if drawn < cap else None
         if start_draw == WINDOW:  # warm-up only
             jax.block_until_ready(d)
         postfix, stop = {}, None
-        while stops and seen["drawn"] >= stops[0]:
-            seen["kept"] = stops.pop(0)
-            last = seen["last"] = chain_check(checked(_first(_concat(draws), seen["kept"])))
+        while stops and drawn >= stops[0]:
+            kept = stops.pop(0)
+            last = chain_check(checked(_first(_concat(draws), kept)))
             ess = min(last.min_ess_bulk, last.min_ess_tail)
             postfix = {"R-hat": f"{last.max_rhat:.3f}", "ESS": f"{ess:.0f}"}
             if last.mixed:
                 stop, stops[:] = "converged", []
         if stop is None and not stops:
             stop = "max_samples"
-        return states, Window(WINDOW, postfix, stop,
-                              None if stop or not stops else _whole(num_warmup + stops[0]))
+        return None, Window(WINDOW, postfix, stop,
+                            None if stop or not stops else _whole(num_warmup + stops[0]))
 
     with chain_windows(window_fn, chain_fn, states, args) as (states, start):
-        seen["pending"] = start(states, args)
+        pending = start(states, args)
         try:
-            states, stopped = run_windows(
-                window, states, cap=num_warmup + cap + WINDOW, size=WINDOW, desc=desc,
+            _, stopped = run_windows(
+                window, None, cap=num_warmup + cap + WINDOW, size=WINDOW, desc=desc,
                 unit="draw", progress=progress, cap_reason="max_samples",
                 total=_whole(num_warmup + stops[0]))
         finally:
-            if seen["pending"] is not None:
+            if pending is not None:
                 # let the next window finish before anything else runs: two programs with
                 # batched LAPACK calls at once can deadlock XLA's CPU pool (jaxlib 0.10;
                 # docs/records/speed.md)
-                jax.block_until_ready(seen["pending"]())
-    kept, reason, last = seen["kept"], stopped.reason, seen["last"]
+                jax.block_until_ready(pending())
     draws, stats = _first(_concat(draws), kept), _first(_concat(stats), kept)
-    return draws, stats, WindowedRun(kept, num_warmup, reason, last)
+    return draws, stats, WindowedRun(kept, num_warmup, stopped.reason, last)
 
 
 # ------------------------------------------------------------------ NUTS

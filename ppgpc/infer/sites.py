@@ -165,9 +165,9 @@ def _sites_window(state, init_values, args, limit, max_iter, tol, ftol, learning
 
 def _run_in_windows(init, args, scalars, static, progress_bar, label):
     """The optimisation in the one loop (``ppgpc.runtime.loop.run_windows``): one device
-    call (``progress_bar`` False), or windows of about ``WINDOW_SECONDS`` with a counter of
-    iterations, the objective and the largest gradient entry on stderr between them (shown
-    once the fit has run a couple of seconds). The windows run the same program on the same
+    call (``progress_bar`` False), or windows of about ``ppgpc.runtime.loop.WINDOW_SECONDS``
+    with a counter of iterations, the objective and the largest gradient entry on stderr
+    between them (shown once the fit has run a couple of seconds). The windows run the same program on the same
     state as one call, so the result is the same bit for bit."""
     max_iter = scalars["max_iter"]
     start = _sites_start(init, args, scalars["tol"], scalars["learning_rate"], **static)
@@ -185,7 +185,7 @@ def _run_in_windows(init, args, scalars, static, progress_bar, label):
             None if reason == RUNNING else STOP_REASONS[reason])
 
     (_, params, best), _ = run_windows(
-        window, (start, None, None), cap=max(max_iter, 1),
+        window, (start, None, None), cap=max_iter,
         size=None if progress_bar else max_iter, desc=label, unit="it",
         progress=progress_bar, cap_reason="max_iter", total=False)
     return params, best

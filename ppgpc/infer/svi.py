@@ -111,7 +111,11 @@ SVI_OPTIONS = {
 _VALIDATION_STREAM = 0x76616C
 """``fold_in`` data of the validation monitor's key (not 0 or 1: see ``run_svi``)."""
 
-_OPTIMIZERS = {"adam": optax.adam, "adamw": optax.adamw, "sgd": optax.sgd}
+_OPTIMIZERS = {"adam": optax.scale_by_adam,
+               "adamw": lambda: optax.chain(optax.scale_by_adam(), optax.add_decayed_weights(1e-4)),
+               "sgd": optax.identity}
+"""The named optimisers without their learning rate (optax's ``adam``, ``adamw`` and
+``sgd`` are these followed by the rate, ``_with_rate``)."""
 _SCHEDULES = ("constant", "warmup_cosine", "exponential")
 
 
@@ -151,18 +155,19 @@ def learning_rate_at(count, schedule: str, learning_rate, max_iter, warmup_steps
     return _decay_after_warmup(learning_rate, schedule, max_iter, 0, count)
 
 
+def _with_rate(optimizer: str, rate) -> optax.GradientTransformation:
+    """The named optimiser at the learning rate ``rate(step)``."""
+    return optax.chain(_OPTIMIZERS[optimizer](), optax.scale_by_schedule(lambda c: -rate(c)))
+
+
 def _scheduled(optimizer: str, schedule: str):
     """``(learning_rate, max_iter, warmup_steps) -> optax transformation``: the named
     optimiser under the named schedule, its numbers arguments (``optax.inject_hyperparams``
     keeps them in the optimiser state, so a compiled program takes them as data)."""
-    scale = {"adam": optax.scale_by_adam, "adamw": lambda: optax.chain(
-        optax.scale_by_adam(), optax.add_decayed_weights(1e-4)), "sgd": optax.identity}
 
     def build(learning_rate, max_iter, warmup_steps):
-        def rate(count):
-            return -learning_rate_at(count, schedule, learning_rate, max_iter, warmup_steps)
-
-        return optax.chain(scale[optimizer](), optax.scale_by_schedule(rate))
+        return _with_rate(optimizer, lambda count: learning_rate_at(
+            count, schedule, learning_rate, max_iter, warmup_steps))
 
     return build
 
@@ -186,7 +191,7 @@ def make_optimizer(optimizer, learning_rate: float, schedule, max_iter: int,
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {learning_rate}")
     if callable(schedule):
-        return _OPTIMIZERS[optimizer](schedule)
+        return _with_rate(optimizer, schedule)
     if schedule not in _SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; choose from {list(_SCHEDULES)} or "
                          "pass an optax schedule")
@@ -377,9 +382,8 @@ def _svi_programs(spec, optimizer, schedule, natural: bool, num_particles: int,
     persistent cache can serve them). A user's own optax optimiser or schedule is used as
     it is.
     """
-    own = isinstance(optimizer, optax.GradientTransformation) or callable(schedule)
-    if own:
-        base = make_optimizer(optimizer, 1.0, schedule, 1, 0)
+    if isinstance(optimizer, optax.GradientTransformation) or callable(schedule):
+        base = optimizer if not isinstance(optimizer, str) else _with_rate(optimizer, schedule)
 
         def build(learning_rate, max_iter, warmup_steps, natural_gradient):
             return base
@@ -451,17 +455,18 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     state = init(k_init, data, kernel, numbers)
 
     trace, means, val_nll, val_steps = [], [], [], []
-    timing = {"steps": 0, "seconds": 0.0}
-    watch = {"best": None, "stale": 0, "calm": 0}
+    timed_steps, timed_seconds = 0, 0.0
+    best, stale, calm = None, 0, 0  # the monitor's best (nll, step, params); the ELBO test's
 
-    def run(state, n):
+    def run(state, _):
+        nonlocal timed_steps, timed_seconds, best, stale, calm
         start = time.perf_counter()
         state, elbos = run_window(state, data, kernel)
         elbos = np.asarray(elbos)
         steps = window * (len(trace) + 1)
         if trace:  # the first window includes compilation
-            timing["seconds"] += time.perf_counter() - start
-            timing["steps"] += window
+            timed_seconds += time.perf_counter() - start
+            timed_steps += window
         if not np.all(np.isfinite(elbos)):
             raise FloatingPointError(
                 f"the ELBO became non-finite within steps {steps - window}..{steps}; lower "
@@ -478,26 +483,24 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
             val_nll.append(nll)
             val_steps.append(steps)
             postfix["val_nll"] = f"{nll:.4g}"
-            if watch["best"] is None or nll < watch["best"][0]:
-                watch["best"], watch["stale"] = (nll, steps, current), 0
+            if best is None or nll < best[0]:
+                best, stale = (nll, steps, current), 0
             else:
-                watch["stale"] += 1
-            if o.validation_patience is not None \
-                    and watch["stale"] >= o.validation_patience:
+                stale += 1
+            if o.validation_patience is not None and stale >= o.validation_patience:
                 return state, Window(window, postfix, "validation")
         if o.tol is not None and len(trace) > 1:
             # the convergence check's own test (``_settled``) decides when to stop
             settled = _settled(trace[-1], trace[-2], o.tol, N)[0]
-            watch["calm"] = watch["calm"] + 1 if settled else 0
-            if watch["calm"] >= o.patience:
+            calm = calm + 1 if settled else 0
+            if calm >= o.patience:
                 return state, Window(window, postfix, "elbo")
         return state, Window(window, postfix)
 
     state, stopped = run_windows(run, state, cap=max_iter, size=window, desc="SVI",
                                  unit="step", progress=bool(o.progress_bar),
                                  cap_reason="max_iter")
-    steps, stopped_on, best = stopped.units, stopped.reason, watch["best"]
-    timed_steps, timed_seconds = timing["steps"], timing["seconds"]
+    steps, stopped_on = stopped.units, stopped.reason
     params = svi.get_params(state)
     restored = monitor is not None and bool(o.restore_best) and best[1] != steps
     if monitor is not None and not np.isfinite(best[0]):

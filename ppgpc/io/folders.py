@@ -283,16 +283,10 @@ def _digest(raw: bytes) -> np.ndarray:
 def _check_together(path: Path, settings: bytes, arrays) -> None:
     """Refuse a save whose arrays.nc was written with another settings.json (a file copied
     in from another save, or a settings.json edited by hand)."""
-    import h5netcdf
-
-    arrays.seek(0)
     try:
-        with h5netcdf.File(arrays, "r") as nc:
-            if _DIGEST_GROUP not in nc.groups:
-                return
-            recorded = np.asarray(nc.groups[_DIGEST_GROUP].variables[_DIGEST][...])
-    except (OSError, ValueError, KeyError):
-        return  # not readable as netCDF: the group reads name the damage
+        recorded = read_group(path / ARRAYS, arrays, _DIGEST_GROUP)[_DIGEST]
+    except (ValueError, KeyError):
+        return  # a save from before the digest (the other group reads name any damage)
     if recorded.tobytes() != _digest(settings).tobytes():
         raise ValueError(f"{path}: the save is damaged: {ARRAYS} was written with another "
                          f"{SETTINGS} (a file copied from another save, or edited); save the "

@@ -19,20 +19,17 @@ def _count_to(target):
     return window, asked
 
 
-def test_the_check_stops_the_run_and_the_record_says_converged():
-    window, asked = _count_to(7)
-    total, stopped = run_windows(window, 0, cap=100, size=3, desc="t", unit="it",
-                                 progress=False, cap_reason="max_iter")
-    assert (total, stopped) == (9, loop.Stopped("reached", 9, True))
-    assert asked == [3, 3, 3]
-
-
-def test_at_the_cap_the_run_stops_not_converged_and_the_last_window_is_cut_to_fit():
-    window, asked = _count_to(1000)
-    total, stopped = run_windows(window, 0, cap=10, size=4, desc="t", unit="it",
-                                 progress=False, cap_reason="max_iter")
-    assert (total, stopped) == (10, loop.Stopped("max_iter", 10, False))
-    assert asked == [4, 4, 2]
+@pytest.mark.parametrize("target, cap, size, stopped, asked", [
+    (7, 100, 3, loop.Stopped("reached", 9, True), [3, 3, 3]),
+    (1000, 10, 4, loop.Stopped("max_iter", 10, False), [4, 4, 2]),
+], ids=["the check stops it, converged", "the cap stops it, the last window cut to fit"])
+def test_the_run_stops_at_its_check_or_its_cap_and_records_which(target, cap, size, stopped,
+                                                                  asked):
+    window, seen = _count_to(target)
+    total, record = run_windows(window, 0, cap=cap, size=size, desc="t", unit="it",
+                                progress=False, cap_reason="max_iter")
+    assert (total, record) == (stopped.units, stopped)
+    assert seen == asked
 
 
 def test_windows_sized_by_time_start_at_one_unit_and_grow(monkeypatch):
