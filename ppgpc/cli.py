@@ -23,7 +23,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NamedTuple
+
+from ppgpc.catalog import CLASSIFIERS
 
 __all__ = ["main", "build_parser", "check_output_folder", "check_output_file", "COMMANDS"]
 
@@ -55,55 +56,14 @@ def _epsilon(text: str):
     return value
 
 
-class _Model(NamedTuple):
-    """One classifier of the command line."""
-
-    estimator: str
-    """Its class in ``ppgpc.estimators``."""
-    inferences: tuple[str, ...]
-    """Its ``inference`` settings, the default first."""
-    line: str
-    """One line on it, for ``fit --help``."""
-    row: str
-    """Its name in ``ppgpc.experiments`` and in the rows of ``compare``'s table; ``fit
-    --model`` also takes it in lower case (``exact-ilr``)."""
-    aliases: tuple[str, ...] = ()
-    """Further names ``--models`` takes."""
-
-
-_MODEL_TABLE = {
-    "ilr": _Model("ILRGPClassifier", ("map", "exact", "nuts", "collapsed"),
-                  "ILR-GP: GP regression on isometric-log-ratio targets, C-1 latent GPs",
-                  "Exact-ILR", ("ilr_gp",)),
-    "gpd": _Model("DirichletGPClassifier", ("map", "exact", "nuts", "collapsed"),
-                  "GPD: Dirichlet-based GP regression on log-Gamma targets, C latent GPs",
-                  "GPD", ("dirichlet_gp",)),
-    "lsm": _Model("LogisticSoftmaxGPClassifier", ("nuts", "gibbs", "cavi"),
-                  "logistic-softmax GP with Polya-Gamma augmentation",
-                  "LSM", ("logistic_softmax",)),
-    "svgpc": _Model("SoftmaxSVGPClassifier", ("svi", "nuts"),
-                    "sparse variational GP classifier with a softmax link",
-                    "SVGPC", ("svgp", "softmax_svgp")),
-}
-"""``--model`` name -> its ``_Model``: the one place to add a classifier; ``MODELS``, the
-names ``fit --model`` takes and the aliases of ``--models`` all come from it."""
-
-MODELS = {name: (m.estimator, m.inferences, m.line) for name, m in _MODEL_TABLE.items()}
-"""``--model`` name -> (estimator class, its ``inference`` settings, the default first,
-and one line on it); ``tests/test_cli.py`` holds it against the estimators."""
-
-_MODEL_KEYS = {spelling: name for name, m in _MODEL_TABLE.items()
-               for spelling in (name, m.row.lower())}
-"""The names ``fit --model`` takes -> the ``MODELS`` key."""
-
-_MODEL_ALIASES = {alias: m.row for name, m in _MODEL_TABLE.items()
-                  for alias in (name, m.row.lower(), *m.aliases)}
-"""Lower-case names ``--models`` takes -> the row name in ``ppgpc.experiments``."""
+_SPELLINGS = {spelling: c for c in CLASSIFIERS
+              for spelling in (c.name, c.row.lower(), c.model, *c.aliases)}
+"""The lower-case names ``--model`` and ``--models`` take -> their classifier."""
 
 
 def _models_help() -> str:
-    return "; ".join(f"{name} ({line}; --inference {' | '.join(methods)}, default "
-                     f"{methods[0]})" for name, (_, methods, line) in MODELS.items())
+    return "; ".join(f"{c.name} ({c.line}; --inference {' | '.join(c.inferences)}, default "
+                     f"{c.inferences[0]})" for c in CLASSIFIERS)
 
 
 def _data_source(parser: argparse.ArgumentParser) -> None:
@@ -163,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "or on a bundled dataset's paper split (--dataset)",
                        description="Models: " + _models_help() + ".")
     _data_source(p)
-    p.add_argument("--model", default="ilr",
-                   choices=[*MODELS, *(k for k in _MODEL_KEYS if k not in MODELS)],
-                   help="the classifier (default ilr): " + ", ".join(MODELS))
+    p.add_argument("--model", default="ilr", choices=_SPELLINGS, metavar="NAME",
+                   help="the classifier (default ilr): "
+                        + ", ".join(c.name for c in CLASSIFIERS))
     p.add_argument("--inference", default=None,
                    help="the model's inference (default: the model's; see the list above)")
     p.add_argument("--epsilon", type=_epsilon, default=None,
@@ -265,24 +225,20 @@ def _check_arguments(args) -> None:
         raise ValueError("--id and --drop go with --csv; a bundled --dataset has only "
                          "features and labels")
     if args.command == "fit" and args.inference is not None:
-        methods = MODELS[_model_key(args.model)][1]
+        methods = _SPELLINGS[args.model].inferences
         if args.inference not in methods:
             raise ValueError(f"--inference {args.inference!r} is not an inference of model "
                              f"{args.model!r}; its inferences: {list(methods)}")
 
 
-def _model_key(name: str) -> str:
-    return _MODEL_KEYS[name]
-
-
-def _resolve_models(names, known) -> list[str]:
-    """Model names (or their aliases) to keys of ``known``; a ValueError names unknown ones."""
-    resolved = [_MODEL_ALIASES.get(n.lower(), n) for n in names]
-    unknown = [n for n, r in zip(names, resolved) if r not in known]
+def _rows(names) -> list[str]:
+    """Model names, in any spelling, to their rows in ``ppgpc.experiments``; a ValueError
+    names unknown ones."""
+    unknown = [n for n in names if n.lower() not in _SPELLINGS]
     if unknown:
-        raise ValueError(f"unknown model(s) {unknown}; known: {list(known)} "
-                         f"(aliases {sorted(_MODEL_ALIASES)})")
-    return resolved
+        raise ValueError(f"unknown model(s) {unknown}; known: {[c.row for c in CLASSIFIERS]} "
+                         f"(aliases {sorted(_SPELLINGS)})")
+    return [_SPELLINGS[n.lower()].row for n in names]
 
 
 def _print_table(rows) -> None:
@@ -317,10 +273,9 @@ def compare(args) -> int:
     dataset or of the user's table; a metrics table, a reliability diagram (equal-mass bins
     with consistency bands and counts) and an RGB probability map in ``--output-dir``."""
     from ppgpc.evaluation.plotting import close, reliability_bands_grid, save_figure
-    from ppgpc.experiments import EXACT_CLASSIFIERS, fit_and_score
+    from ppgpc.experiments import fit_and_score
 
-    models = list(EXACT_CLASSIFIERS) if args.models is None else _resolve_models(
-        args.models, EXACT_CLASSIFIERS)
+    models = _rows(args.models or [c.name for c in CLASSIFIERS])
     name, split = _split(args)
     rows = []
     for model in models:
@@ -369,9 +324,9 @@ def fit(args) -> int:
         table = {"target": str(args.target), "id_column": args.id_column,
                  "dropped": [str(c) for c in args.drop]}
     else:
-        from ppgpc.experiments import EXACT_CLASSIFIERS, fit_and_score
+        from ppgpc.experiments import fit_and_score
 
-        model = _resolve_models([args.model], EXACT_CLASSIFIERS)[0]
+        model = _SPELLINGS[args.model].row
         options = {} if args.inference is None else {"inference": args.inference}
         if args.epsilon is not None:
             options["epsilon"] = args.epsilon
@@ -384,10 +339,10 @@ def fit(args) -> int:
     if getattr(est, "epsilon_", None) is not None:
         _say(args, f"epsilon = {est.epsilon_}, sigma = {est.noise_std_:.4g}")
     if args.save:
-        from ppgpc.estimators import saveable_estimators
+        from ppgpc.estimators import ESTIMATORS
         from ppgpc.io.persistence import save_estimator
 
-        path = save_estimator(est, args.save, saveable_estimators(), table=table)
+        path = save_estimator(est, args.save, ESTIMATORS, table=table)
         _say(args, f"model saved to {path} (ppgpc predict --model-dir {args.save} ...)")
     if args.save_idata:
         idata = est.to_inference_data()
@@ -410,17 +365,18 @@ def _fit_table(args):
     if args.max_train is not None and len(table.y) > args.max_train:
         raise ValueError("--max-train subsamples a bundled dataset's split; fit a table "
                          "with fewer rows instead")
-    cls_name, methods, _ = MODELS[_model_key(args.model)]
+    classifier = _SPELLINGS[args.model]
     options = {"seed": args.seed, "progress": not args.quiet}
     if args.inference is not None:
         options["inference"] = args.inference
     if args.epsilon is not None:
-        if cls_name != "ILRGPClassifier":
+        if classifier.name != "ilr":
             raise ValueError(f"--epsilon is the ILR-GP's label smoothing; model {args.model!r} "
                              "has none")
         options["epsilon"] = args.epsilon
-    est = getattr(estimators, cls_name)(**options)
-    _say(args, f"fitting {cls_name} ({options.get('inference', methods[0])}) on "
+    est = getattr(estimators, classifier.estimator)(**options)
+    _say(args, f"fitting {classifier.estimator} "
+               f"({options.get('inference', classifier.inferences[0])}) on "
                f"{len(table.y)} rows and {table.X.shape[1]} features of {args.csv} ...")
     start = time.perf_counter()
     est.fit(table.X, table.y)
@@ -441,10 +397,10 @@ def predict(args) -> int:
     import pandas as pd
 
     from ppgpc.datasets import read_features
-    from ppgpc.estimators import GPClassifierBase, saveable_estimators
+    from ppgpc.estimators import ESTIMATORS, GPClassifierBase
     from ppgpc.io.persistence import load_with_table
 
-    model, table = load_with_table(args.model_dir, saveable_estimators())
+    model, table = load_with_table(args.model_dir, ESTIMATORS)
     if not isinstance(model, GPClassifierBase):
         raise ValueError(f"--model-dir {args.model_dir} holds a driver fit (a FitResult), not "
                          "a fitted classifier; save one with ppgpc fit --save")

@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ppgpc.catalog import CLASSIFIERS
 from ppgpc.datasets import DATASETS, load, paper_split
 from ppgpc.evaluation import metrics
 
@@ -52,39 +53,27 @@ __all__ = [
 ]
 
 
-def _exact_ilr(seed: int, **options):
-    from ppgpc.estimators import ILRGPClassifier
+def _factory(estimator: str, fixed: dict) -> Callable[..., object]:
+    """factory(seed, **options): the ``ppgpc.estimators`` class ``estimator`` with the
+    options ``fixed`` and then ``options`` (``inference_options`` merged, the caller's
+    winning)."""
+    def build(seed: int, **options):
+        from ppgpc import estimators
 
-    return ILRGPClassifier(seed=seed, **options)
-
-
-def _gpd(seed: int, **options):
-    from ppgpc.estimators import DirichletGPClassifier
-
-    return DirichletGPClassifier(seed=seed, **options)
-
-
-def _lsm(seed: int, **options):
-    from ppgpc.estimators import LogisticSoftmaxGPClassifier
-
-    return LogisticSoftmaxGPClassifier(seed=seed, **options)
-
-
-def _svgpc(seed: int, **options):
-    from ppgpc.estimators import SoftmaxSVGPClassifier
-
-    return SoftmaxSVGPClassifier(seed=seed, link="softmax", **options)
+        merged = {**fixed, **options}
+        if "inference_options" in fixed:
+            merged["inference_options"] = {**fixed["inference_options"],
+                                           **(options.get("inference_options") or {})}
+        return getattr(estimators, estimator)(seed=seed, **merged)
+    return build
 
 
 EXACT_CLASSIFIERS: dict[str, Callable[..., object]] = {
-    "Exact-ILR": _exact_ilr,
-    "GPD": _gpd,
-    "LSM": _lsm,
-    "SVGPC": _svgpc,
-}
-"""Classifiers of the exact setting: name -> factory(seed, **options) returning an estimator
-with its defaults. SVGPC (the sparse variational baseline) has min(200, N) inducing inputs,
-so on these small sets it places one at every training input; the paper has no row for it."""
+    c.row: _factory(c.estimator, {}) for c in CLASSIFIERS}
+"""Classifiers of the exact setting: row name -> factory(seed, **options) returning an
+estimator with its defaults (``ppgpc.catalog.Classifier.row``). SVGPC (the sparse
+variational baseline) has min(200, N) inducing inputs, so on these small sets it places one
+at every training input; the paper has no row for it."""
 
 PAPER_EXACT = {
     # ILR paper, appendix B, Table 3: (accuracy, NLL, ECE) means and standard deviations.
@@ -101,54 +90,31 @@ PAPER_EXACT = {
 """The ILR paper's exact-setting rows (appendix B, Table 3): (dataset, model) ->
 ((accuracy mean, sd), (NLL mean, sd), (ECE mean, sd))."""
 
-
-
-def _collapsed_ilr(seed: int, **options):
-    from ppgpc.estimators import ILRGPClassifier
-
-    return ILRGPClassifier(seed=seed, inference="collapsed", **options)
-
-
-def _sparse_gpd(seed: int, **options):
-    from ppgpc.estimators import DirichletGPClassifier
-
-    return DirichletGPClassifier(seed=seed, inference="collapsed", **options)
-
-
-def _uncollapsed_ilr(seed: int, **options):
-    from ppgpc.estimators import SoftmaxSVGPClassifier
-
-    return SoftmaxSVGPClassifier(seed=seed, link="ilr", **options)
-
-
-def _sparse_lsm(seed: int, **options):
-    from ppgpc.estimators import LogisticSoftmaxGPClassifier
-
-    options = dict(options)
-    # the stochastic CAVI: minibatches of 128 points (the sparse sets are larger) unless the
-    # options give a size
-    inference_options = {"batch_size": 128, "max_iter": 1000,
-                         **options.pop("inference_options", {})}
-    return LogisticSoftmaxGPClassifier(seed=seed, inference="cavi",
-                                       inference_options=inference_options, **options)
-
-
 SPARSE_CLASSIFIERS: dict[str, Callable[..., object]] = {
-    "Collapsed-ILR": _collapsed_ilr,
-    "Sparse-GPD": _sparse_gpd,
-    "SVGPC": _svgpc,
-    "Uncollapsed-ILR": _uncollapsed_ilr,
-    "Sparse-LSM": _sparse_lsm,
-}
-"""Classifiers of the sparse setting (``num_inducing`` option): the collapsed Titsias bound
-(Collapsed-ILR, sparse GPD), minibatch SVI (SVGPC, Uncollapsed-ILR) and the logistic-softmax
-GP's sparse stochastic CAVI (Sparse-LSM: ``inference="cavi"`` with minibatches of 128
-points and 1000 iterations unless ``inference_options`` say otherwise). The minibatch
-methods read ``batch_size``, ``max_iter``, ``learning_rate`` and ``validation_fraction``
-from ``inference_options``."""
+    row: _factory(c.estimator, fixed) for c in CLASSIFIERS
+    for row, fixed in c.sparse_rows.items()}
+"""Classifiers of the sparse setting (``num_inducing`` option), row name -> factory
+(``ppgpc.catalog.Classifier.sparse_rows``): the collapsed Titsias bound (Collapsed-ILR,
+sparse GPD), minibatch SVI (SVGPC, Uncollapsed-ILR) and the logistic-softmax GP's sparse
+stochastic CAVI (Sparse-LSM: ``inference="cavi"`` with minibatches of 128 points and 1000
+iterations unless ``inference_options`` say otherwise). The minibatch methods read
+``batch_size``, ``max_iter``, ``learning_rate`` and ``validation_fraction`` from
+``inference_options``."""
 
-SVI_SPARSE_MODELS = ("SVGPC", "Uncollapsed-ILR")
+SVI_SPARSE_MODELS = tuple(row for c in CLASSIFIERS for row, fixed in c.sparse_rows.items()
+                          if fixed.get("inference", c.inferences[0]) == "svi")
 """The sparse-setting models fitted by SVI (their options differ from the L-BFGS ones)."""
+
+
+def _factories(models) -> dict[str, Callable[..., object]]:
+    """Each of ``models`` (row names of either setting) -> its factory; a ValueError names
+    unknown ones."""
+    rows = {**EXACT_CLASSIFIERS, **SPARSE_CLASSIFIERS}
+    unknown = [m for m in models if m not in rows]
+    if unknown:
+        raise ValueError(f"unknown model(s) {unknown}; known: {list(rows)}")
+    return {m: rows[m] for m in models}
+
 
 PAPER_SPARSE = {
     # ILR paper, appendix B, Table 3, sparse setting (200 inducing points).
@@ -256,13 +222,11 @@ def fit_and_score(model: str, seed: int, split, *, dataset: str = "",
         quiet: no progress output from the fit.
         **options: passed to the classifier factory.
     """
-    registry = {**EXACT_CLASSIFIERS, **SPARSE_CLASSIFIERS}
-    if model not in registry:
-        raise ValueError(f"unknown model {model!r}; known: {list(registry)}")
+    known = _factories([model])
     X_fit, y_fit = fit_points(split, seed, max_train)
     if quiet:
         options = {"progress": False, **options}
-    estimator = (factory or registry[model])(seed, **options)
+    estimator = (factory or known[model])(seed, **options)
     start = time.perf_counter()
     estimator.fit(X_fit, y_fit)
     seconds = time.perf_counter() - start
@@ -286,9 +250,7 @@ def run_split(dataset: str, model: str, seed: int, *, data_dir=None, n_test: int
         n_test: test size (default: the paper's, 50 for the small sets).
         max_train, factory, **options: as ``fit_and_score``'s.
     """
-    registry = {**EXACT_CLASSIFIERS, **SPARSE_CLASSIFIERS}
-    if model not in registry:
-        raise ValueError(f"unknown model {model!r}; known: {list(registry)}")
+    _factories([model])
     split = benchmark_split(dataset, seed, data_dir=data_dir, n_test=n_test)
     return fit_and_score(model, seed, split, dataset=dataset, max_train=max_train,
                          factory=factory, **options)
@@ -447,10 +409,7 @@ def scaling_with_classes(class_counts, models=("Exact-ILR", "GPD"), *, n_train: 
     """
     from ppgpc.datasets.synthetic import mixture_problem
 
-    registry = {**EXACT_CLASSIFIERS, **SPARSE_CLASSIFIERS}
-    unknown = [m for m in models if m not in registry]
-    if unknown:
-        raise ValueError(f"unknown model(s) {unknown}; known: {list(registry)}")
+    factories = _factories(models)
     options = dict(options or {})
     stray = sorted(set(options) - set(models))
     if stray:
@@ -461,7 +420,7 @@ def scaling_with_classes(class_counts, models=("Exact-ILR", "GPD"), *, n_train: 
         truth = metrics.evaluate(problem.bayes_probabilities(problem.X_test), problem.y_test)
         rows.append(ScalingRow(int(C), BAYES, truth["accuracy"], truth["nll"], truth["ece"], 0.0))
         for model in models:
-            estimator = registry[model](seed, **options.get(model, {}))
+            estimator = factories[model](seed, **options.get(model, {}))
             start = time.perf_counter()
             estimator.fit(problem.X_train, problem.y_train)
             seconds = time.perf_counter() - start

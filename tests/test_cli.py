@@ -10,7 +10,8 @@ import numpy as np
 
 import ppgpc
 from arviz_versions import group_names
-from ppgpc.cli import MODELS, main
+from ppgpc.catalog import CLASSIFIERS
+from ppgpc.cli import main
 
 
 def test_compare_prints_a_table_and_writes_a_png(tmp_path, capsys):
@@ -136,7 +137,7 @@ def test_help_does_not_import_jax():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert "--save-idata" in out
-    assert out.strip().splitlines()[-1] == "['ppgpc', 'ppgpc.cli']"
+    assert out.strip().splitlines()[-1] == "['ppgpc', 'ppgpc.catalog', 'ppgpc.cli']"
 
 
 # ------------------------------------------------------------- the user's own table
@@ -269,17 +270,26 @@ def test_help_lists_every_model_and_its_inference(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    for name, (_, methods, _) in MODELS.items():
-        assert f"{name} (" in out and " | ".join(methods) in out
+    for c in CLASSIFIERS:
+        assert f"{c.name} (" in out and " | ".join(c.inferences) in out
 
 
-def test_the_model_table_is_the_estimators():
+def test_the_catalog_is_the_estimators():
+    """Each record names its estimator's class, default model, inference settings (the
+    default first) and sparse-setting options that the estimator takes; every estimator a
+    save may name is in the catalog."""
     import ppgpc
+    from ppgpc.estimators import ESTIMATORS
+    from ppgpc.models import available
 
-    for name, (cls_name, methods, _) in MODELS.items():
-        cls = getattr(ppgpc, cls_name)
-        assert list(methods) == [str(m) for m in cls.inference_choices], name
-        assert methods[0] == cls().inference, name
+    assert sorted(ESTIMATORS) == sorted(c.estimator for c in CLASSIFIERS)
+    for c in CLASSIFIERS:
+        cls = getattr(ppgpc, c.estimator)
+        assert list(c.inferences) == [str(m) for m in cls.inference_choices], c.name
+        assert c.inferences[0] == cls().inference, c.name
+        assert c.model == cls().model_name and c.model in available(), c.name
+        for row, options in c.sparse_rows.items():
+            assert cls(**options).get_params()["inference"] in c.inferences, row
 
 
 def test_predict_refuses_a_saved_driver_fit(tmp_path, iris_csv, capsys):

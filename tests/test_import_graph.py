@@ -48,6 +48,7 @@ LAYERS = [
     ("driver", ["ppgpc.infer.driver"]),
     ("export", ["ppgpc.infer.arviz_export", "ppgpc.infer.elpd", "ppgpc.infer"]),
     ("save format", ["ppgpc.io", "ppgpc.io.*"]),
+    ("classifier catalog", ["ppgpc.catalog"]),
     ("estimators", ["ppgpc.estimators", "ppgpc.estimators.*"]),
     ("protocols and command line", ["ppgpc.experiments", "ppgpc.cli"]),
     ("package", ["ppgpc"]),

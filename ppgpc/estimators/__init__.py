@@ -29,5 +29,5 @@ __all__ = ["GPClassifierBase", "ILRGPClassifier", "DirichletGPClassifier",
            "LogisticSoftmaxGPClassifier", "SoftmaxSVGPClassifier", "Selection", "ESTIMATORS"]
 
 ESTIMATORS = saveable_estimators()
-"""ppgpc's estimator classes by name: the classes a save may name (``ppgpc.io.persistence``);
-the same registry ``estimator.save`` and ``<Class>.load`` use (``ESTIMATOR_NAMES``)."""
+"""ppgpc's estimator classes by name (those of ``ppgpc.catalog``): the classes a save may
+name (``ppgpc.io.persistence``), as ``estimator.save`` and ``<Class>.load`` find them."""

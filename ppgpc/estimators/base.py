@@ -46,7 +46,7 @@ from ppgpc.validation import (MAX_EXACT_POINTS, check_exact_size, check_features
                               check_labels, check_seed, check_size_limit, encode_labels)
 
 __all__ = ["GPClassifierBase", "Selected", "SHARED_OPTIONS", "SHARED_DOC", "EXAMPLE_DOC",
-           "shared_doc", "ESTIMATOR_NAMES", "saveable_estimators"]
+           "shared_doc", "saveable_estimators"]
 
 SHARED_OPTIONS = ("kernel", "inference", "standardize", "seed", "max_exact_points", "progress",
                   "inference_options")
@@ -522,21 +522,20 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         return sorted(cls._get_param_names())
 
 
-ESTIMATOR_NAMES = ("ILRGPClassifier", "LogisticSoftmaxGPClassifier", "DirichletGPClassifier",
-                   "SoftmaxSVGPClassifier")
-"""The estimator classes a save may name (``ppgpc.estimators.ESTIMATORS`` holds them)."""
-
-
 def saveable_estimators() -> dict:
-    """ppgpc's own estimator classes by name: the subclasses of ``GPClassifierBase`` defined
-    in ``ppgpc.estimators`` under one of ``ESTIMATOR_NAMES`` (a subclass a user or a
-    benchmark derives is not among them, so a save never names a class a load would refuse).
-    Found through the class hierarchy, so this module need not import the modules above it.
+    """ppgpc's own estimator classes by name, the classes a save may name: the subclasses of
+    ``GPClassifierBase`` defined in ``ppgpc.estimators`` under a name of
+    ``ppgpc.catalog.CLASSIFIERS`` (a subclass a user or a benchmark derives is not among
+    them, so a save never names a class a load would refuse). Found through the class
+    hierarchy, so this module need not import the modules above it.
     """
+    from ppgpc.catalog import CLASSIFIERS
+
+    names = {c.estimator for c in CLASSIFIERS}
     found, todo = {}, [GPClassifierBase]
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        if cls.__name__ in ESTIMATOR_NAMES and cls.__module__.startswith("ppgpc.estimators."):
+        if cls.__name__ in names and cls.__module__.startswith("ppgpc.estimators."):
             found[cls.__name__] = cls
     return found
