@@ -57,6 +57,14 @@ def problem():
     return (X - X.mean(0)) / X.std(0), y
 
 
+def prior_factor(X) -> np.ndarray:
+    """chol(K + 1e-8 I) (N, N) of the fixed RBF kernel at ``X``: the prior f_c = L v_c,
+    v_c ~ N(0, I_N), of every row (``benchmarks/sampler_trial.py`` samples the same)."""
+    sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    K = VARIANCE * np.exp(-0.5 * sq / LENGTHSCALE ** 2) + 1e-8 * np.eye(len(X))
+    return np.linalg.cholesky(K)
+
+
 def min_bulk_ess(f) -> float:
     """f (chain, draw, ...)."""
     import arviz as az
@@ -180,9 +188,7 @@ def nutpie_rows(X, y, seed):
     except ImportError as error:
         return [("nutpie", 0, 0, float("nan"), float("nan"), float("nan"), float("nan"),
                  f"not installed ({error.name})")]
-    sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
-    K = VARIANCE * np.exp(-0.5 * sq / LENGTHSCALE ** 2) + 1e-8 * np.eye(N)
-    L = np.linalg.cholesky(K)
+    L = prior_factor(X)
     with pm.Model() as model:
         v = pm.Normal("v", 0.0, 1.0, shape=(N, C))
         f = pm.Deterministic("f", pt.dot(L, v))

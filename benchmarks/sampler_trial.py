@@ -1,0 +1,405 @@
+"""Other samplers on the posterior of ``benchmarks/nuts_ess_rate.py``: ppgpc's NUTS against
+elliptical slice sampling and BlackJAX's adjusted MCLMC (MAMS), side by side in one process.
+
+The posterior (``nuts_ess_rate.problem`` and ``nuts_ess_rate.prior_factor``): the
+logistic-softmax GP's latent f_c = L v_c, L = chol(K + 1e-8 I) of a fixed RBF kernel
+(variance 2, lengthscale 2), v_c ~ N(0, I_N), N = 200, C = 3, y_i ~ Categorical with
+p(y = k | f) = sigma(f_k) / sum_c sigma(f_c) (``link.log_link``). Four chains per sampler,
+1,000 kept draws per chain (``--draws``).
+
+Rows:
+
+* ``ppgpc NUTS default`` and ``ppgpc NUTS 1000 draws``: ``fit("logistic_softmax", ...,
+  method="nuts", form="latent")`` with the kernel given, exactly as ``nuts_ess_rate.py``
+  runs it (the default stops when its check passes; the other keeps 1,000 draws), 500
+  warm-up transitions. Its warm-up seconds run from the call to the end of the last warm-up
+  window (data preparation, initialisation and the step-size search included), its sampling
+  seconds the rest of the call; gradient evaluations the sum of ``n_steps``
+  (``nuts_ess_rate.counting``).
+* ``elliptical slice``: ``ppgpc.models.logistic_softmax.elliptical_slice.elliptical_slice``
+  on f (N, C) with the prior N(0, K) per class (a prior draw is L e, e ~ N(0, I)) and the
+  likelihood sum_i log p(y_i | f_i); the four chains vmapped in one program, started at
+  prior draws; ``--ess-burn`` steps discarded (the warm-up column: it has no tuning), then
+  ``--ess-thin`` steps per kept draw. Its evaluations are likelihood evaluations (a step
+  evaluates the likelihood at x, at the first proposal and at every shrunk proposal; each
+  step also draws once from the prior, an N x N by N x C product, which costs more than a
+  likelihood evaluation here), counted by a copy of the step that also counts and that is
+  checked to give the same draws.
+* ``MAMS``: ``blackjax.adjusted_mclmc`` (the fixed-length kernel: ``ceil(L / step_size)``
+  isokinetic McLachlan steps per transition, the same for all chains, so that the vmapped
+  chains run in lockstep) on v (N C,) with the standard-normal prior, tuned by
+  ``blackjax.adjusted_mclmc_find_L_and_step_size`` with its documented settings: target
+  acceptance 0.9 (BlackJAX's MAMS recipe), ``frac_tune1 = frac_tune2 = 0.1``,
+  ``frac_tune3 = 0``, diagonal preconditioning, ``target_num_integration_steps = 2``
+  (BlackJAX 1.7.1's default: L = 2 step sizes), ``num_steps`` the transitions that follow
+  (draws x ``--mams-thin``); each chain tunes on its own (vmapped) from a prior draw, and
+  the chains then share the mean of their step sizes, L and inverse mass matrices. Then
+  ``--mams-thin`` transitions per kept draw. Gradient evaluations: two per integration step
+  (McLachlan's two force evaluations), tuning included. ``--mams-steps K`` adds a row with
+  ``target_num_integration_steps = K`` (a longer trajectory).
+* ``nutpie`` and ``nutpie low_rank`` (``--rows nutpie``): ``nuts_ess_rate.nutpie_rows``;
+  its seconds are warm-up and draws together (printed under sampling).
+
+Every row but nutpie's runs once with another seed first (``seed + 1000``), so that its
+seconds count no compilation; the compiling run's seconds are printed apart. ESS and R-hat
+are ArviZ's (``nuts_ess_rate.min_bulk_ess``, ``max_rhat``: the smallest bulk ESS and the
+largest rank-normalised R-hat over the N C entries of f).
+
+    python benchmarks/sampler_trial.py --seeds 2 3
+    python benchmarks/sampler_trial.py --seeds 2 --rows ess mams --mams-thin 1 --mams-steps 8
+
+Defaults: 1,000 draws; elliptical slice 5,000 burn-in steps and 10 steps a draw; MAMS 2
+transitions a draw (1 left R-hat at 1.016 on seeds 2 and 3; docs/records/samplers.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import nuts_ess_rate as bench  # noqa: E402
+
+NUM_WARMUP = 500
+"""NUTS warm-up transitions per chain (ppgpc's default, as ``nuts_ess_rate.py`` runs it)."""
+
+WARMUP_WINDOWS = NUM_WARMUP // 100
+"""ppgpc's windows of warm-up transitions (``ppgpc.infer.mcmc.WINDOW`` = 100)."""
+
+MAMS_TARGET_ACCEPT = 0.9
+"""BlackJAX's target acceptance rate for MAMS."""
+
+WINDOW_ENDS: list = []
+"""``perf_counter`` at the call and at the end of every ppgpc window since (``timing``)."""
+
+
+@contextlib.contextmanager
+def timing():
+    """While open, the end of every window of ppgpc's MCMC loop is appended to
+    ``WINDOW_ENDS`` (wraps ``ppgpc.infer.mcmc.chain_windows`` as ``nuts_ess_rate.counting``
+    does)."""
+    from ppgpc.infer import mcmc
+
+    original = mcmc.chain_windows
+
+    @contextlib.contextmanager
+    def timed(all_chains, one_chain, states, args, workers=None):
+        with original(all_chains, one_chain, states, args, workers) as (states, start):
+            def start_timed(s, a):
+                wait = start(s, a)
+
+                def waited():
+                    out = wait()
+                    WINDOW_ENDS.append(time.perf_counter())
+                    return out
+                return waited
+            yield states, start_timed
+
+    mcmc.chain_windows = timed
+    try:
+        yield
+    finally:
+        mcmc.chain_windows = original
+
+
+def _row(label, warmup_s, sampling_s, compile_s, f, evaluations, kind, note=""):
+    ess = bench.min_bulk_ess(f)
+    return dict(label=label, warmup=warmup_s, sampling=sampling_s, compile=compile_s,
+                draws=np.asarray(f).shape[1], ess=ess, rate=ess / sampling_s,
+                rate_all=ess / (warmup_s + sampling_s), rhat=bench.max_rhat(f),
+                evaluations=evaluations, kind=kind, note=note)
+
+
+# ------------------------------------------------------------------ (a) ppgpc's NUTS
+def nuts_rows(X, y, seed, draws):
+    from ppgpc.infer import fit
+
+    hypers = {"kernel_variance": bench.VARIANCE, "kernel_lengthscale": bench.LENGTHSCALE}
+    rows = []
+    for label, options in (("ppgpc NUTS default", {}),
+                           (f"ppgpc NUTS {draws} draws",
+                            {"num_samples": draws, "max_samples": draws})):
+        kwargs = dict(method="nuts", form="latent", kernel="rbf", hyperparameters=hypers,
+                      progress_bar=False, **options)
+
+        def run(s):
+            WINDOW_ENDS[:] = [time.perf_counter()]
+            return fit("logistic_softmax", X, y, seed=s, **kwargs)
+
+        start = time.perf_counter()
+        run(seed + 1000)
+        compile_s = time.perf_counter() - start
+        bench.GRADIENTS[0] = 0
+        result = run(seed)
+        total = time.perf_counter() - WINDOW_ENDS[0]
+        warmup_s = WINDOW_ENDS[WARMUP_WINDOWS] - WINDOW_ENDS[0]
+        rows.append(_row(label, warmup_s, total - warmup_s, compile_s, result.latent,
+                         bench.GRADIENTS[0], "gradients",
+                         f"{result.info.sampler.num_draws} draws kept"))
+    return rows
+
+
+# ------------------------------------------------------------------ (b) elliptical slice
+def counting_elliptical_slice(key, x, prior_draw, log_lik, num_steps: int):
+    """``elliptical_slice`` (ppgpc.models.logistic_softmax.elliptical_slice), the same
+    random numbers and arithmetic, also returning the likelihood evaluations it made."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def one_step(carry, k):
+        x, count = carry
+        k_nu, k_u, k_t, k_shrink = jax.random.split(k, 4)
+        nu = prior_draw(k_nu)
+        threshold = log_lik(x) + jnp.log1p(-jax.random.uniform(k_u))
+        t = jax.random.uniform(k_t, maxval=2.0 * jnp.pi)
+
+        def proposal(t):
+            return x * jnp.cos(t) + nu * jnp.sin(t)
+
+        def rejected(c):
+            return c[4] <= threshold
+
+        def shrink(c):
+            t, lo, hi, i, _ = c
+            lo, hi = jnp.where(t < 0.0, t, lo), jnp.where(t < 0.0, hi, t)
+            t = jax.random.uniform(jax.random.fold_in(k_shrink, i), minval=lo, maxval=hi)
+            return t, lo, hi, i + 1, log_lik(proposal(t))
+
+        t, _, _, shrinks, _ = lax.while_loop(
+            rejected, shrink, (t, t - 2.0 * jnp.pi, t, 0, log_lik(proposal(t))))
+        return (proposal(t), count + 2 + shrinks), None
+
+    (x, count), _ = lax.scan(one_step, (x, jnp.zeros((), jnp.int32)),
+                             jax.random.split(key, num_steps))
+    return x, count
+
+
+def ess_programs(L, onehot, draws, thin, burn, slice_fn):
+    """(start, burn, sample) programs of the four chains, vmapped: ``start(keys)`` prior
+    draws of f, ``burn(keys, f)`` ``burn`` steps, ``sample(keys, f)`` ``draws`` draws of
+    ``thin`` steps each. ``slice_fn`` is ``elliptical_slice`` or its counting copy (then
+    every program also returns its likelihood evaluations per chain)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from ppgpc.models.logistic_softmax.link import log_link
+
+    L, onehot = jnp.asarray(L), jnp.asarray(onehot)
+    counted = slice_fn is counting_elliptical_slice
+
+    def prior_draw(k):
+        return L @ jax.random.normal(k, onehot.shape)
+
+    def log_lik(f):
+        return jnp.sum(onehot * log_link(f))
+
+    def steps(key, f, num):
+        out = slice_fn(key, f, prior_draw, log_lik, num)
+        return out if counted else (out, 0)
+
+    def burn_one(key, f):
+        return steps(key, f, burn)
+
+    def sample_one(key, f):
+        def body(carry, k):
+            f, count = carry
+            f, n = steps(k, f, thin)
+            return (f, count + n), f
+        (f, count), fs = lax.scan(body, (f, 0), jax.random.split(key, draws))
+        return fs, count
+
+    return (jax.jit(jax.vmap(prior_draw)), jax.jit(jax.vmap(burn_one)),
+            jax.jit(jax.vmap(sample_one)))
+
+
+def ess_rows(X, y, seed, draws, thin, burn):
+    import jax
+
+    from ppgpc.models.logistic_softmax.elliptical_slice import elliptical_slice
+
+    L = bench.prior_factor(X)
+    onehot = np.eye(bench.C)[y]
+    start, burn_fn, sample_fn = ess_programs(L, onehot, draws, thin, burn, elliptical_slice)
+
+    def run(s):
+        k_start, k_burn, k_draw = jax.random.split(jax.random.PRNGKey(s), 3)
+        keys = [jax.random.split(k, 4) for k in (k_start, k_burn, k_draw)]
+        t0 = time.perf_counter()
+        f0 = jax.block_until_ready(start(keys[0]))
+        f, _ = jax.block_until_ready(burn_fn(keys[1], f0))
+        t1 = time.perf_counter()
+        fs, _ = jax.block_until_ready(sample_fn(keys[2], f))
+        t2 = time.perf_counter()
+        return keys, f0, fs, t1 - t0, t2 - t1
+
+    t = time.perf_counter()
+    run(seed + 1000)
+    compile_s = time.perf_counter() - t
+    keys, f0, fs, warmup_s, sampling_s = run(seed)
+    # the likelihood evaluations, from the counting copy on the same random numbers
+    _, c_burn, c_sample = ess_programs(L, onehot, draws, thin, burn, counting_elliptical_slice)
+    f, n_burn = c_burn(keys[1], f0)
+    fs_counted, n_sample = c_sample(keys[2], f)
+    same = np.array_equal(np.asarray(fs_counted), np.asarray(fs))
+    evaluations = int(np.sum(n_burn) + np.sum(n_sample))
+    steps = 4 * (burn + draws * thin)
+    f_draws = np.asarray(fs)                       # (chain, draw, N, C)
+    return [_row(f"elliptical slice (thin {thin})", warmup_s, sampling_s, compile_s, f_draws,
+                 evaluations, "likelihoods",
+                 f"{steps} steps ({evaluations / steps:.2f} likelihoods a step), "
+                 f"{burn} burn-in steps a chain"
+                 + ("" if same else "; the counting copy's draws DIFFER"))]
+
+
+# ------------------------------------------------------------------ (c) MAMS
+def mams_rows(X, y, seed, draws, thin, num_integration_steps=2.0):
+    import blackjax
+    import jax
+    import jax.numpy as jnp
+    from blackjax.mcmc import adjusted_mclmc
+    from jax import lax
+
+    from ppgpc.models.logistic_softmax.link import log_link
+
+    L = jnp.asarray(bench.prior_factor(X))
+    onehot = jnp.asarray(np.eye(bench.C)[y])
+    shape = onehot.shape
+    dim = shape[0] * shape[1]
+    num_steps = draws * thin
+
+    def logdensity(v):
+        f = L @ v.reshape(shape)
+        return -0.5 * jnp.sum(v ** 2) + jnp.sum(onehot * log_link(f))
+
+    base = adjusted_mclmc.build_kernel()          # isokinetic McLachlan integrator
+
+    def kernel(rng_key, state, logdensity_fn, step_size, inverse_mass_matrix,
+               integration_steps_params):
+        """The fixed-length kernel as the tuner calls it: ceil(L / step_size) steps."""
+        (avg,) = integration_steps_params
+        n = jnp.maximum(jnp.ceil(avg), 1).astype(jnp.int32)
+        return base(rng_key, state, logdensity_fn, step_size, integration_steps_params=(n,),
+                    inverse_mass_matrix=inverse_mass_matrix)
+
+    def tune_one(key, v0):
+        state = adjusted_mclmc.init(v0, logdensity)
+        state, params, n_tune = blackjax.adjusted_mclmc_find_L_and_step_size(
+            mclmc_kernel=kernel, logdensity_fn=logdensity, num_steps=num_steps, state=state,
+            rng_key=key, target=MAMS_TARGET_ACCEPT, frac_tune1=0.1, frac_tune2=0.1,
+            frac_tune3=0.0, diagonal_preconditioning=True,
+            target_num_integration_steps=num_integration_steps)
+        return state, params, n_tune
+
+    @jax.jit
+    def tune(keys, v0):
+        states, params, n_tune = jax.vmap(tune_one)(keys, v0)
+        step = jnp.mean(params.step_size)
+        n = jnp.maximum(jnp.ceil(jnp.mean(params.L) / step), 1).astype(jnp.int32)
+        return states, step, n, jnp.mean(params.inverse_mass_matrix, axis=0), n_tune
+
+    @jax.jit
+    def sample(keys, states, step, n, imm):
+        def chain(key, state):
+            def transition(state, k):
+                state, info = base(k, state, logdensity, step, integration_steps_params=(n,),
+                                   inverse_mass_matrix=imm)
+                return state, info.acceptance_rate
+
+            def draw(state, k):
+                state, accept = lax.scan(transition, state, jax.random.split(k, thin))
+                return state, (state.position, jnp.mean(accept))
+
+            _, (vs, accept) = lax.scan(draw, state, jax.random.split(key, draws))
+            return vs, jnp.mean(accept)
+        vs, accept = jax.vmap(chain)(keys, states)
+        return (L @ vs.reshape(vs.shape[:2] + shape)), accept
+
+    def run(s):
+        k_start, k_tune, k_draw = jax.random.split(jax.random.PRNGKey(s), 3)
+        t0 = time.perf_counter()
+        v0 = jax.random.normal(k_start, (4, dim))
+        states, step, n, imm, n_tune = jax.block_until_ready(
+            tune(jax.random.split(k_tune, 4), v0))
+        t1 = time.perf_counter()
+        f, accept = jax.block_until_ready(
+            sample(jax.random.split(k_draw, 4), states, step, n, imm))
+        t2 = time.perf_counter()
+        return f, accept, float(step), int(n), int(np.sum(n_tune)), t1 - t0, t2 - t1
+
+    t = time.perf_counter()
+    run(seed + 1000)
+    compile_s = time.perf_counter() - t
+    f, accept, step, n, n_tune, warmup_s, sampling_s = run(seed)
+    tune_transitions = int(num_steps * 0.1) * 2 + int(num_steps * 0.1)
+    gradients = 2 * (n_tune + 4 * num_steps * n)
+    return [_row(f"MAMS (avg {num_integration_steps:g} steps, thin {thin})", warmup_s,
+                 sampling_s, compile_s, np.asarray(f), gradients, "gradients",
+                 f"step size {step:.3f}, {n} steps a transition, acceptance "
+                 f"{float(np.mean(accept)):.2f}; {tune_transitions} tuning transitions a "
+                 f"chain ({2 * n_tune} gradients)")]
+
+
+# ------------------------------------------------------------------ nutpie
+def nutpie_rows(X, y, seed):
+    rows = []
+    for label, _, grads, seconds, ess, rate, rhat, note in bench.nutpie_rows(X, y, seed):
+        rows.append(dict(label=label, warmup=float("nan"), sampling=seconds,
+                         compile=float("nan"), draws=1000, ess=ess, rate=rate, rate_all=rate,
+                         rhat=rhat, evaluations=grads, kind="gradients",
+                         note=f"seconds: warm-up and draws; {note}"))
+    return rows
+
+
+ROWS = ("nuts", "ess", "mams", "nutpie")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[2])
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=["nuts", "ess", "mams"])
+    parser.add_argument("--draws", type=int, default=1000, help="kept draws per chain")
+    parser.add_argument("--ess-thin", type=int, default=10,
+                        help="elliptical slice steps per kept draw")
+    parser.add_argument("--ess-burn", type=int, default=5000,
+                        help="elliptical slice steps discarded first")
+    parser.add_argument("--mams-thin", type=int, default=2,
+                        help="MAMS transitions per kept draw")
+    parser.add_argument("--mams-steps", nargs="*", type=float, default=[],
+                        help="extra MAMS rows with this target_num_integration_steps")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    X, y = bench.problem()
+    print("| sampler | seed | warm-up / tuning s | sampling s | compiling run s | draws "
+          "per chain | min bulk ESS of f | ESS/s (sampling) | ESS/s (with warm-up) | "
+          "max R-hat | evaluations | ESS per 1k evaluations | note |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    makers = {
+        "nuts": lambda s: nuts_rows(X, y, s, args.draws),
+        "ess": lambda s: ess_rows(X, y, s, args.draws, args.ess_thin, args.ess_burn),
+        "mams": lambda s: [r for k in [2.0, *args.mams_steps]
+                           for r in mams_rows(X, y, s, args.draws, args.mams_thin, k)],
+        "nutpie": lambda s: nutpie_rows(X, y, s),
+    }
+    with bench.counting(), timing():
+        for seed in args.seeds:
+            for name in args.rows:
+                for r in makers[name](seed):
+                    per = 1000 * r["ess"] / r["evaluations"] if r["evaluations"] else np.nan
+                    print(f"| {r['label']} | {seed} | {r['warmup']:.1f} | {r['sampling']:.1f} | "
+                          f"{r['compile']:.1f} | {r['draws']} | {r['ess']:.0f} | "
+                          f"{r['rate']:.0f} | {r['rate_all']:.0f} | {r['rhat']:.4f} | "
+                          f"{r['evaluations']} {r['kind']} | {per:.2f} | {r['note']} |",
+                          flush=True)
+
+
+if __name__ == "__main__":
+    main()
