@@ -104,9 +104,8 @@ class SVGPData:
     @property
     def num_latent(self) -> int:
         """L."""
-        if self.link == "gaussian":
-            return int(self.targets.shape[1])
-        return _num_latent(self.link, self.num_classes)
+        gaussian = self.link == "gaussian"
+        return int(self.targets.shape[1]) if gaussian else _num_latent(self.link, self.num_classes)
 
 
 def _num_latent(link: str, num_classes: int) -> int:
@@ -130,15 +129,27 @@ def _check_ell(ell_estimator, likelihood_samples) -> tuple[str, int]:
     return ell_estimator, int(likelihood_samples)
 
 
+def _check_model_flags(link, kernel_prior, variance_prior_on, learn_mixing) -> None:
+    """The link, the two flags (bools), and ``variance_prior_on`` (one of
+    ``VARIANCE_PRIOR_ON``, other than ``"kernel"`` only with ``kernel_prior``)."""
+    for name, flag in (("learn_mixing", learn_mixing), ("kernel_prior", kernel_prior)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    _check_link(link)
+    if variance_prior_on not in VARIANCE_PRIOR_ON:
+        raise ValueError(f"unknown variance_prior_on {variance_prior_on!r}; choose from "
+                         f"{list(VARIANCE_PRIOR_ON)}")
+    if variance_prior_on != "kernel" and not kernel_prior:
+        raise ValueError(f"variance_prior_on={variance_prior_on!r} places the kernel prior's "
+                         "variance term; it needs kernel_prior=True")
+
+
 def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int | None = None,
             seed: int = 0, kmm_jitter: float = DEFAULT_KMM_JITTER,
-            ell_estimator: str = "marginal",
-            likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES,
-            shared_kernel: bool = True, shared_inducing: bool = True,
-            kernel_prior: bool = False, variance_prior_on: str = "kernel",
-            initial_variance: float = 1.0,
-            initial_lengthscale: float | None = None,
-            learn_mixing: bool = True) -> SVGPData:
+            ell_estimator: str = "marginal", likelihood_samples: int = DEFAULT_LIKELIHOOD_SAMPLES,
+            shared_kernel: bool = True, shared_inducing: bool = True, kernel_prior: bool = False,
+            variance_prior_on: str = "kernel", initial_variance: float = 1.0,
+            initial_lengthscale: float | None = None, learn_mixing: bool = True) -> SVGPData:
     """Data, link and k-means++ inducing inputs.
 
     Args:
@@ -172,16 +183,7 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
         learn_mixing: learn W (default), or hold W = I: the model ``latent_model`` (NUTS)
             samples, so that the two posteriors are of one model.
     """
-    for name, flag in (("learn_mixing", learn_mixing), ("kernel_prior", kernel_prior)):
-        if not isinstance(flag, bool):
-            raise ValueError(f"{name} must be True or False, got {flag!r}")
-    _check_link(link)
-    if variance_prior_on not in VARIANCE_PRIOR_ON:
-        raise ValueError(f"unknown variance_prior_on {variance_prior_on!r}; choose from "
-                         f"{list(VARIANCE_PRIOR_ON)}")
-    if variance_prior_on != "kernel" and not kernel_prior:
-        raise ValueError(f"variance_prior_on={variance_prior_on!r} places the kernel prior's "
-                         "variance term; it needs kernel_prior=True")
+    _check_model_flags(link, kernel_prior, variance_prior_on, learn_mixing)
     initial_variance = check_positive("initial_variance", initial_variance)
     if initial_lengthscale is not None:
         initial_lengthscale = check_positive("initial_lengthscale", initial_lengthscale)
@@ -189,20 +191,16 @@ def prepare(X, y, num_classes: int, *, link: str = "softmax", num_inducing: int 
     if num_classes < 2:
         raise ValueError(f"a classifier needs at least 2 classes, got {num_classes}")
     X = np.asarray(X, dtype=np.float64)  # (host-side: eager ops would compile per N)
-    M = resolve_num_inducing(num_inducing, X.shape[0])
-    Z = initial_inducing_inputs(X, M, seed)
+    Z = initial_inducing_inputs(X, resolve_num_inducing(num_inducing, X.shape[0]), seed)
     if not shared_inducing:
-        Z = jax.device_put(np.tile(np.asarray(Z)[None],
-                                   (_num_latent(link, num_classes), 1, 1)))
+        Z = jax.device_put(np.tile(np.asarray(Z)[None], (_num_latent(link, num_classes), 1, 1)))
     return SVGPData(X=jax.device_put(X), y=jax.device_put(np.asarray(y)),
-                    num_classes=int(num_classes), link=link,
-                    inducing_init=Z, kmm_jitter=float(kmm_jitter),
-                    ell_estimator=ell_estimator, likelihood_samples=likelihood_samples,
-                    shared_kernel=bool(shared_kernel), shared_inducing=bool(shared_inducing),
-                    kernel_prior=kernel_prior, variance_prior_on=variance_prior_on,
-                    initial_variance=initial_variance,
-                    initial_lengthscale=initial_lengthscale,
-                    learn_mixing=learn_mixing)
+                    num_classes=int(num_classes), link=link, inducing_init=Z,
+                    kmm_jitter=float(kmm_jitter), ell_estimator=ell_estimator,
+                    likelihood_samples=likelihood_samples, shared_kernel=bool(shared_kernel),
+                    shared_inducing=bool(shared_inducing), kernel_prior=kernel_prior,
+                    variance_prior_on=variance_prior_on, initial_variance=initial_variance,
+                    initial_lengthscale=initial_lengthscale, learn_mixing=learn_mixing)
 
 
 def prepare_regression(X, Y, noise_var: float, Z, kmm_jitter: float = 0.0,

@@ -121,95 +121,56 @@ class ILRGPClassifier(ConjugateClassifier):
                           report: tuple = ("epsilon", "tau")
                           ) -> tuple[dict, dict, tuple[str, ...]]:
         """({(epsilon, tau): leave-one-out NLL}, {tau: its ``SearchFit``}, the phrases of the
-        grids named in ``report`` that ended at a falling edge). The ILR targets of
-        level epsilon are a(epsilon) = log(1 + C epsilon / (1 - epsilon)) times fixed unit
-        targets and the noise scales with them, so a type-II ML fit at one level is the fit
-        at any other with the latent scaled by a(epsilon) / a(reference)
-        (``ppgpc.infer.loo``): each tau's fit scores any epsilon by rescaling its
-        leave-one-out predictive. A fixed ``noise_std`` breaks the scaling: then every
-        epsilon is fitted (and tau does not apply).
+        grids named in ``report`` that ended at a falling edge), one fit per tau
+        (``_JointSearch``); with a fixed ``noise_std``, one fit per epsilon (no tau).
 
-        Where the best pair lies at an edge of either grid and the NLL still falls there,
-        that grid goes on past the edge (``ConjugateClassifier._extend_search``): a new
-        epsilon costs no fit, a new tau one. ``extend_epsilon`` False keeps a grid the user
-        gave as it is. ``start_from``: a fit of the same search on a subsample,
-        where the first fit starts."""
+        A grid whose best pair lies at its edge with the NLL still falling goes on past it
+        (``ConjugateClassifier._extend_search``), epsilon's only with ``extend_epsilon``.
+        ``start_from``: a fit of the same search on a subsample, where the first fit starts."""
         if self.noise_std is not None:
             _, scores, fit, edges = self._search_grid(X, y, num_classes, epsilons, "epsilon",
                                                       extend=extend_epsilon)
             return {(e, taus[0]): v for e, v in scores.items()}, {taus[0]: fit}, edges
-        reference = target_separation(num_classes, DEFAULT_EPSILON)
-        epsilons, scorers, losses = [float(e) for e in epsilons], {}, {}
-        levels, search = self._levels(X, y, num_classes, "tau", start_from), Timer()
-
-        ahead: dict = {}  # {(epsilon, tau): losses} scored before the search reached them
-
-        def add_epsilons(values, tau_list, lookahead=()):
-            """Score ``values`` at each tau, and ``lookahead`` (the values an extension would
-            add next) in the same call, kept until the search reaches them."""
-            for tau in tau_list:
-                todo = [e for e in (*values, *lookahead) if (e, tau) not in ahead]
-                scales = [target_separation(num_classes, e) / reference for e in todo]
-                ahead.update(zip(((e, tau) for e in todo), scorers[tau](scales) if todo else ()))
-                losses.update({(e, tau): ahead[(e, tau)] for e in values})
-
-        def add_tau(tau):
-            timer = Timer()
-            scorers[tau] = levels.score(tau)
-            add_epsilons(epsilons, [tau])
-            best = min(epsilons, key=lambda e: np.mean(losses[(e, tau)]))
-            note(f"tau {tau:g} ({len(scorers)}/{max(len(taus), len(scorers))}): "
-                 f"leave-one-out NLL {np.mean(losses[(best, tau)]):.4f} at epsilon {best:g} "
-                 f"({len(epsilons)} epsilon value(s), {timer}"
-                 f"{time_left(search.seconds, len(scorers), len(taus))})", self.progress)
-
-        def profiles():
-            """The per-point losses along epsilon at the best tau and along tau at the best
-            epsilon."""
-            e_best, t_best = min(losses, key=lambda k: np.mean(losses[k]))
-            return ({e: losses[(e, t_best)] for e in epsilons},
-                    {t: losses[(e_best, t)] for t in scorers})
-
+        search = _JointSearch(self._levels(X, y, num_classes, "tau", start_from), num_classes,
+                              epsilons, len(taus), self.progress)
         for tau in taus:
-            add_tau(float(tau))
-        extend_epsilon = extend_epsilon and len(epsilons) > 1  # a fixed one is not searched
+            search.add_tau(float(tau))
+        extend_epsilon = extend_epsilon and len(search.epsilons) > 1  # a fixed one stays
         room = {"epsilon": GRID_EXTENSIONS if extend_epsilon else 0, "tau": GRID_EXTENSIONS}
         while True:
-            by_epsilon, by_tau = profiles()
+            by_epsilon, by_tau = search.profiles()
             value = room["epsilon"] and self._next_value("epsilon", by_epsilon, num_classes)
             if value:
                 room["epsilon"] -= 1
-                epsilons.append(value)
-                add_epsilons([value], list(scorers),
-                             self._run_beyond("epsilon", epsilons, value, room["epsilon"],
-                                              num_classes))
+                search.epsilons.append(value)
+                search.add_epsilons([value], list(search.scorers), self._run_beyond(
+                    "epsilon", search.epsilons, value, room["epsilon"], num_classes))
                 continue
             value = room["tau"] and self._next_value("tau", by_tau, num_classes)
             if not value:
                 break
             room["tau"] -= 1
-            add_tau(value)
-        edges = tuple(edge for name, profile in zip(("epsilon", "tau"), profiles())
+            search.add_tau(value)
+        edges = tuple(edge for name, profile in zip(("epsilon", "tau"), search.profiles())
                       if name in report
                       for edge in (convergence.grid_edge(name, profile),) if edge is not None)
-        return {k: float(np.mean(v)) for k, v in losses.items()}, levels.fits, edges
+        return {k: float(np.mean(v)) for k, v in search.losses.items()}, search.levels.fits, edges
 
     def _run_beyond(self, name: str, values: list, value: float, count: int,
                     num_classes: int) -> list:
         """Up to ``count`` values past ``value``, the newest edge of ``values``, each one
         ``_beyond`` the last: where an extension of the grid would go next."""
         edge = "low" if value == min(values) else "high"
-        run, grid = [], list(values)
+        grid = list(values)
         for _ in range(count):
             nxt = self._beyond(name, grid, edge, num_classes)
             if nxt is None:
                 break
-            run.append(nxt)
             grid.append(nxt)
-        return run
+        return grid[len(values):]
 
     def _level_options(self, name: str, value: float) -> dict:
-        """tau's fits are at the reference epsilon (others by rescaling, ``_loo_joint_scores``)."""
+        """tau's fits are at the reference epsilon (others by rescaling, ``_JointSearch``)."""
         if name == "tau":
             return self._options_for(DEFAULT_EPSILON, value)
         return self._options_for(value)
@@ -223,10 +184,8 @@ class ILRGPClassifier(ConjugateClassifier):
         self.epsilon_scores_ = self.tau_scores_ = None
         if self._uses_loo() and (self.epsilon == "auto" or search_tau):
             taus = TAU_GRID if search_tau else (self._fixed_tau(),)
-            rows = (self._search_rows(y, "tau") if search_tau or self._switched()
-                    else None)
-            extend_epsilon = selection.grid is None
-            start_from = None
+            rows = self._search_rows(y, "tau") if search_tau or self._switched() else None
+            extend_epsilon, start_from = selection.grid is None, None
             if rows is not None:  # tau on a subsample; epsilon on all rows at that tau
                 sub_scores, sub_fits, edges = self._loo_joint_scores(
                     X[rows], y[rows], num_classes, epsilons, taus,
@@ -239,10 +198,9 @@ class ILRGPClassifier(ConjugateClassifier):
             else:  # on all rows, or on the subsample that fits the hyperparameters
                 fitted = self._hyper_rows(y)
                 fitted = slice(None) if fitted is None else fitted
-                scores, fits, more = self._loo_joint_scores(X[fitted], y[fitted], num_classes,
-                                                            epsilons, taus,
-                                                            extend_epsilon=extend_epsilon,
-                                                            start_from=start_from)
+                scores, fits, more = self._loo_joint_scores(
+                    X[fitted], y[fitted], num_classes, epsilons, taus,
+                    extend_epsilon=extend_epsilon, start_from=start_from)
                 edges += more
             epsilon, tau = min(scores, key=scores.get)
             fit = fits.get(tau)
@@ -261,3 +219,50 @@ class ILRGPClassifier(ConjugateClassifier):
         options = self._options_for(self.epsilon_, self.tau_)
         self.noise_std_ = float(np.sqrt(prepare(X[:1], y[:1], num_classes, **options).noise_var))
         return Selected(options, self._final_options(fit, X, y, num_classes, options), edges)
+
+
+class _JointSearch:
+    """The per-point leave-one-out losses of (epsilon, tau) pairs, one fit per tau.
+
+    The ILR targets of level epsilon are a(epsilon) = log(1 + C epsilon / (1 - epsilon))
+    times fixed unit targets and the noise scales with them, so a type-II ML fit at one
+    level is the fit at any other with the latent scaled by a(epsilon) / a(reference)
+    (``ppgpc.infer.loo``): each tau's fit (``levels.score(tau)``, at the reference epsilon)
+    scores any epsilon by rescaling its leave-one-out predictive.
+    """
+
+    def __init__(self, levels, num_classes: int, epsilons, num_taus: int, progress: bool):
+        self.levels, self.num_classes, self.progress = levels, num_classes, progress
+        self.num_taus, self.reference = num_taus, target_separation(num_classes, DEFAULT_EPSILON)
+        self.epsilons, self.scorers, self.losses = [float(e) for e in epsilons], {}, {}
+        self.ahead = {}  # {(epsilon, tau): losses} scored before the search reached them
+        self.timer = Timer()
+
+    def add_epsilons(self, values, taus, lookahead=()) -> None:
+        """Score ``values`` at each tau, and ``lookahead`` (the values an extension would
+        add next) in the same call, kept until the search reaches them."""
+        for tau in taus:
+            todo = [e for e in (*values, *lookahead) if (e, tau) not in self.ahead]
+            scales = [target_separation(self.num_classes, e) / self.reference for e in todo]
+            self.ahead.update(zip(((e, tau) for e in todo),
+                                  self.scorers[tau](scales) if todo else ()))
+            self.losses.update({(e, tau): self.ahead[(e, tau)] for e in values})
+
+    def add_tau(self, tau: float) -> None:
+        """Fit at ``tau`` and score every epsilon there (a progress note per tau)."""
+        timer = Timer()
+        self.scorers[tau] = self.levels.score(tau)
+        done = len(self.scorers)
+        self.add_epsilons(self.epsilons, [tau])
+        best = min(self.epsilons, key=lambda e: np.mean(self.losses[(e, tau)]))
+        note(f"tau {tau:g} ({done}/{max(self.num_taus, done)}): leave-one-out NLL "
+             f"{np.mean(self.losses[(best, tau)]):.4f} at epsilon {best:g} "
+             f"({len(self.epsilons)} epsilon value(s), {timer}"
+             f"{time_left(self.timer.seconds, done, self.num_taus)})", self.progress)
+
+    def profiles(self) -> tuple[dict, dict]:
+        """The per-point losses along epsilon at the best tau and along tau at the best
+        epsilon."""
+        e_best, t_best = min(self.losses, key=lambda k: np.mean(self.losses[k]))
+        return ({e: self.losses[(e, t_best)] for e in self.epsilons},
+                {t: self.losses[(e_best, t)] for t in self.scorers})

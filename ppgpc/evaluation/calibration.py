@@ -68,18 +68,8 @@ from scipy.special import ndtr
 from ppgpc.evaluation.metrics import _resolve_kind, _scores_and_hits, _validate
 from ppgpc.validation import check_count, check_positive, check_probability, check_seed
 
-__all__ = [
-    "SKCE_ESTIMATORS",
-    "SKCETest",
-    "BandedBins",
-    "ReliabilityBands",
-    "median_bandwidth",
-    "skce",
-    "skce_test",
-    "reliability_bands",
-    "ConfidencePPC",
-    "confidence_ppc",
-]
+__all__ = ["SKCE_ESTIMATORS", "SKCETest", "BandedBins", "ReliabilityBands", "median_bandwidth",
+           "skce", "skce_test", "reliability_bands", "ConfidencePPC", "confidence_ppc"]
 
 SKCE_ESTIMATORS: tuple[str, ...] = ("quadratic", "linear")
 """Accepted values of ``estimator``."""
@@ -377,9 +367,7 @@ def reliability_bands(probs: ArrayLike, y: ArrayLike, *, n_bins: int = 10,
         calibration (up to resampling error); likewise ``P(p_value <= a) <= a``.
     """
     p, labels = _validate(probs, y)
-    n_bins = check_count("n_bins", n_bins)
-    min_count = check_count("min_count", min_count)
-    level = check_probability("level", level, kind="a probability")
+    n_bins, min_count, level = _band_settings(n_bins, min_count, level)
     B = check_count("n_resamples", n_resamples)
     resolved = _resolve_kind(kind, p.shape[1])
     if resolved == "classwise":
@@ -442,17 +430,28 @@ def confidence_ppc(probs: ArrayLike, y: ArrayLike, y_rep: ArrayLike, *, n_bins: 
         200
     """
     p, labels = _validate(probs, y)
-    n, C = p.shape
+    rep = _replicated_labels(y_rep, p.shape)
+    n_bins, min_count, level = _band_settings(n_bins, min_count, level)
+    scores, hits = _scores_and_hits(p, labels, "top-label", None)
+    return _banded_bins(scores, hits, rep == np.argmax(p, axis=1), n_bins, min_count, level,
+                        "top-label")
+
+
+def _replicated_labels(y_rep: ArrayLike, shape: tuple) -> np.ndarray:
+    """``y_rep`` (..., n) as (S, n) integer labels in 0..C-1, for ``probs`` of ``shape``
+    (n, C)."""
+    n, C = shape
     rep = np.asarray(y_rep)
     if rep.ndim < 2 or rep.shape[-1] != n:
         raise ValueError(f"y_rep must have shape (S, n) = (S, {n}) (or (chain, draw, n)) to "
-                         f"match probs of shape {p.shape}; got shape {rep.shape}")
+                         f"match probs of shape {shape}; got shape {rep.shape}")
     rep = rep.reshape(-1, n)
-    if (not np.issubdtype(rep.dtype, np.integer) or rep.min() < 0 or rep.max() >= C):
+    if not np.issubdtype(rep.dtype, np.integer) or rep.min() < 0 or rep.max() >= C:
         raise ValueError(f"y_rep must hold integer labels in 0..{C - 1}")
-    n_bins = check_count("n_bins", n_bins)
-    min_count = check_count("min_count", min_count)
-    level = check_probability("level", level, kind="a probability")
-    scores, hits = _scores_and_hits(p, labels, "top-label", None)
-    predicted = np.argmax(p, axis=1)
-    return _banded_bins(scores, hits, rep == predicted, n_bins, min_count, level, "top-label")
+    return rep
+
+
+def _band_settings(n_bins, min_count, level) -> tuple[int, int, float]:
+    """The checked bin settings of the reliability bands: counts and a level in (0, 1)."""
+    return (check_count("n_bins", n_bins), check_count("min_count", min_count),
+            check_probability("level", level, kind="a probability"))

@@ -38,17 +38,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = [
-    "ECE_KINDS",
-    "ReliabilityTable",
-    "accuracy",
-    "brier",
-    "ece",
-    "evaluate",
-    "nll",
-    "reliability_table",
-    "table_ece",
-]
+__all__ = ["ECE_KINDS", "ReliabilityTable", "accuracy", "brier", "ece", "evaluate", "nll",
+           "reliability_table", "table_ece"]
 
 ECE_KINDS: tuple[str, ...] = ("auto", "binary", "top-label", "classwise")
 """Accepted values of the ``kind`` argument of :func:`ece` and :func:`reliability_table`."""
@@ -105,52 +96,50 @@ def _validate(probs: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     if n_classes < 2:
         raise ValueError(f"probs must have at least 2 classes (columns); got shape {p.shape}.")
     if labels.ndim != 1 or labels.shape[0] != n:
-        raise ValueError(
-            f"y must have shape (n,) = ({n},) to match probs of shape {p.shape}; "
-            f"got shape {labels.shape}."
-        )
+        raise ValueError(f"y must have shape (n,) = ({n},) to match probs of shape {p.shape}; "
+                         f"got shape {labels.shape}.")
+    _check_rows(p)
+    return p, _check_labels(labels, n_classes)
 
-    bad_rows = ~np.isfinite(p).all(axis=1)
-    if bad_rows.any():
-        raise ValueError(
-            f"probs contains NaN or inf in {int(bad_rows.sum())} of {n} rows "
-            f"(first at row {int(np.argmax(bad_rows))})."
-        )
-    negative_rows = (p < 0).any(axis=1)
-    if negative_rows.any():
-        raise ValueError(
-            f"probs contains negative entries in {int(negative_rows.sum())} of {n} rows "
-            f"(first at row {int(np.argmax(negative_rows))})."
-        )
+
+def _check_rows(p: np.ndarray) -> None:
+    """Every row of ``p`` (n, C) finite, non-negative and summing to 1 within
+    ``_ROW_SUM_TOL``."""
+    n = p.shape[0]
+    for rows, what in ((~np.isfinite(p).all(axis=1), "NaN or inf"),
+                       ((p < 0).any(axis=1), "negative entries")):
+        if rows.any():
+            raise ValueError(f"probs contains {what} in {int(rows.sum())} of {n} rows "
+                             f"(first at row {int(np.argmax(rows))}).")
     row_err = np.abs(p.sum(axis=1) - 1.0)
     off_rows = row_err > _ROW_SUM_TOL
     if off_rows.any():
         raise ValueError(
             f"rows of probs must sum to 1 within {_ROW_SUM_TOL:g}; {int(off_rows.sum())} of "
             f"{n} rows do not (worst |sum - 1| = {row_err.max():.3g} at row "
-            f"{int(np.argmax(row_err))})."
-        )
+            f"{int(np.argmax(row_err))}).")
 
-    if labels.dtype == bool or not (
-        np.issubdtype(labels.dtype, np.integer) or np.issubdtype(labels.dtype, np.floating)
-    ):
+
+def _check_labels(labels: np.ndarray, n_classes: int) -> np.ndarray:
+    """``labels`` (n,) as int64 after checking them: integers (or whole floats, not
+    bools) in ``0..C-1``."""
+    n = labels.shape[0]
+    floating = np.issubdtype(labels.dtype, np.floating)
+    if labels.dtype == bool or not (np.issubdtype(labels.dtype, np.integer) or floating):
         raise ValueError(f"y must hold integer class labels; got dtype {labels.dtype}.")
-    if np.issubdtype(labels.dtype, np.floating):
+    if floating:
         non_integral = ~np.isfinite(labels) | (labels != np.round(labels))
         if non_integral.any():
-            raise ValueError(
-                f"y must hold integer class labels; {int(non_integral.sum())} of {n} "
-                "entries are not whole numbers."
-            )
+            raise ValueError(f"y must hold integer class labels; {int(non_integral.sum())} of "
+                             f"{n} entries are not whole numbers.")
     labels = labels.astype(np.int64)
     out_of_range = (labels < 0) | (labels >= n_classes)
     if out_of_range.any():
         raise ValueError(
             f"labels must lie in 0..{n_classes - 1} for C = {n_classes} classes; "
             f"{int(out_of_range.sum())} of {n} labels do not "
-            f"(e.g. {int(labels[np.argmax(out_of_range)])})."
-        )
-    return p, labels
+            f"(e.g. {int(labels[np.argmax(out_of_range)])}).")
+    return labels
 
 
 def _resolve_kind(kind: str, n_classes: int) -> str:

@@ -58,7 +58,6 @@ def _energy_statistics(dist, valid, masks):
     """Energy distances (V-statistics) between the two groups named by each row of
     ``masks`` (P, n) (1 for group a, 0 otherwise) among the ``valid`` (n,) points, given
     their distance matrix ``dist`` (n, n); returns (P,). Padding rows have valid = 0."""
-
     a = masks * valid[None, :]                       # (P, n)
     b = valid[None, :] - a
     na, nb = jnp.sum(a, axis=1), jnp.sum(b, axis=1)  # (P,)
@@ -80,8 +79,7 @@ def energy_test(draws_a, draws_b, *, num_permutations: int = 200, seed: int = 0)
     Returns:
         (energy distance, p-value).
     """
-    a = np.asarray(draws_a, dtype=np.float64)
-    b = np.asarray(draws_b, dtype=np.float64)
+    a, b = (np.asarray(d, dtype=np.float64) for d in (draws_a, draws_b))
     a, b = a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1)
     pooled = np.concatenate([a, b])
     sd = pooled.std(axis=0)
@@ -92,21 +90,15 @@ def energy_test(draws_a, draws_b, *, num_permutations: int = 200, seed: int = 0)
     n = points.shape[0]
     sq = np.sum(points * points, axis=1)
     dist = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * points @ points.T, 0.0))
-    size = 128 * (-(-n // 128))  # pad to a multiple of 128: few compilations
-    padded = np.zeros((size, size))
-    padded[:n, :n] = dist
-    valid = np.zeros(size)
-    valid[:n] = 1.0
-    observed = np.zeros(n)
-    observed[: a.shape[0]] = 1.0
+    pad = 128 * (-(-n // 128)) - n  # pad to a multiple of 128: few compilations
+    observed = (np.arange(n) < a.shape[0]).astype(np.float64)
     rng = np.random.default_rng(seed)
-    perms = np.zeros((num_permutations + 1, size))
-    perms[0, :n] = observed
-    for i in range(num_permutations):
-        perms[i + 1, :n] = rng.permutation(observed)
-    stats = np.asarray(_energy_statistics(jnp.asarray(padded), jnp.asarray(valid),
-                                          jnp.asarray(perms)))
-    p_value = (1.0 + np.sum(stats[1:] >= stats[0] - 1e-12 * abs(stats[0]))) / (1.0 + num_permutations)
+    perms = np.stack([observed] + [rng.permutation(observed) for _ in range(num_permutations)])
+    stats = np.asarray(_energy_statistics(jnp.asarray(np.pad(dist, (0, pad))),
+                                          jnp.asarray(np.pad(np.ones(n), (0, pad))),
+                                          jnp.asarray(np.pad(perms, ((0, 0), (0, pad))))))
+    exceed = np.sum(stats[1:] >= stats[0] - 1e-12 * abs(stats[0]))
+    p_value = (1.0 + exceed) / (1.0 + num_permutations)
     return float(stats[0]), float(p_value)
 
 
@@ -130,12 +122,8 @@ def _posterior(source) -> dict:
         idata, source = source, group(source, "posterior")
         points = _point_estimates(idata, source.sizes["chain"], source.sizes["draw"])
     if hasattr(source, "data_vars"):
-        out = {}
-        for name in source.data_vars:
-            da = source[name]
-            rest = [d for d in da.dims if d not in ("chain", "draw")]
-            out[str(name)] = np.asarray(da.transpose("chain", "draw", *rest).values)
-        return {**points, **out}
+        return {**points, **{str(name): np.asarray(source[name].transpose(
+            "chain", "draw", ...).values) for name in source.data_vars}}
     if isinstance(source, dict):
         out = {str(k): np.asarray(v, dtype=np.float64) for k, v in source.items()}
         for k, v in out.items():
@@ -261,15 +249,72 @@ class PosteriorComparison:
 
 
 def _element_names(shape: tuple) -> list:
-    if not shape:
-        return [""]
-    return ["[" + ", ".join(map(str, idx)) + "]" for idx in np.ndindex(*shape)]
+    return ["[" + ", ".join(map(str, idx)) + "]" for idx in np.ndindex(*shape)] if shape else [""]
+
+
+def _select(post_a: dict, post_b: dict, var_names, labels) -> list:
+    """``var_names`` (one or several), or every variable both posteriors have with the same
+    per-draw shape; each checked to be in both, with that shape and finite draws."""
+    if var_names is None:
+        var_names = [v for v in post_a if v in post_b
+                     and post_a[v].shape[2:] == post_b[v].shape[2:]]
+        if not var_names:
+            raise ValueError(f"the posteriors share no variable of the same shape: "
+                             f"{sorted(post_a)} versus {sorted(post_b)}")
+    else:
+        var_names = [var_names] if isinstance(var_names, str) else list(var_names)
+        for v in var_names:
+            if v not in post_a or v not in post_b:
+                raise ValueError(f"variable {v!r} is not in both posteriors "
+                                 f"({sorted(post_a)} / {sorted(post_b)})")
+            if post_a[v].shape[2:] != post_b[v].shape[2:]:
+                raise ValueError(f"variable {v!r} has per-draw shape {post_a[v].shape[2:]} in "
+                                 f"{labels[0]} but {post_b[v].shape[2:]} in {labels[1]}")
+    for v in var_names:
+        for label, post in zip(labels, (post_a, post_b)):
+            finite = np.isfinite(np.asarray(post[v], dtype=np.float64))
+            if not finite.all():
+                raise ValueError(f"variable {v!r} of {label} has {int((~finite).sum())} "
+                                 "non-finite value(s) (NaN or inf) in its draws; a broken "
+                                 "posterior cannot be compared")
+    return var_names
+
+
+def _summary(draws: np.ndarray, max_draws: int):
+    """Per-element mean, sd (ddof 1) and bulk ESS (k,) of (chain, draw, k) draws, and the
+    (m, k) draws thinned to about their least ESS over varying elements, m <= max_draws."""
+    flat = draws.reshape(-1, draws.shape[2])
+    ess = _ess(draws)
+    varying = np.ptp(flat, axis=0) > 0
+    target = int(min(max_draws, np.min(ess[varying]) if varying.any() else max_draws))
+    return flat.mean(axis=0), flat.std(axis=0, ddof=1), ess, _thin(draws, target)
+
+
+def _compare_variable(name: str, a, b, shape: tuple, max_draws: int, num_permutations: int,
+                      seed: int):
+    """(table row, element rows) of one variable from its (chain, draw, k) draws ``a`` and
+    ``b``: smd, z and sd ratio per element, the energy test on the thinned draws."""
+    mean_a, sd_a, ess_a, thin_a = _summary(a, max_draws)
+    mean_b, sd_b, ess_b, thin_b = _summary(b, max_draws)
+    diff = mean_a - mean_b
+    smd = _ratio(diff, np.sqrt(0.5 * (sd_a**2 + sd_b**2)))
+    z = _ratio(diff, np.sqrt(sd_a**2 / ess_a + sd_b**2 / ess_b))
+    sd_ratio = np.where((sd_a == 0) & (sd_b == 0), 1.0, _ratio(sd_a, sd_b))
+    elements = [{"variable": name, "index": index, "position": j, "mean_a": mean_a[j],
+                 "mean_b": mean_b[j], "sd_a": sd_a[j], "sd_b": sd_b[j], "ess_a": ess_a[j],
+                 "ess_b": ess_b[j], "smd": smd[j], "z": z[j], "sd_ratio": sd_ratio[j]}
+                for j, index in enumerate(_element_names(shape))]
+    energy, p_value = energy_test(thin_a, thin_b, num_permutations=num_permutations, seed=seed)
+    row = {"n_elements": a.shape[2], "max_abs_smd": float(np.max(np.abs(smd))),
+           "max_abs_z": float(np.max(np.abs(z))), "sd_ratio_min": float(np.min(sd_ratio)),
+           "sd_ratio_max": float(np.max(sd_ratio)), "energy": energy, "p_value": p_value,
+           "n_a": thin_a.shape[0], "n_b": thin_b.shape[0]}
+    return row, elements
 
 
 def compare_posteriors(idata_a, idata_b, var_names=None, *, labels=("a", "b"),
                        max_draws: int = 300, num_permutations: int | None = None,
-                       alpha: float = 0.01,
-                       seed: int = 0) -> PosteriorComparison:
+                       alpha: float = 0.01, seed: int = 0) -> PosteriorComparison:
     """Compare two posteriors variable by variable (module docstring for the statistics).
 
     Args:
@@ -301,62 +346,18 @@ def compare_posteriors(idata_a, idata_b, var_names=None, *, labels=("a", "b"),
         num_permutations = check_count("num_permutations", num_permutations)
     seed = check_seed(seed)
     post_a, post_b = _posterior(idata_a), _posterior(idata_b)
-    if var_names is None:
-        var_names = [v for v in post_a if v in post_b
-                     and post_a[v].shape[2:] == post_b[v].shape[2:]]
-        if not var_names:
-            raise ValueError(f"the posteriors share no variable of the same shape: "
-                             f"{sorted(post_a)} versus {sorted(post_b)}")
-    else:
-        var_names = [var_names] if isinstance(var_names, str) else list(var_names)
-        for v in var_names:
-            if v not in post_a or v not in post_b:
-                raise ValueError(f"variable {v!r} is not in both posteriors "
-                                 f"({sorted(post_a)} / {sorted(post_b)})")
-            if post_a[v].shape[2:] != post_b[v].shape[2:]:
-                raise ValueError(f"variable {v!r} has per-draw shape {post_a[v].shape[2:]} in "
-                                 f"{labels[0]} but {post_b[v].shape[2:]} in {labels[1]}")
-    for v in var_names:
-        for label, post in zip(labels, (post_a, post_b)):
-            finite = np.isfinite(np.asarray(post[v], dtype=np.float64))
-            if not finite.all():
-                raise ValueError(f"variable {v!r} of {label} has {int((~finite).sum())} "
-                                 "non-finite value(s) (NaN or inf) in its draws; a broken "
-                                 "posterior cannot be compared")
+    var_names = _select(post_a, post_b, var_names, labels)
     if num_permutations is None:
         num_permutations = max(200, int(math.ceil(2.0 * len(var_names) / alpha)))
     rows, elements, draws = {}, [], {}
     for i, name in enumerate(var_names):
-        shape = post_a[name].shape[2:]
-        a = post_a[name].reshape(post_a[name].shape[:2] + (-1,)).astype(np.float64)
-        b = post_b[name].reshape(post_b[name].shape[:2] + (-1,)).astype(np.float64)
+        a, b = (p[name].reshape(p[name].shape[:2] + (-1,)).astype(np.float64)
+                for p in (post_a, post_b))
         draws[name] = (a, b)
-        flat_a, flat_b = a.reshape(-1, a.shape[2]), b.reshape(-1, b.shape[2])
-        mean_a, mean_b = flat_a.mean(axis=0), flat_b.mean(axis=0)
-        sd_a, sd_b = flat_a.std(axis=0, ddof=1), flat_b.std(axis=0, ddof=1)
-        ess_a, ess_b = _ess(a), _ess(b)
-        diff = mean_a - mean_b
-        smd = _ratio(diff, np.sqrt(0.5 * (sd_a**2 + sd_b**2)))
-        z = _ratio(diff, np.sqrt(sd_a**2 / ess_a + sd_b**2 / ess_b))
-        sd_ratio = np.where((sd_a == 0) & (sd_b == 0), 1.0, _ratio(sd_a, sd_b))
-        for j, index in enumerate(_element_names(shape)):
-            elements.append({"variable": name, "index": index, "position": j,
-                             "mean_a": mean_a[j], "mean_b": mean_b[j], "sd_a": sd_a[j],
-                             "sd_b": sd_b[j], "ess_a": ess_a[j], "ess_b": ess_b[j],
-                             "smd": smd[j], "z": z[j], "sd_ratio": sd_ratio[j]})
-        varying_a, varying_b = np.ptp(flat_a, axis=0) > 0, np.ptp(flat_b, axis=0) > 0
-        target_a = int(min(max_draws, np.min(ess_a[varying_a]) if varying_a.any() else max_draws))
-        target_b = int(min(max_draws, np.min(ess_b[varying_b]) if varying_b.any() else max_draws))
-        thin_a, thin_b = _thin(a, target_a), _thin(b, target_b)
-        energy, p_value = energy_test(thin_a, thin_b, num_permutations=num_permutations,
-                                      seed=seed + i)
-        rows[name] = {"n_elements": a.shape[2], "max_abs_smd": float(np.max(np.abs(smd))),
-                      "max_abs_z": float(np.max(np.abs(z))),
-                      "sd_ratio_min": float(np.min(sd_ratio)),
-                      "sd_ratio_max": float(np.max(sd_ratio)), "energy": energy,
-                      "p_value": p_value, "n_a": thin_a.shape[0], "n_b": thin_b.shape[0]}
+        rows[name], more = _compare_variable(name, a, b, post_a[name].shape[2:], max_draws,
+                                             num_permutations, seed + i)
+        elements += more
     table = pd.DataFrame.from_dict(rows, orient="index")
     table["different"] = table["p_value"] < alpha / len(table)
     return PosteriorComparison(table=table, elements=pd.DataFrame(elements),
-                               labels=tuple(map(str, labels)), alpha=float(alpha),
-                               draws=draws)
+                               labels=tuple(map(str, labels)), alpha=float(alpha), draws=draws)

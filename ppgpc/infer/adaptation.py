@@ -140,8 +140,7 @@ def schedule(num_warmup) -> tuple[jax.Array, jax.Array]:
 
 
 def _empty_moments(dim: int, dense: bool, dtype) -> Moments:
-    zeros = jnp.zeros(dim, dtype)
-    return Moments(jnp.zeros((), jnp.int32), zeros,
+    return Moments(jnp.zeros((), jnp.int32), jnp.zeros(dim, dtype),
                    jnp.zeros((dim, dim) if dense else dim, dtype))
 
 
@@ -150,18 +149,14 @@ def _add(moments: Moments, x: jax.Array, keep: jax.Array) -> Moments:
     count = moments.count + 1
     dx = x - moments.draw_mean
     draw_mean = moments.draw_mean + dx / count
-    if moments.draw_m2.ndim == 2:
-        draw_m2 = moments.draw_m2 + jnp.outer(dx, x - draw_mean)
-    else:
-        draw_m2 = moments.draw_m2 + dx * (x - draw_mean)
+    dense = moments.draw_m2.ndim == 2
+    draw_m2 = moments.draw_m2 + (jnp.outer(dx, x - draw_mean) if dense else dx * (x - draw_mean))
     added = Moments(count, draw_mean, draw_m2)
     return jax.tree.map(lambda new, old: jnp.where(keep, new, old), added, moments)
 
 
 def _factor(inverse_mass: jax.Array) -> jax.Array:
-    if inverse_mass.ndim == 2:
-        return jnp.linalg.cholesky(inverse_mass)
-    return lax.rsqrt(inverse_mass)
+    return jnp.linalg.cholesky(inverse_mass) if inverse_mass.ndim == 2 else lax.rsqrt(inverse_mass)
 
 
 def _estimate(front: Moments, inverse_mass: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -180,8 +175,7 @@ def _estimate(front: Moments, inverse_mass: jax.Array) -> tuple[jax.Array, jax.A
 
 def _dual_start(step_size: jax.Array) -> DualAveraging:
     log_step = jnp.log(step_size)
-    zero = jnp.zeros_like(log_step)
-    return DualAveraging(log_step, log_step, zero, jnp.log(10.0) + log_step,
+    return DualAveraging(log_step, log_step, jnp.zeros_like(log_step), jnp.log(10.0) + log_step,
                          jnp.ones((), jnp.int32))
 
 
@@ -245,10 +239,6 @@ def find_step_size(accept_of: Callable[[jax.Array], jax.Array], step_size: jax.A
     first = accept_of(step_size)
     up = first > target_accept
 
-    def cond(carry):
-        _, count, done = carry
-        return (~done) & (count < _SEARCH_STEPS)
-
     def body(carry):
         step, count, _ = carry
         step = jnp.where(up, 2.0 * step, 0.5 * step)
@@ -257,8 +247,8 @@ def find_step_size(accept_of: Callable[[jax.Array], jax.Array], step_size: jax.A
                          (accept >= target_accept) | (step < 1e-10))
         return step, count + 1, done
 
-    step, count, _ = lax.while_loop(cond, body, (step_size, jnp.ones((), jnp.int32),
-                                                 jnp.array(False)))
+    step, count, _ = lax.while_loop(lambda c: (~c[2]) & (c[1] < _SEARCH_STEPS), body,
+                                    (step_size, jnp.ones((), jnp.int32), jnp.array(False)))
     return step, count
 
 
@@ -270,6 +260,33 @@ def momentum(adapt: Adaptation, key: jax.Array) -> jax.Array:
     if factor.ndim == 2:
         return jax.scipy.linalg.solve_triangular(factor, eps, lower=True, trans="T")
     return factor * eps
+
+
+def _switch_estimators(adapt: Adaptation, draw, position, moved, early_end, step_start):
+    """(front, back, window) after adding ``position`` (D,) to both estimators (when
+    ``moved``): the back one becomes the front one, and a new back one starts, once it
+    holds a window of draws and another window fits before ``step_start``."""
+    early = draw < early_end
+    window = jnp.where(draw == early_end, jnp.maximum(adapt.window, adapt.back.count),
+                       adapt.window)
+    front = _add(adapt.front, position, moved)
+    back = _add(adapt.back, position, moved)
+    switch_at = jnp.where(early, EARLY_SWITCH, window)
+    grown = jnp.maximum(window + 1, jnp.round(window * WINDOW_GROWTH).astype(window.dtype))
+    following = jnp.where(early, EARLY_SWITCH, grown)
+    switch = (back.count >= switch_at) & (following + draw <= step_start)
+    empty = _empty_moments(position.shape[0], adapt.inverse_mass.ndim == 2, position.dtype)
+    front = jax.tree.map(lambda b, f: jnp.where(switch, b, f), back, front)
+    back = jax.tree.map(lambda e, b: jnp.where(switch, e, b), empty, back)
+    return front, back, jnp.where(switch & ~early, following, window)
+
+
+def _step_update(adapt: Adaptation, accept, key, target_accept: float) -> Adaptation:
+    """One dual-averaging iteration; the next step size exp(log_step) jittered uniformly
+    on (1 - ``JITTER``, 1 + ``JITTER``)."""
+    dual = _dual_advance(adapt.dual, accept, target_accept)
+    jitter = jax.random.uniform(key, (), dual.log_step.dtype, 1.0 - JITTER, 1.0 + JITTER)
+    return adapt._replace(dual=dual, step_size=jnp.exp(dual.log_step) * jitter)
 
 
 def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
@@ -296,42 +313,27 @@ def adaptation_update(adapt: Adaptation, draw: jax.Array, num_warmup: jax.Array,
         (adaptation, leapfrog steps the search took: 0 without one).
     """
     early_end, step_start = schedule(num_warmup)
-    mass_phase = draw < step_start
-    early = draw < early_end
+    zero = jnp.zeros((), jnp.int32)
+
+    def stepped(adapt: Adaptation) -> tuple[Adaptation, jax.Array]:
+        return _step_update(adapt, accept, key, target_accept), zero
+
+    def searched(adapt: Adaptation) -> tuple[Adaptation, jax.Array]:
+        step, count = search(adapt)
+        return restart_step_size(adapt, step), count
 
     def mass(adapt: Adaptation) -> tuple[Adaptation, jax.Array]:
-        window = jnp.where(draw == early_end,
-                           jnp.maximum(adapt.window, adapt.back.count), adapt.window)
-        front = _add(adapt.front, position, moved)
-        back = _add(adapt.back, position, moved)
-        switch_at = jnp.where(early, EARLY_SWITCH, window)
-        grown = jnp.maximum(window + 1, jnp.round(window * WINDOW_GROWTH).astype(window.dtype))
-        following = jnp.where(early, EARLY_SWITCH, grown)
-        switch = (back.count >= switch_at) & (following + draw <= step_start)
-        empty = _empty_moments(position.shape[0], adapt.inverse_mass.ndim == 2, position.dtype)
-        front = jax.tree.map(lambda b, f: jnp.where(switch, b, f), back, front)
-        back = jax.tree.map(lambda e, b: jnp.where(switch, e, b), empty, back)
-        window = jnp.where(switch & ~early, following, window)
+        front, back, window = _switch_estimators(adapt, draw, position, moved, early_end,
+                                                 step_start)
         estimate, usable = _estimate(front, adapt.inverse_mass)
         changed = (front.count >= 3) & usable
         inverse_mass = jnp.where(changed, estimate, adapt.inverse_mass)
         updated = adapt._replace(inverse_mass=inverse_mass, mass_factor=_factor(inverse_mass),
                                  front=front, back=back, window=window,
                                  initial=adapt.initial & ~changed)
-        first = changed & adapt.initial
-        return lax.cond(first, lambda a: _searched(a), lambda a: (_stepped(a), zero), updated)
+        return lax.cond(changed & adapt.initial, searched, stepped, updated)
 
-    def _searched(adapt: Adaptation) -> tuple[Adaptation, jax.Array]:
-        step, count = search(adapt)
-        return restart_step_size(adapt, step), count
-
-    def _stepped(adapt: Adaptation) -> Adaptation:
-        dual = _dual_advance(adapt.dual, accept, target_accept)
-        jitter = jax.random.uniform(key, (), dual.log_step.dtype, 1.0 - JITTER, 1.0 + JITTER)
-        return adapt._replace(dual=dual, step_size=jnp.exp(dual.log_step) * jitter)
-
-    zero = jnp.zeros((), jnp.int32)
-    adapt, count = lax.cond(mass_phase, mass, lambda a: (_stepped(a), zero), adapt)
+    adapt, count = lax.cond(draw < step_start, mass, stepped, adapt)
     last = draw == num_warmup - 1
     step = jnp.where(last, jnp.exp(adapt.dual.log_step_bar), adapt.step_size)
     return adapt._replace(step_size=step), count

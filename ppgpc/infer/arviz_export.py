@@ -200,8 +200,7 @@ def _posterior_group(result, chains: int, draws: int, key):
     posterior = {"f": np.asarray(training_latent(result))}
     dims = {"f": ["obs", "latent"]}
     if result.inducing is not None:  # whitened inducing draws
-        posterior["v"] = np.asarray(result.inducing)
-        dims["v"] = ["inducing", "latent"]
+        posterior["v"], dims["v"] = np.asarray(result.inducing), ["inducing", "latent"]
     sampled, point = _split_hypers(result, chains, draws)
     posterior.update(sampled)
     for name, value in {**sampled, **point}.items():
@@ -213,23 +212,18 @@ def _posterior_group(result, chains: int, draws: int, key):
     inducing = result.spec.inducing or Inducing()
     own = None
     if Z is not None and result.inducing is not None and inducing.inducing_values is not None:
-        # the model's own values at its inducing inputs where they are not what
-        # predict_latent gives there (SVGP with one set per latent: W f(Z) is not defined,
-        # so u is each latent's u_c = f_c(Z_c) = L_mm,c v_c, before mixing; the collapsed
-        # fits: u = L_m v at each latent's own Z, never with GPD's pseudo-observation
-        # noise); None elsewhere
+        # the model's own u where predict_latent's is not it (SVGP with one set per latent:
+        # u_c = f_c(Z_c) = L_mm,c v_c before mixing; collapsed fits: u = L_m v at each
+        # latent's own Z, without GPD's pseudo-observation noise); None elsewhere
         own = inducing.inducing_values(result.data, result.kernel, result.hyper_draw(0, 0),
                                        jnp.asarray(result.inducing))
+    if own is None and Z is not None and np.ndim(Z) == 4 and result.point_hypers \
+            and "u" not in posterior:
+        # joint draws for per-draw predictives, marginal ones for point conjugate fits
+        # (sampled pointwise); Z lies in the space of the training X: no input_scaling
+        own = predictive.predict_latent(result, np.asarray(Z)[0, 0], key)
     if own is not None:
-        posterior["u"] = np.asarray(own)
-        dims["u"] = ["inducing", "latent"]
-    elif Z is not None and np.ndim(Z) == 4 and result.point_hypers and "u" not in posterior:
-        # draws of the latent at the inducing inputs: joint for per-draw predictives, marginal
-        # (each element exact, correlations between inducing points not kept) for point
-        # conjugate fits, whose predictive is sampled pointwise.
-        # Z lies in the space of the training X already: no input_scaling
-        posterior["u"] = np.asarray(predictive.predict_latent(result, np.asarray(Z)[0, 0], key))
-        dims["u"] = ["inducing", "latent"]
+        posterior["u"], dims["u"] = np.asarray(own), ["inducing", "latent"]
     return posterior, point, dims
 
 
@@ -282,19 +276,24 @@ def _class_labels(class_names, C: int) -> np.ndarray:
     return labels
 
 
-def _sample_stats_group(result, chains: int, draws: int):
-    """(per-draw dict, trace Dataset or None)."""
+def _sample_stats_group(result, to_dataset):
+    """The ``sample_stats`` Dataset, or None: per-draw statistics (chain, draw) through
+    ``to_dataset``, merged with the traces (``TRACE_STATS`` and any other shape) over
+    [chain, iteration]."""
     per_draw, traces = {}, {}
     for name, value in result.sample_stats.items():
         value = np.asarray(value)
-        if name in TRACE_STATS or value.shape[:2] != (chains, draws):
+        if name in TRACE_STATS or value.shape[:2] != (result.num_chains, result.num_draws):
             value = value.reshape((value.shape[0], -1)) if value.ndim >= 2 else value[None]
             traces[name] = xr.DataArray(value, dims=["chain", "iteration"],
                                         coords={"chain": np.arange(value.shape[0]),
                                                 "iteration": np.arange(value.shape[1])})
         else:
             per_draw[name] = value
-    return per_draw, (xr.Dataset(traces) if traces else None)
+    parts = ([to_dataset(per_draw)] if per_draw else []) + ([xr.Dataset(traces)] if traces else [])
+    if len(parts) == 2:
+        return xr.merge(parts, combine_attrs="override")
+    return parts[0] if parts else None
 
 
 def _check_export_size(result, max_bytes) -> None:
@@ -325,27 +324,117 @@ def _bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+def _coords(result, feature_names) -> dict:
+    """The coordinates of ``obs``, ``latent``, ``class``, ``feature`` (``feature_names`` or
+    0..D-1) and, with inducing inputs, ``inducing``."""
+    N, D = result.data.X.shape
+    features = list(range(D)) if feature_names is None else [str(f) for f in feature_names]
+    if len(features) != D:
+        raise ValueError(f"feature_names must have {D} entries; got {len(features)}")
+    coords = {"obs": np.arange(N), "latent": np.arange(result.spec.num_latent(result.num_classes)),
+              "class": np.arange(result.num_classes), "feature": features}
+    if "inducing_inputs" in result.hypers:
+        coords["inducing"] = np.arange(np.shape(result.hypers["inducing_inputs"])[-2])
+    return coords
+
+
+def _training_groups(result, coords: dict, key_pp, key_u) -> dict:
+    """The groups of the training data: ``posterior``, ``posterior_predictive``,
+    ``log_likelihood``, ``sample_stats`` (when recorded), ``observed_data`` and
+    ``constant_data`` (``X`` and the point hyperparameters)."""
+    data, shown = result.data, exported_chains(result)[0]
+    posterior, point, dims = _posterior_group(result, result.num_chains, result.num_draws, key_u)
+    dims.update({"y": ["obs"], "X": ["obs", "feature"]})
+    log_lik, pp_labels = _categorical_parts(key_pp, result.spec.log_link,
+                                            jnp.asarray(posterior["f"]), jnp.asarray(data.y))
+
+    def sampled(variables):
+        return _dataset({k: _split_chains(v, shown) for k, v in variables.items()}, dims, coords)
+
+    groups = {"posterior": sampled(posterior), "posterior_predictive": sampled({"y": pp_labels}),
+              "log_likelihood": sampled({"y": log_lik})}
+    stats = _sample_stats_group(result, sampled)
+    if stats is not None:
+        groups["sample_stats"] = stats
+    groups["observed_data"] = _dataset({"y": data.y}, dims, coords, sampled=False)
+    constant = _dataset({"X": data.X}, dims, coords, sampled=False)
+    if point:
+        kind = str(result.info.hyperparameters or "point estimate")
+        constant = constant.assign(_point_variables(point, dims, coords, kind))
+        constant.attrs["point_estimate"] = kind
+    groups["constant_data"] = constant
+    return groups
+
+
+def _prediction_groups(full, result, X_pred, y_pred, coords: dict, key_f, key_y, cap,
+                       latent: bool) -> dict:
+    """``predictions``: ``p`` [pred, class], sampled ``y`` [pred] (and ``f`` [pred, latent]
+    when ``latent``) at every step-th draw of each chain, at most ``cap`` draws; and
+    ``predictions_constant_data``: ``X``, ``p_mean`` = ``full.predict_proba(X_pred)``, and
+    ``y`` = ``y_pred`` when given. ``key_f=None`` draws f with predict_proba's normals."""
+    D, C = result.data.X.shape[1], result.num_classes
+    X_pred = jnp.asarray(X_pred, dtype=jnp.float64)
+    if X_pred.ndim != 2 or X_pred.shape[1] != D:
+        raise ValueError(f"X_pred must have shape (n, {D}); got {X_pred.shape}")
+    n = X_pred.shape[0]
+    constant = {"X": np.asarray(X_pred)}
+    if y_pred is not None:
+        y_pred = np.asarray(y_pred)
+        if y_pred.shape != (n,) or not np.all((y_pred >= 0) & (y_pred < C)):
+            raise ValueError(f"y_pred must be ({n},) class indices in "
+                             f"0..{C - 1}; got shape {y_pred.shape}")
+        constant["y"] = y_pred.astype(np.int64)
+    shown = exported_chains(result)[0]
+    per_chain = result.num_chains * result.num_draws // shown
+    step = _prediction_step(shown, per_chain, cap)
+    # the draws predict_proba averages (the same normals): the mean of p over them is p_mean
+    f_pred = _split_chains(predictive.predict_latent(
+        result, result.scaled_inputs(X_pred), key_f, shared=True), shown)[:, ::step]
+    probs, labels = _predictive_parts(key_y, result.spec.log_link, f_pred)
+    constant["p_mean"] = np.asarray(full.predict_proba(X_pred))
+    variables = {"p": np.asarray(probs), "y": np.asarray(labels)}
+    if latent:
+        variables["f"] = np.asarray(f_pred)
+    dims = {"f": ["pred", "latent"], "p": ["pred", "class"], "y": ["pred"],
+            "X": ["pred", "feature"], "p_mean": ["pred", "class"]}
+    coords = {**coords, "pred": np.arange(n)}
+    constant = _dataset(constant, dims, coords, sampled=False)
+    constant["p_mean"].attrs["description"] = (
+        "predict_proba at X_pred: the posterior predictive mean over every draw of the fit")
+    # the draw coordinate names the posterior draws the kept ones are
+    return {"predictions": _dataset(variables, dims, coords).assign_coords(
+                draw=np.arange(0, per_chain, step)),
+            "predictions_constant_data": constant}
+
+
+def _attrs(result) -> dict:
+    """``attrs`` of every group: model, method, predictive kind, settings and info (JSON
+    text), seed, and the convergence verdict and summary when the fit has a report."""
+    attrs = {
+        "ppgpc_model": result.spec.name,
+        "ppgpc_method": result.method,
+        "ppgpc_predictive_kind": result.predictive_kind,
+        "ppgpc_point_hypers": int(bool(result.point_hypers)),
+        "ppgpc_settings": json.dumps(result.settings, sort_keys=True, default=str),
+        "ppgpc_info": json.dumps(result.info.to_dict(), sort_keys=True, default=str),
+        "ppgpc_seed": int(result.seed),
+    }
+    report = result.info.convergence
+    if report is not None:
+        attrs["ppgpc_converged"] = int(bool(report.converged))
+        attrs["ppgpc_convergence"] = report.summary()
+    return attrs
+
+
 def to_inference_data(result, X_pred=None, *, key=None, class_names=None, feature_names=None,
                       y_pred=None, thin=1, max_bytes=MAX_EXPORT_BYTES,
                       prediction_draws=PREDICTION_DRAWS, prediction_latent=False):
     """Build the installed ArviZ's container of a fitted result: ``az.InferenceData``
     (ArviZ 0.2x) or an ``xarray.DataTree`` with one child per group (ArviZ 1;
-    ``ppgpc.evaluation.arviz_objects``), with the same groups, dims and coordinates.
-
-    Groups (details, dims and coordinates in the module docstring):
-
-    * ``posterior``: the draws the fit made: ``f`` [obs, latent] at the training inputs,
-      ``u``/``v`` at inducing inputs, and hyperparameters where they were sampled.
-    * ``constant_data``: the training ``X``, and point hyperparameters (one value each,
-      ``attrs["point_estimate"]`` says how they were obtained).
-    * ``log_likelihood``: ``y`` [obs], the categorical log p(y_i | f_i) per draw.
-    * ``posterior_predictive``: ``y`` [obs], a label drawn per draw at each training input.
-    * ``observed_data``: ``y`` [obs], the training labels (codes 0..C-1).
-    * ``sample_stats``: the sampler's per-draw statistics and optimisation traces.
-    * with ``X_pred``, ``predictions``: ``p`` [pred, class] and a sampled label ``y`` per
-      draw, for at most ``prediction_draws`` draws (and ``f`` [pred, latent] with
-      ``prediction_latent=True``); ``predictions_constant_data``: ``X_pred``, ``p_mean``
-      [pred, class] = ``predict_proba(X_pred)`` exactly, and ``y_pred`` when given.
+    ``ppgpc.evaluation.arviz_objects``), with the groups, dims and coordinates of the module
+    docstring: ``posterior``, ``constant_data``, ``log_likelihood``,
+    ``posterior_predictive``, ``observed_data``, ``sample_stats``, and with ``X_pred``,
+    ``predictions`` and ``predictions_constant_data``.
 
     Args:
         result: a ``FitResult``.
@@ -354,17 +443,13 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         key: PRNG key for sampled labels and predictive draws (default from the result's
             seed, and for the predictions the draws of ``predict_proba``).
         class_names: the original labels of classes 0..C-1, for the ``class_label``
-            coordinate (numbers and strings kept as they are; default 0..C-1). The
-            ``class`` coordinate and every exported ``y`` hold the codes 0..C-1.
+            coordinate (default 0..C-1); ``class`` and every ``y`` hold the codes 0..C-1.
         feature_names: labels for the ``feature`` coordinate.
-        y_pred: optional (n,) true labels (indices 0..C-1) at ``X_pred``, stored in
-            ``predictions_constant_data`` so that ``ppgpc.evaluation.exports`` can score the
-            predictions without being given them again.
-        thin: keep every ``thin``-th draw (``FitResult.thin``). The posterior ``f`` holds
-            chain x draw x N x L numbers; for an inducing-point fit on a large training set
-            they are computed here, so thin to keep the export small.
-        max_bytes: refuse (with a message that gives the ``thin`` that fits) to build a
-            training latent larger than this many bytes; ``None`` lifts the limit.
+        y_pred: optional (n,) true labels (0..C-1) at ``X_pred``, kept in
+            ``predictions_constant_data`` for ``ppgpc.evaluation.exports``.
+        thin: keep every ``thin``-th draw (``FitResult.thin``).
+        max_bytes: refuse (naming the ``thin`` that fits) to build a training latent
+            larger than this many bytes; ``None`` lifts the limit.
         prediction_draws: most draws of ``p`` and ``y`` in ``predictions`` (every k-th
             draw of each chain); ``None`` keeps every draw.
         prediction_latent: also export ``f`` [pred, latent], the latent at ``X_pred``.
@@ -380,105 +465,18 @@ def to_inference_data(result, X_pred=None, *, key=None, class_names=None, featur
         >>> idata.predictions["p"].shape, idata.predictions_constant_data["p_mean"].shape
         ((4, 25, 4, 2), (4, 2))
     """
-    full = result
-    result = result.thin(thin)
+    full, result = result, result.thin(thin)
     _check_export_size(result, max_bytes)
-    given_key = key
-    key = stream_key(result.seed, EXPORT_TAG) if key is None else key
-    k_pp, k_pred, k_pred_y, k_u = jax.random.split(key, 4)
-    data = result.data
-    chains, draws = result.num_chains, result.num_draws
-    N, D = data.X.shape
+    k_pp, k_pred, k_pred_y, k_u = jax.random.split(
+        stream_key(result.seed, EXPORT_TAG) if key is None else key, 4)
     C = result.num_classes
-    L = result.spec.num_latent(C)
-    class_labels = _class_labels(class_names, C)
-    features = list(range(D)) if feature_names is None else [str(f) for f in feature_names]
-    if len(features) != D:
-        raise ValueError(f"feature_names must have {D} entries; got {len(features)}")
-
-    posterior, point, dims = _posterior_group(result, chains, draws, k_u)
-    dims.update({"y": ["obs"], "X": ["obs", "feature"]})
-    log_lik, pp_labels = _categorical_parts(k_pp, result.spec.log_link,
-                                            jnp.asarray(posterior["f"]), jnp.asarray(data.y))
-    per_draw_stats, traces = _sample_stats_group(result, chains, draws)
-    shown = exported_chains(result)[0]
-    coords = {"obs": np.arange(N), "latent": np.arange(L), "class": np.arange(C),
-              "feature": features}
-    if "inducing_inputs" in result.hypers:
-        coords["inducing"] = np.arange(np.shape(result.hypers["inducing_inputs"])[-2])
-
-    def split(variables):
-        return {k: _split_chains(v, shown) for k, v in variables.items()}
-
-    groups = {
-        "posterior": _dataset(split(posterior), dims, coords),
-        "posterior_predictive": _dataset(split({"y": pp_labels}), dims, coords),
-        "log_likelihood": _dataset(split({"y": log_lik}), dims, coords),
-    }
-    if per_draw_stats or traces is not None:
-        stats = _dataset(split(per_draw_stats), dims, coords) if per_draw_stats else None
-        if traces is not None:
-            stats = traces if stats is None else xr.merge([stats, traces],
-                                                          combine_attrs="override")
-        groups["sample_stats"] = stats
-    groups["observed_data"] = _dataset({"y": data.y}, dims, coords, sampled=False)
-    constant = _dataset({"X": data.X}, dims, coords, sampled=False)
-    if point:
-        kind = str(result.info.hyperparameters or "point estimate")
-        constant = constant.assign(_point_variables(point, dims, coords, kind))
-        constant.attrs["point_estimate"] = kind
-    groups["constant_data"] = constant
-
+    labels = {"class": np.arange(C), "class_label": ("class", _class_labels(class_names, C))}
+    coords = _coords(result, feature_names)
+    groups = _training_groups(result, coords, k_pp, k_u)
     if X_pred is not None:
-        X_pred = jnp.asarray(X_pred, dtype=jnp.float64)
-        if X_pred.ndim != 2 or X_pred.shape[1] != D:
-            raise ValueError(f"X_pred must have shape (n, {D}); got {X_pred.shape}")
-        pred_constant = {"X": np.asarray(X_pred)}
-        if y_pred is not None:
-            y_pred = np.asarray(y_pred)
-            if y_pred.shape != (X_pred.shape[0],) or not np.all((y_pred >= 0) & (y_pred < C)):
-                raise ValueError(f"y_pred must be ({X_pred.shape[0]},) class indices in "
-                                 f"0..{C - 1}; got shape {y_pred.shape}")
-            pred_constant["y"] = y_pred.astype(np.int64)
-        # the draws predict_proba averages (the same normals), so that the mean of p over
-        # the draws is predict_proba; every step-th draw of each chain is exported
-        step = _prediction_step(shown, chains * draws // shown, prediction_draws)
-        f_pred = _split_chains(predictive.predict_latent(
-            result, result.scaled_inputs(X_pred), None if given_key is None else k_pred,
-            shared=True), shown)[:, ::step]
-        probs, labels = _predictive_parts(k_pred_y, result.spec.log_link, f_pred)
-        pred_constant["p_mean"] = np.asarray(full.predict_proba(X_pred))
-        variables = {"p": np.asarray(probs), "y": np.asarray(labels)}
-        if prediction_latent:
-            variables["f"] = np.asarray(f_pred)
-        pred_dims = {"f": ["pred", "latent"], "p": ["pred", "class"], "y": ["pred"],
-                     "X": ["pred", "feature"], "p_mean": ["pred", "class"]}
-        pred_coords = {**coords, "pred": np.arange(X_pred.shape[0])}
-        # the draw coordinate names the posterior draws the kept ones are
-        groups["predictions"] = _dataset(variables, pred_dims, pred_coords).assign_coords(
-            draw=np.arange(0, chains * draws // shown, step))
-        groups["predictions_constant_data"] = _dataset(pred_constant, pred_dims, pred_coords,
-                                                       sampled=False)
-        groups["predictions_constant_data"]["p_mean"].attrs["description"] = (
-            "predict_proba at X_pred: the posterior predictive mean over every draw of the fit")
-    attrs = {
-        "ppgpc_model": result.spec.name,
-        "ppgpc_method": result.method,
-        "ppgpc_predictive_kind": result.predictive_kind,
-        "ppgpc_point_hypers": int(bool(result.point_hypers)),
-        "ppgpc_settings": json.dumps(result.settings, sort_keys=True, default=str),
-        "ppgpc_info": json.dumps(result.info.to_dict(), sort_keys=True, default=str),
-        "ppgpc_seed": int(result.seed),
-    }
-    report = result.info.convergence
-    if report is not None:  # the fit's ConvergenceReport: a verdict and its one-line summary
-        attrs["ppgpc_converged"] = int(bool(report.converged))
-        attrs["ppgpc_convergence"] = report.summary()
-    for name, dataset in groups.items():
-        if name in LABEL_GROUPS:
-            dataset = dataset.assign_coords(
-                {"class": np.arange(C), "class_label": ("class", class_labels)})
-        dataset.attrs.update(attrs)
-        groups[name] = dataset
-    idata = build(groups)
-    return idata
+        groups.update(_prediction_groups(full, result, X_pred, y_pred, coords,
+                                         None if key is None else k_pred, k_pred_y,
+                                         prediction_draws, prediction_latent))
+    attrs = _attrs(result)
+    return build({name: (ds.assign_coords(labels) if name in LABEL_GROUPS else ds)
+                  .assign_attrs(attrs) for name, ds in groups.items()})

@@ -15,23 +15,16 @@ from ppgpc.infer.common import resolve_spec
 
 __all__ = ["LATENT_SITE_DIMS", "arviz_dims", "hyperparameter_dims"]
 
-LATENT_SITE_DIMS = {
-    "f_white": ["latent", "obs"],
-    "f": ["obs", "latent"],
-    "y": ["obs"],
-    "z": ["obs", "latent"],
-    "ytilde": ["obs", "latent"],
-    "lambda": ["obs"],
-    "n": ["obs", "latent"],
-    "omega": ["obs", "latent"],
-}
+LATENT_SITE_DIMS = {"f_white": ["latent", "obs"], "f": ["obs", "latent"], "y": ["obs"],
+                    "z": ["obs", "latent"], "ytilde": ["obs", "latent"], "lambda": ["obs"],
+                    "n": ["obs", "latent"], "omega": ["obs", "latent"]}
 """Dims of the latent-form models' own sites, by the site names they share: the whitened
 latent ``f_white`` (L, N) and ``f`` (N, L); the observed labels ``y`` (N,) of the
 logistic-softmax and SVGP models; the Gaussian targets ``z`` (N, C-1) of ILR-GP and
 ``ytilde`` (N, C) of GPD; the augmentation ``lambda`` (N,), ``n`` and ``omega`` (N, C) of
-the logistic-softmax ``augmented_model`` (a NumPyro model of that module, run by hand). (ArviZ drops
-the trailing ``latent`` of ``z``
-and ``ytilde`` in ``log_likelihood``, which has one value per observation.)"""
+the logistic-softmax ``augmented_model`` (a NumPyro model of that module, run by hand).
+(ArviZ drops the trailing ``latent`` of ``z`` and ``ytilde`` in ``log_likelihood``, which
+has one value per observation.)"""
 
 
 def hyperparameter_dims(name: str, shape: tuple, *, num_features: int, num_latent: int,
@@ -62,22 +55,19 @@ def hyperparameter_dims(name: str, shape: tuple, *, num_features: int, num_laten
 
 
 def arviz_dims(model, data, kernel, *, feature_names=None) -> dict:
-    """``dims``, ``coords`` and ``log_likelihood=True`` for ``az.from_numpyro`` of a run of a
-    model's ``latent_model`` (ArviZ 1's ``from_numpyro`` no longer exports the pointwise
-    log-likelihood unless asked; ArviZ 0.2x's did by default).
+    """``dims``, ``coords`` and ``log_likelihood=True`` (which ArviZ 1 needs, 0.2x implied)
+    for ``az.from_numpyro`` of a run of a model's ``latent_model``.
 
-    Names the sites as ``to_inference_data`` names the same quantities: ``f`` [obs, latent],
-    ``f_white`` [latent, obs], the observed site (``y``, ``z`` or ``ytilde``) [obs, ...]
-    and the hyperparameter sites (``hyperparameter_dims``), with coordinates ``obs``
-    0..N-1, ``latent`` 0..L-1 and ``feature`` (``feature_names`` or 0..D-1).
+    Names the sites as ``to_inference_data`` does: ``LATENT_SITE_DIMS`` and the
+    hyperparameter sites (``hyperparameter_dims``), with coordinates ``obs`` 0..N-1,
+    ``latent`` 0..L-1 and ``feature`` (``feature_names`` or 0..D-1).
 
     Args:
         model: a ``ModelSpec`` or a model name (``ppgpc.models.available()``) with a latent
             form.
         data: the model's prepared data (``spec.prepare(X, y, num_classes, ...)``), the
             one the NumPyro model was run on.
-        kernel: the kernel the model was run with (its ARD setting names the lengthscale's
-            axis).
+        kernel: the kernel the model was run with (its ARD setting names the lengthscale).
         feature_names: optional names of the D inputs.
 
     Returns:
@@ -121,5 +111,5 @@ def arviz_dims(model, data, kernel, *, feature_names=None) -> dict:
                                         ard=ard)
         if site_dims is not None:
             dims[name] = site_dims
-    coords = {"obs": np.arange(N), "latent": np.arange(L), "feature": features}
-    return {"dims": dims, "coords": coords, "log_likelihood": True}
+    return {"dims": dims, "coords": {"obs": np.arange(N), "latent": np.arange(L),
+                                     "feature": features}, "log_likelihood": True}

@@ -25,9 +25,10 @@ Two estimators:
   without point i is p(f, theta | y_-i) proportional to p(f, theta | y) / l_i(f_i, theta),
   where l_i is the likelihood term of point i THAT THE POSTERIOR WAS CONDITIONED ON. For
   ILR-GP and GPD that is the Gaussian pseudo-likelihood of the transformed targets,
-  l_i = N(t_i | f_i, noise_i(theta)) (``spec.conjugate.pseudo_log_lik``); for the other models it is
-  the categorical likelihood itself. So the raw log ratios are r_i^(s) = -log l_i(f_i^(s)),
-  smoothed by ``az.psislw`` into normalised log weights w_i^(s), and
+  l_i = N(t_i | f_i, noise_i(theta)) (``spec.conjugate.pseudo_log_lik``); for the other
+  models it is the categorical likelihood itself. So the raw log ratios are
+  r_i^(s) = -log l_i(f_i^(s)), smoothed by ``az.psislw`` into normalised log weights
+  w_i^(s), and
 
       log p(y_i | y_-i) ~= logsumexp_s [ w_i^(s) + log p(y_i | f_i^(s)) ].
 
@@ -37,8 +38,8 @@ Two estimators:
   A GPD fit with ``predict_from="noisy"`` predicts from the pseudo-observation f_i + e_i,
   e_i ~ N(0, s2_i) with s2_i the noise of the label the leave-one-out mean predicts (what
   ``exact_loo`` and a refit's ``predict_proba`` use). Its utility is then
-  p(y_i | f_i^(s)) averaged over K standard-normal draws of e_i per posterior draw, with s2_i read
-  from ``spec.latent.latent_conditional`` at the PSIS-weighted leave-one-out mean.
+  p(y_i | f_i^(s)) averaged over K standard-normal draws of e_i per posterior draw, with
+  s2_i read from ``spec.latent.latent_conditional`` at the PSIS-weighted leave-one-out mean.
 
   Fits of a model with ``spec.psis_loo_refusal`` are refused with that reason: the
   collapsed sparse ones (``ilr_gp_sparse``, ``dirichlet_gp_sparse``), whose
@@ -76,8 +77,7 @@ _NOISY_UTILITY_TAG = 0x201  # psis_loo's draws of the pseudo-observation noise
 
 NOISY_UTILITY_DRAWS = 64
 """Standard-normal draws K per posterior draw of the pseudo-observation noise in ``psis_loo``'s
-utility
-for a fit that predicts from noisy pseudo-observations (GPD ``predict_from="noisy"``)."""
+utility for a fit that predicts from noisy pseudo-observations (GPD ``predict_from="noisy"``)."""
 
 
 @functools.partial(jit, static_argnames=("spec",))
@@ -169,25 +169,52 @@ def _noisy_log_utility(key, log_link, f, noise_sd, y, num_draws):
     return logsumexp(jax.lax.map(one, eps), axis=0) - jnp.log(num_draws)
 
 
-def _relative_efficiency(f: np.ndarray) -> float:
-    """ESS / S of the latent draws averaged over its elements, as ``az.loo`` computes r_eff
-    (1 for one chain)."""
-    chains, draws = f.shape[:2]
-    if chains == 1:
-        return 1.0
-    return relative_ess(f)
+def _check_scorable(result: FitResult) -> bool:
+    """Whether the fit predicts from noisy pseudo-observations, after refusing those
+    ``psis_loo`` cannot score: ``spec.psis_loo_refusal``, noisy ones with sampled hypers."""
+    if result.spec.psis_loo_refusal is not None:
+        raise ValueError(
+            f"psis_loo cannot score {result.spec.psis_loo_refusal} (model "
+            f"{result.spec.name!r}); score the dense model (exact_loo or psis_loo) or use "
+            "held-out data")
+    noisy = _predicts_from_noise(result)
+    if noisy and not result.point_hypers:
+        raise ValueError("psis_loo of a fit that predicts from noisy pseudo-observations "
+                         "(predict_from='noisy') needs point hyperparameters (method "
+                         "'exact' or 'map'); this fit sampled them")
+    return noisy
+
+
+def _pointwise_terms(result: FitResult, f):
+    """(log ratios r_i^(s), log p(y_i | f_i^(s))), each (N, S), of the (chain, draw, N, L)
+    latent draws ``f`` with their hyperparameters."""
+    chains, draws, N = f.shape[:3]
+    hypers = {k: jnp.broadcast_to(v, (chains, draws) + v.shape[2:])
+              for k, v in result.hypers.items()}
+    conjugate = result.spec.conjugate
+    pseudo_log_lik = None if conjugate is None else conjugate.pseudo_log_lik
+    terms = _log_terms(result.spec.log_link, pseudo_log_lik, result.data, hypers, f,
+                       jnp.asarray(result.data.y))
+    return tuple(np.asarray(t).reshape(chains * draws, N).T for t in terms)
+
+
+def _noisy_loglik(result: FitResult, flat: np.ndarray, log_weights: np.ndarray) -> np.ndarray:
+    """(N, S) log mean_k p(y_i | f_i^(s) + e_ik) of the (S, N, L) draws ``flat``, with the
+    noise variance s2_i of the label the PSIS-weighted leave-one-out mean predicts."""
+    loo_mean = np.einsum("ns,snl->nl", np.exp(log_weights), flat)       # (N, L)
+    point = {k: v[0, 0] for k, v in result.hypers.items()}
+    _, var = result.spec.latent.latent_conditional(result.data, result.kernel, point,
+                                                   jnp.asarray(loo_mean), result.data.X)
+    return np.asarray(_noisy_log_utility(
+        stream_key(result.seed, _NOISY_UTILITY_TAG), result.spec.log_link, jnp.asarray(flat),
+        jnp.sqrt(jnp.maximum(jnp.asarray(var), 0.0)), jnp.asarray(result.data.y),
+        NOISY_UTILITY_DRAWS)).T
 
 
 def psis_loo(result: FitResult, *, reff: float | None = None) -> "ELPDData":
     """PSIS-LOO ELPD of any fit, with importance ratios from the likelihood term the
-    posterior was conditioned on (module docstring).
-
-    r_i^(s) = -log N(t_i | f_i^(s), noise_i(theta^(s))) for a model with a Gaussian
-    pseudo-likelihood (``spec.conjugate.pseudo_log_lik``: ILR-GP and GPD),
-    else -log p(y_i | f_i^(s)); w_i = ``az.psislw(r_i, reff)`` (normalised); and
-    loo_i = logsumexp_s(w_i^(s) + log p(y_i | f_i^(s))). A fit that predicts from noisy
-    pseudo-observations (GPD ``predict_from="noisy"``) replaces p(y_i | f_i^(s)) by its
-    mean over ``NOISY_UTILITY_DRAWS`` draws of the noise per posterior draw (module docstring).
+    posterior was conditioned on: loo_i = logsumexp_s(w_i^(s) + log p(y_i | f_i^(s))),
+    w_i = ``az.psislw(r_i, reff)`` (module docstring).
 
     Args:
         result: a ``FitResult`` with posterior draws of the latent (chain x draw draws; a
@@ -214,43 +241,19 @@ def psis_loo(result: FitResult, *, reff: float | None = None) -> "ELPDData":
         >>> elpd.pareto_k.shape
         (30,)
     """
-    if result.spec.psis_loo_refusal is not None:
-        raise ValueError(
-            f"psis_loo cannot score {result.spec.psis_loo_refusal} (model "
-            f"{result.spec.name!r}); score the dense model (exact_loo or psis_loo) or use "
-            "held-out data")
-    noisy = _predicts_from_noise(result)
-    if noisy and not result.point_hypers:
-        raise ValueError("psis_loo of a fit that predicts from noisy pseudo-observations "
-                         "(predict_from='noisy') needs point hyperparameters (method "
-                         "'exact' or 'map'); this fit sampled them")
+    noisy = _check_scorable(result)
     f = training_latent(result)                                           # (chain, draw, N, L)
-    chains, draws = f.shape[:2]
-    hypers = {k: jnp.broadcast_to(v, (chains, draws) + v.shape[2:])
-              for k, v in result.hypers.items()}
-    conjugate = result.spec.conjugate
-    pseudo_log_lik = None if conjugate is None else conjugate.pseudo_log_lik
-    log_ratio, loglik = _log_terms(result.spec.log_link, pseudo_log_lik,
-                                   result.data, hypers, f, jnp.asarray(result.data.y))
-    S = chains * draws
-    N = f.shape[2]
-    log_ratio = np.asarray(log_ratio).reshape(S, N).T                     # (N, S)
-    loglik = np.asarray(loglik).reshape(S, N).T
-    reff = _relative_efficiency(np.asarray(f)) if reff is None else float(reff)
+    log_ratio, loglik = _pointwise_terms(result, f)                       # (N, S)
+    S = log_ratio.shape[1]
+    reff = (float(reff) if reff is not None else 1.0 if f.shape[0] == 1  # as az.loo's r_eff
+            else relative_ess(np.asarray(f)))
     if not 0 < reff:
         raise ValueError(f"reff must be positive; got {reff}")
     log_weights, pareto_k = psislw(log_ratio, reff)                       # normalised
     if noisy:
-        flat = np.asarray(f).reshape(S, N, -1)
-        loo_mean = np.einsum("ns,snl->nl", np.exp(log_weights), flat)       # (N, L)
-        point = {k: v[0, 0] for k, v in result.hypers.items()}
-        _, var = result.spec.latent.latent_conditional(result.data, result.kernel, point,
-                                                jnp.asarray(loo_mean), result.data.X)
-        loglik = np.asarray(_noisy_log_utility(
-            stream_key(result.seed, _NOISY_UTILITY_TAG), result.spec.log_link, jnp.asarray(flat),
-            jnp.sqrt(jnp.maximum(jnp.asarray(var), 0.0)), jnp.asarray(result.data.y), NOISY_UTILITY_DRAWS)).T
+        loglik = _noisy_loglik(result, np.asarray(f).reshape(S, f.shape[2], -1), log_weights)
     loo_i = np.asarray(logsumexp(jnp.asarray(log_weights + loglik), axis=-1))
     lppd_i = np.asarray(logsumexp(jnp.asarray(loglik), axis=-1)) - np.log(S)
     good_k = min(1 - 1 / np.log10(S), 0.7)
     return elpd_data(loo_i, lppd_i, S, warning=bool(np.any(pareto_k > good_k)),
-                      pareto_k=pareto_k, good_k=good_k)
+                     pareto_k=pareto_k, good_k=good_k)

@@ -241,9 +241,8 @@ def _cubic_step(a, fa, ga, b, fb, gb):
 
 def lbfgs_init(x0) -> _LbfgsState:
     """The state whose first iteration evaluates f at x0 (step 0 along a zero direction)."""
-    P = x0.shape[0]
-    zero, vec, mem = jnp.zeros((), x0.dtype), jnp.zeros_like(x0), jnp.zeros((MEMORY, P),
-                                                                              x0.dtype)
+    zero, vec = jnp.zeros((), x0.dtype), jnp.zeros_like(x0)
+    mem = jnp.zeros((MEMORY, x0.shape[0]), x0.dtype)
     return _LbfgsState(x0, zero, vec, vec, zero, mem, mem, jnp.zeros(MEMORY, x0.dtype),
                        _count(0), _count(_INIT), zero, zero, zero, zero, vec, zero, zero, zero,
                        _count(0), _count(0), _count(0), _count(RUNNING))
@@ -257,32 +256,16 @@ def _new_search(state: _LbfgsState, x, value, grad, direction, step) -> _LbfgsSt
                           lo_value=value, lo_slope=slope, lo_grad=grad, trials=_count(0))
 
 
-def _lbfgs_iteration(value_and_grad, state: _LbfgsState, max_iter, tol, ftol) -> _LbfgsState:
-    """One evaluation of f and g at x + t d, then the line search's next move (Nocedal &
-    Wright, Algorithms 3.5 and 3.6, as one state machine): accept t (strong Wolfe), narrow
-    or open the bracket and choose the next t, or, once a step is accepted, store the pair,
-    test the stopping rules of the module docstring and take the next direction."""
+def _line_search_trial(state: _LbfgsState, value, grad):
+    """(wolfe, exhausted, the search moved on) after f and g at x + t d, t = ``state.step``:
+    hi takes a t that is too high; else t becomes lo, and the old lo becomes hi where the
+    slope at t points back to it (hi is at +infinity while bracketing)."""
     t = state.step
-    value, grad = value_and_grad(state.x + t * state.direction)
-    evaluations = state.num_evaluations + 1
-
-    # --- the first evaluation, at x0: the tests every evaluation of f faces first, then the
-    # first direction, steepest descent with its first step 1 / |g| (SciPy's L-BFGS-B)
-    first = _stop_code(value, grad, tol, jnp.where(max_iter <= 0, _MAX_ITER, RUNNING))
-    started = _new_search(state, state.x, value, grad, -grad,
-                          jnp.minimum(1.0, 1.0 / jnp.maximum(jnp.linalg.norm(grad),
-                                                             jnp.finfo(grad.dtype).tiny)))
-    started = started._replace(num_evaluations=evaluations, stop=_count(first))
-
-    # --- a line-search trial
     slope = jnp.vdot(grad, state.direction)
     zooming = state.phase == _ZOOM
     armijo = value <= state.value + ARMIJO * t * state.slope
     high = ~armijo | (value >= state.lo_value)
     wolfe = ~high & (jnp.abs(slope) <= -CURVATURE * state.slope)
-    # the bracket [lo, hi]: hi takes t when t is too high; otherwise t becomes lo, and the
-    # old lo becomes hi where the slope at t points back to it (in the bracketing phase hi
-    # lies at +infinity)
     move_lo = ~high & ~wolfe
     flip = move_lo & jnp.where(zooming, slope * (state.hi_step - state.lo_step) >= 0,
                                slope >= 0)
@@ -292,53 +275,75 @@ def _lbfgs_iteration(value_and_grad, state: _LbfgsState, max_iter, tol, ftol) ->
     lo_step = jnp.where(move_lo, t, state.lo_step)
     lo_value = jnp.where(move_lo, value, state.lo_value)
     lo_slope = jnp.where(move_lo, slope, state.lo_slope)
-    lo_grad = jnp.where(move_lo, grad, state.lo_grad)
     now_zooming = zooming | high | flip
     next_step = jnp.where(now_zooming,
                           _cubic_step(lo_step, lo_value, lo_slope, hi_step, hi_value, hi_slope),
                           2.0 * t)
     trials = state.trials + 1
-    exhausted = ~wolfe & (trials >= MAX_LINE_SEARCH)
     searching = state._replace(
         phase=_count(jnp.where(now_zooming, _ZOOM, _BRACKET)), step=next_step,
-        lo_step=lo_step, lo_value=lo_value, lo_slope=lo_slope, lo_grad=lo_grad,
-        hi_step=hi_step, hi_value=hi_value, hi_slope=hi_slope, trials=_count(trials),
-        num_evaluations=evaluations)
+        lo_step=lo_step, lo_value=lo_value, lo_slope=lo_slope,
+        lo_grad=jnp.where(move_lo, grad, state.lo_grad), hi_step=hi_step, hi_value=hi_value,
+        hi_slope=hi_slope, trials=_count(trials))
+    return wolfe, ~wolfe & (trials >= MAX_LINE_SEARCH), searching
 
-    # --- a step taken: t where it met the Wolfe conditions; the lowest Armijo step when the
-    # search ran out (no step at all: a line search failure)
-    new_t = jnp.where(wolfe, t, lo_step)
-    new_value = jnp.where(wolfe, value, lo_value)
-    new_grad = jnp.where(wolfe, grad, lo_grad)
-    failed = exhausted & (lo_step <= 0)
-    x_new = state.x + new_t * state.direction
-    s_k, y_k = x_new - state.x, new_grad - state.grad
+
+def _store_pair(state: _LbfgsState, s_k, y_k) -> _LbfgsState:
+    """The pair (s_k, y_k) (P,) stored in slot ``pairs % MEMORY`` with rho = 1 / s'y, where
+    s'y > eps y'y (keeping H_k positive definite); otherwise the state as it is."""
     sy = jnp.vdot(s_k, y_k)
     store = sy > jnp.finfo(sy.dtype).eps * jnp.vdot(y_k, y_k)
     slot = state.pairs % MEMORY
-    memory = state._replace(
+    return state._replace(
         s=jnp.where(store, state.s.at[slot].set(s_k), state.s),
         y=jnp.where(store, state.y.at[slot].set(y_k), state.y),
         rho=jnp.where(store, state.rho.at[slot].set(1.0 / jnp.where(store, sy, 1.0)),
                       state.rho),
         pairs=_count(state.pairs + store))
+
+
+def _take_step(state: _LbfgsState, searching: _LbfgsState, wolfe, value, grad, max_iter,
+               tol, ftol) -> _LbfgsState:
+    """The next search from the step taken (t where it met the Wolfe conditions, else the
+    lowest Armijo step), with its pair stored, its direction and its stop code."""
+    new_value = jnp.where(wolfe, value, searching.lo_value)
+    new_grad = jnp.where(wolfe, grad, searching.lo_grad)
+    x_new = state.x + jnp.where(wolfe, state.step, searching.lo_step) * state.direction
+    memory = _store_pair(state, x_new - state.x, new_grad - state.grad)
     direction = _two_loop(memory, new_grad)
-    descent = jnp.vdot(direction, new_grad) < 0
-    direction = jnp.where(descent, direction, -new_grad)
+    direction = jnp.where(jnp.vdot(direction, new_grad) < 0, direction, -new_grad)
     iterations = state.num_iterations + 1
     change = (state.value - new_value) / jnp.maximum(
         jnp.maximum(jnp.abs(state.value), jnp.abs(new_value)), 1.0)
     stop = jnp.where(_grad_norm(new_grad) <= tol, _GRADIENT,
                      jnp.where(change <= ftol, _OBJECTIVE,
                                jnp.where(iterations >= max_iter, _MAX_ITER, RUNNING)))
-    stepped = _new_search(memory, x_new, new_value, new_grad, direction,
-                          jnp.ones_like(t))._replace(
-        num_iterations=_count(iterations), num_evaluations=evaluations, stop=_count(stop))
-    stuck = state._replace(num_evaluations=evaluations, stop=_count(_LINE_SEARCH))
+    return _new_search(memory, x_new, new_value, new_grad, direction,
+                       jnp.ones_like(state.step))._replace(num_iterations=_count(iterations),
+                                                           stop=_count(stop))
 
+
+def _lbfgs_iteration(value_and_grad, state: _LbfgsState, max_iter, tol, ftol) -> _LbfgsState:
+    """One evaluation of f and g at x + t d, then the line search's next move (Nocedal &
+    Wright, Algorithms 3.5 and 3.6, as one state machine): accept t (strong Wolfe), narrow
+    or open the bracket and choose the next t, or, once a step is accepted, store the pair,
+    test the stopping rules of the module docstring and take the next direction; a search
+    that ran out with no Armijo step at all stops as a line-search failure."""
+    value, grad = value_and_grad(state.x + state.step * state.direction)
+    counted = {"num_evaluations": state.num_evaluations + 1}
+    # the first evaluation, at x0: steepest descent, first step min(1, 1 / |g|) (SciPy's)
+    started = _new_search(state, state.x, value, grad, -grad, jnp.minimum(
+        1.0, 1.0 / jnp.maximum(jnp.linalg.norm(grad), jnp.finfo(grad.dtype).tiny)))._replace(
+        stop=_count(_stop_code(value, grad, tol, jnp.where(max_iter <= 0, _MAX_ITER, RUNNING))),
+        **counted)
+    wolfe, exhausted, searching = _line_search_trial(state, value, grad)
+    stepped = _take_step(state, searching, wolfe, value, grad, max_iter, tol, ftol)
+    failed = exhausted & (searching.lo_step <= 0)
     done = (wolfe | exhausted) & ~failed
     after = jax.tree.map(lambda a, b, c: jnp.where(done, a, jnp.where(failed, b, c)),
-                         stepped, stuck, searching)
+                         stepped._replace(**counted),
+                         state._replace(stop=_count(_LINE_SEARCH), **counted),
+                         searching._replace(**counted))
     return jax.tree.map(lambda a, b: jnp.where(state.phase == _INIT, a, b), started, after)
 
 
@@ -374,8 +379,7 @@ def _adam_step(value_and_grad, state: _State, tol, learning_rate) -> _State:
                   state.num_evaluations + 1, _stop_code(value, grad, tol, RUNNING))
 
 
-def adam_run(value_and_grad, state: _State, limit, max_iter, tol,
-              learning_rate) -> _State:
+def adam_run(value_and_grad, state: _State, limit, max_iter, tol, learning_rate) -> _State:
     """Adam steps until a stop or ``limit`` steps in all; ``max_iter`` marks the last."""
     state = lax.while_loop(
         lambda s: (s.stop == RUNNING) & (s.num_iterations < limit),
@@ -417,10 +421,5 @@ def minimize(fun: Callable[[jax.Array], jax.Array], x0: jax.Array, *, max_iter=5
     value_and_grad = finite_or_inf(fun)
     if optimizer == "adam":
         state = adam_init(value_and_grad, x0, tol, learning_rate)
-        return to_minimum(adam_run(value_and_grad, state, max_iter, max_iter, tol,
-                                     learning_rate))
+        return to_minimum(adam_run(value_and_grad, state, max_iter, max_iter, tol, learning_rate))
     return to_minimum(lbfgs_run(value_and_grad, lbfgs_init(x0), max_iter, max_iter, tol, ftol))
-
-
-# ---------------------------------------------------------------------------------------------
-# The NumPyro side: the objective of a model's latent sites

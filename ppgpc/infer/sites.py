@@ -58,9 +58,7 @@ def log_density_terms(model: Callable, args: tuple, params: dict, include_prior:
     tr = trace(substitute(seed(model, 0), data=params)).get_trace(*args)
     total = jnp.zeros(())
     for site in tr.values():
-        if site["type"] != "sample":
-            continue
-        if not (site["is_observed"] or include_prior):
+        if site["type"] != "sample" or not (site["is_observed"] or include_prior):
             continue
         lp = jnp.sum(site["fn"].log_prob(site["value"]))
         if site.get("scale") is not None:
@@ -71,11 +69,8 @@ def log_density_terms(model: Callable, args: tuple, params: dict, include_prior:
 
 def _latent_sites(model, args) -> dict:
     tr = trace(seed(model, 0)).get_trace(*args)
-    return {
-        name: site
-        for name, site in tr.items()
-        if site["type"] == "sample" and not site["is_observed"]
-    }
+    return {name: site for name, site in tr.items()
+            if site["type"] == "sample" and not site["is_observed"]}
 
 
 def _latent_site_names(model, args) -> list[str]:
@@ -95,11 +90,6 @@ def _negative_log_density(u: dict, args: tuple, model, include_prior: bool):
     transforms = _transforms(model, args)
     params = {name: transforms[name](value) for name, value in u.items()}
     return -log_density_terms(model, args, params, include_prior)
-
-
-_value_and_grad = jit(
-    jax.value_and_grad(_negative_log_density), static_argnames=("model", "include_prior")
-)
 
 
 def _site_objective(model, init_values: dict, args: tuple, include_prior: bool):
@@ -167,8 +157,8 @@ def _run_in_windows(init, args, scalars, static, progress_bar, label):
     """The optimisation in the one loop (``ppgpc.runtime.loop.run_windows``): one device
     call (``progress_bar`` False), or windows of about ``ppgpc.runtime.loop.WINDOW_SECONDS``
     with a counter of iterations, the objective and the largest gradient entry on stderr
-    between them (shown once the fit has run a couple of seconds). The windows run the same program on the same
-    state as one call, so the result is the same bit for bit."""
+    between them (shown once the fit has run a couple of seconds). The windows run the same
+    program on the same state as one call, so the result is the same bit for bit."""
     max_iter = scalars["max_iter"]
     start = _sites_start(init, args, scalars["tol"], scalars["learning_rate"], **static)
 
@@ -191,18 +181,40 @@ def _run_in_windows(init, args, scalars, static, progress_bar, label):
     return params, best
 
 
-def optimize_sites(
-    model: Callable,
-    init_values: dict,
-    *,
-    args: tuple = (),
-    include_prior: bool = False,
-    max_iter: int = 500,
-    tol: float = 1e-6,
-    optimizer: str = "lbfgs",
-    learning_rate: float = 0.1,
-    progress_bar: bool = False,
-) -> OptimizationResult:
+def _initial_values(model: Callable, args: tuple, init_values: dict) -> dict:
+    """The starting values of every latent site (float arrays, in the model's site order);
+    ``init_values`` must name exactly those sites."""
+    sites = _latent_site_names(model, args)
+    missing = sorted(set(sites) - set(init_values))
+    extra = sorted(set(init_values) - set(sites))
+    if missing or extra:
+        raise ValueError(f"init_values must name exactly the latent sites {sorted(sites)}; "
+                         f"missing {missing}, unknown {extra}")
+    return {name: jnp.asarray(init_values[name], dtype=jnp.result_type(float)) for name in sites}
+
+
+def _stop_reason(best: Minimum, optimizer: str) -> str:
+    """``STOP_REASONS`` of the host ``Minimum``, after the errors of a non-finite run: Adam's
+    non-finite objective, or a non-finite optimum."""
+    stop = STOP_REASONS[int(best.stop_reason)]
+    if stop == "non-finite objective" and optimizer == "adam":
+        raise ValueError(
+            f"the log density became non-finite after {int(best.num_iterations)} Adam steps: "
+            "the kernel matrix could not be factorised even with jitter, or a parameter left "
+            "the region of finite density. Lower learning_rate or max_iter, or check the "
+            "inputs for duplicates or extreme scales.")
+    if not np.isfinite(best.value):
+        raise ValueError(
+            "the optimised log density is not finite: the kernel matrix could not be "
+            "factorised even with jitter. Check the inputs for duplicates or extreme scales, "
+            "or pass hyperparameters explicitly.")
+    return stop
+
+
+def optimize_sites(model: Callable, init_values: dict, *, args: tuple = (),
+                   include_prior: bool = False, max_iter: int = 500, tol: float = 1e-6,
+                   optimizer: str = "lbfgs", learning_rate: float = 0.1,
+                   progress_bar: bool = False) -> OptimizationResult:
     """Maximise the (prior-less or posterior) log density over every latent site of ``model``.
 
     One jitted program runs the optimisation (in windows when ``progress_bar``); it is
@@ -210,26 +222,21 @@ def optimize_sites(
     model's data are traced, so a refit on new data of the same shape compiles nothing.
 
     Args:
-        model: NumPyro model called as ``model(*args)``; its latent sites are the parameters.
-            It must be hashable (a module-level function): the compiled optimiser is cached
-            on it.
-        init_values: starting values by site name (constrained space); must name every
-            latent site.
+        model: NumPyro model called as ``model(*args)``, its latent sites the parameters;
+            hashable (a module-level function): the compiled optimiser is cached on it.
+        init_values: starting values of every latent site by name (constrained space).
         args: the model's arguments (arrays and static pytrees such as kernels).
         include_prior: MAP (True) or type-II ML (False).
         max_iter: L-BFGS iteration cap, or the number of Adam steps.
         tol: gradient tolerance in the unconstrained space (L-BFGS-B's ``pgtol``: both
             optimisers stop once the largest gradient entry is below it).
-        optimizer: ``"lbfgs"`` (runs to convergence, see the module docstring) or ``"adam"``
-            (up to ``max_iter`` steps of ``optax.adam(learning_rate)``, returning the last
-            iterate; a non-finite objective stops the run with an error).
+        optimizer: ``"lbfgs"`` (to convergence, module docstring) or ``"adam"`` (up to
+            ``max_iter`` steps of ``optax.adam(learning_rate)``, returning the last iterate;
+            a non-finite objective stops the run with an error).
         learning_rate: Adam's step size in the unconstrained space (ignored by L-BFGS).
-        progress_bar: run in windows of about ``WINDOW_SECONDS`` and show the iterations,
-            objective and largest gradient entry between them (stderr, from the first
-            couple of seconds on; ``ppgpc.runtime.progress.counter``), then one line with
-            the iterations and time (both only for a fit that runs past
-            ``ppgpc.runtime.progress.COUNTER_DELAY``). False writes nothing and runs one
-            device call; the steps are the same either way.
+        progress_bar: show the iterations, objective and largest gradient entry on stderr
+            between windows of about ``WINDOW_SECONDS`` (``ppgpc.runtime.progress``); the
+            steps are the same either way.
 
     Raises:
         ValueError: ``init_values`` misses or adds sites, an unknown ``optimizer``, a
@@ -249,20 +256,10 @@ def optimize_sites(
         raise ValueError(f"unknown optimizer {optimizer!r}; choose from {list(OPTIMIZERS)}")
     max_iter = check_count("max_iter", max_iter)   # Adam took no step for max_iter < 1
     learning_rate = check_positive("learning_rate", learning_rate)
-    sites = _latent_site_names(model, args)
-    missing = sorted(set(sites) - set(init_values))
-    extra = sorted(set(init_values) - set(sites))
-    if missing or extra:
-        raise ValueError(
-            f"init_values must name exactly the latent sites {sorted(sites)}; "
-            f"missing {missing}, unknown {extra}"
-        )
-    init = {name: jnp.asarray(init_values[name], dtype=jnp.result_type(float))
-            for name in sites}
+    init = _initial_values(model, args, init_values)
     scalars = dict(max_iter=max_iter, tol=float(tol), ftol=SCIPY_FTOL,
                    learning_rate=learning_rate)
-    timer = Timer()
-    kind = "type-II MAP" if include_prior else "type-II ML"
+    timer, kind = Timer(), "type-II MAP" if include_prior else "type-II ML"
     params, best = _run_in_windows(
         init, args, scalars, dict(model=model, include_prior=include_prior, optimizer=optimizer),
         progress_bar, f"{'L-BFGS' if optimizer == 'lbfgs' else 'Adam'} ({kind})")
@@ -270,26 +267,6 @@ def optimize_sites(
     note(f"{optimizer}: {int(best.num_iterations)} iterations, objective "
          f"{-float(best.value):.6g}, {timer}",
          progress_bar and timer.seconds >= progress.COUNTER_DELAY)
-    stop = STOP_REASONS[int(best.stop_reason)]
-    if stop == "non-finite objective" and optimizer == "adam":
-        raise ValueError(
-            f"the log density became non-finite after {int(best.num_iterations)} Adam steps: "
-            "the kernel matrix could not be factorised even with jitter, or a parameter left "
-            "the region of finite density. Lower learning_rate or max_iter, or check the "
-            "inputs for duplicates or extreme scales."
-        )
-    if not np.isfinite(best.value):
-        raise ValueError(
-            "the optimised log density is not finite: the kernel matrix could not be "
-            "factorised even with jitter. Check the inputs for duplicates or extreme scales, "
-            "or pass hyperparameters explicitly."
-        )
-    return OptimizationResult(
-        params=params,
-        objective=-float(best.value),
-        num_iterations=int(best.num_iterations),
-        grad_norm=float(best.grad_norm),
-        converged=bool(best.converged),
-        num_evaluations=int(best.num_evaluations),
-        stop_reason=stop,
-    )
+    return OptimizationResult(params, -float(best.value), int(best.num_iterations),
+                              float(best.grad_norm), bool(best.converged),
+                              int(best.num_evaluations), _stop_reason(best, optimizer))

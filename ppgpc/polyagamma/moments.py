@@ -179,10 +179,25 @@ def _log_cosh(u: jax.Array) -> jax.Array:
     return a + jnp.log1p(jnp.exp(-2 * a)) - math.log(2.0)
 
 
+def _log_series(x: jax.Array, b: jax.Array, num_terms: int) -> jax.Array:
+    """log sum_{n < N} (-1)^n e^{l_n}, l_n = log Gamma(n + b) - log n! + log(2n + b)
+    - (2n + b)^2 / (8x), with x, b > 0 of one shape and the largest term factored out; NaN
+    where the estimated relative error 10 kappa 2^-52 + |term_{N-1}| / |sum| (kappa =
+    sum_n |term_n| / |sum_n (-1)^n term_n|) exceeds ``_LOG_PROB_RTOL``."""
+    n = jnp.arange(num_terms, dtype=x.dtype).reshape((num_terms,) + (1,) * x.ndim)
+    log_terms = (gammaln(n + b) - gammaln(n + 1) + jnp.log(2 * n + b)
+                 - (2 * n + b) ** 2 / (8 * x))
+    top = jnp.max(log_terms, axis=0)
+    scaled = jnp.exp(log_terms - top)  # (N, ...) term magnitudes, the largest is 1
+    total = jnp.sum(jnp.where(n % 2 == 0, scaled, -scaled), axis=0)
+    error_bound = 10 * _EPS * jnp.sum(scaled, axis=0) + scaled[-1]
+    reliable = error_bound <= _LOG_PROB_RTOL * total  # also False when total <= 0
+    return jnp.where(reliable, jnp.log(jnp.where(reliable, total, 1.0)) + top, jnp.nan)
+
+
 @functools.partial(jit, static_argnames="num_terms")
-def polyagamma_log_prob(
-    x: ArrayLike, b: ArrayLike, z: ArrayLike, *, num_terms: int = DEFAULT_NUM_TERMS
-) -> jax.Array:
+def polyagamma_log_prob(x: ArrayLike, b: ArrayLike, z: ArrayLike, *,
+                        num_terms: int = DEFAULT_NUM_TERMS) -> jax.Array:
     """Log density of PG(b, z) at x by its alternating series (module docstring).
 
         log p(x | b, z) = b log cosh(z/2) - z^2 x / 2 + (b - 1) log 2 - log Gamma(b)
@@ -222,30 +237,13 @@ def polyagamma_log_prob(
         >>> round(float(jnp.trapezoid(jnp.exp(pg.polyagamma_log_prob(xs, 1.0, 0.0)), xs)), 4)
         1.0
     """
-    x, b, z = jnp.broadcast_arrays(
-        jnp.asarray(x, float), jnp.asarray(b, float), jnp.abs(jnp.asarray(z, float))
-    )
+    x, b, z = jnp.broadcast_arrays(jnp.asarray(x, float), jnp.asarray(b, float),
+                                   jnp.abs(jnp.asarray(z, float)))
     positive = x > 0
     x_safe = jnp.where(positive, x, 1.0)
     b_safe = jnp.where(b > 0, b, 1.0)
-
-    n = jnp.arange(num_terms, dtype=x.dtype).reshape((num_terms,) + (1,) * x.ndim)
-    log_terms = (
-        gammaln(n + b_safe) - gammaln(n + 1) + jnp.log(2 * n + b_safe)
-        - (2 * n + b_safe) ** 2 / (8 * x_safe)
-    )
-    top = jnp.max(log_terms, axis=0)
-    scaled = jnp.exp(log_terms - top)  # (N, ...) term magnitudes, the largest is 1
-    total = jnp.sum(jnp.where(n % 2 == 0, scaled, -scaled), axis=0)
-    error_bound = 10 * _EPS * jnp.sum(scaled, axis=0) + scaled[-1]
-    reliable = error_bound <= _LOG_PROB_RTOL * total  # also False when total <= 0
-    log_series = jnp.where(reliable, jnp.log(jnp.where(reliable, total, 1.0)) + top, jnp.nan)
-
-    log_p = (
-        b_safe * _log_cosh(z / 2) - 0.5 * z * z * x_safe + (b_safe - 1) * math.log(2.0)
-        - gammaln(b_safe) - 0.5 * math.log(2 * math.pi) - 1.5 * jnp.log(x_safe) + log_series
-    )
+    log_p = (b_safe * _log_cosh(z / 2) - 0.5 * z * z * x_safe + (b_safe - 1) * math.log(2.0)
+             - gammaln(b_safe) - 0.5 * math.log(2 * math.pi) - 1.5 * jnp.log(x_safe)
+             + _log_series(x_safe, b_safe, num_terms))
     log_p = jnp.where(positive, log_p, -jnp.inf)
     return jnp.where(b == 0, jnp.where(x == 0, 0.0, -jnp.inf), log_p)
-
-
