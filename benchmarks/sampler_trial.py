@@ -65,7 +65,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import nuts_ess_rate as bench  # noqa: E402
+import nuts_ess_rate as bench
 
 NUM_WARMUP = 500
 """NUTS warm-up transitions per chain (ppgpc's default, as ``nuts_ess_rate.py`` runs it)."""
@@ -90,8 +90,8 @@ def timing():
     original = mcmc.chain_windows
 
     @contextlib.contextmanager
-    def timed(all_chains, one_chain, states, args, workers=None):
-        with original(all_chains, one_chain, states, args, workers) as (states, start):
+    def timed(all_chains, one_chain, initial, args, workers=None):
+        with original(all_chains, one_chain, initial, args, workers) as (states, start):
             def start_timed(s, a):
                 wait = start(s, a)
 
@@ -111,10 +111,10 @@ def timing():
 
 def _row(label, warmup_s, sampling_s, compile_s, f, evaluations, kind, note=""):
     ess = bench.min_bulk_ess(f)
-    return dict(label=label, warmup=warmup_s, sampling=sampling_s, compile=compile_s,
-                draws=np.asarray(f).shape[1], ess=ess, rate=ess / sampling_s,
-                rate_all=ess / (warmup_s + sampling_s), rhat=bench.max_rhat(f),
-                evaluations=evaluations, kind=kind, note=note)
+    return {"label": label, "warmup": warmup_s, "sampling": sampling_s, "compile": compile_s,
+            "draws": np.asarray(f).shape[1], "ess": ess, "rate": ess / sampling_s,
+            "rate_all": ess / (warmup_s + sampling_s), "rhat": bench.max_rhat(f),
+            "evaluations": evaluations, "kind": kind, "note": note}
 
 
 # ------------------------------------------------------------------ (a) ppgpc's NUTS
@@ -129,7 +129,7 @@ def nuts_rows(X, y, seed, draws):
         kwargs = dict(method="nuts", form="latent", kernel="rbf", hyperparameters=hypers,
                       progress_bar=False, **options)
 
-        def run(s):
+        def run(s, kwargs=kwargs):
             WINDOW_ENDS[:] = [time.perf_counter()]
             return fit("logistic_softmax", X, y, seed=s, **kwargs)
 
@@ -190,7 +190,6 @@ def ess_programs(L, onehot, draws, thin, burn, slice_fn):
     import jax
     import jax.numpy as jnp
     from jax import lax
-
     from ppgpc.models.logistic_softmax.link import log_link
 
     L, onehot = jnp.asarray(L), jnp.asarray(onehot)
@@ -223,7 +222,6 @@ def ess_programs(L, onehot, draws, thin, burn, slice_fn):
 
 def ess_rows(X, y, seed, draws, thin, burn):
     import jax
-
     from ppgpc.models.logistic_softmax.elliptical_slice import elliptical_slice
 
     L = bench.prior_factor(X)
@@ -267,7 +265,6 @@ def mams_rows(X, y, seed, draws, thin, num_integration_steps=2.0):
     import jax.numpy as jnp
     from blackjax.mcmc import adjusted_mclmc
     from jax import lax
-
     from ppgpc.models.logistic_softmax.link import log_link
 
     L = jnp.asarray(bench.prior_factor(X))
@@ -352,10 +349,10 @@ def mams_rows(X, y, seed, draws, thin, num_integration_steps=2.0):
 def nutpie_rows(X, y, seed):
     rows = []
     for label, _, grads, seconds, ess, rate, rhat, note in bench.nutpie_rows(X, y, seed):
-        rows.append(dict(label=label, warmup=float("nan"), sampling=seconds,
-                         compile=float("nan"), draws=1000, ess=ess, rate=rate, rate_all=rate,
-                         rhat=rhat, evaluations=grads, kind="gradients",
-                         note=f"seconds: warm-up and draws; {note}"))
+        rows.append({"label": label, "warmup": float("nan"), "sampling": seconds,
+                     "compile": float("nan"), "draws": 1000, "ess": ess, "rate": rate,
+                     "rate_all": rate, "rhat": rhat, "evaluations": grads,
+                     "kind": "gradients", "note": f"seconds: warm-up and draws; {note}"})
     return rows
 
 
