@@ -327,12 +327,12 @@ def fit(args) -> int:
         from ppgpc.experiments import fit_and_score
 
         model = _SPELLINGS[args.model].row
-        options = {} if args.inference is None else {"inference": args.inference}
+        settings = {} if args.inference is None else {"inference": args.inference}
         if args.epsilon is not None:
-            options["epsilon"] = args.epsilon
+            settings["epsilon"] = args.epsilon
         name, split = _split(args)
         run = fit_and_score(model, args.seed, split, dataset=name, max_train=args.max_train,
-                            quiet=args.quiet, **options)
+                            quiet=args.quiet, **settings)
         if not args.quiet:
             _print_table([run])
         est = run.estimator
@@ -366,17 +366,17 @@ def _fit_table(args):
         raise ValueError("--max-train subsamples a bundled dataset's split; fit a table "
                          "with fewer rows instead")
     classifier = _SPELLINGS[args.model]
-    options = {"seed": args.seed, "progress": not args.quiet}
+    settings = {"seed": args.seed, "progress": not args.quiet}
     if args.inference is not None:
-        options["inference"] = args.inference
+        settings["inference"] = args.inference
     if args.epsilon is not None:
         if classifier.name != "ilr":
             raise ValueError(f"--epsilon is the ILR-GP's label smoothing; model {args.model!r} "
                              "has none")
-        options["epsilon"] = args.epsilon
-    est = getattr(estimators, classifier.estimator)(**options)
+        settings["epsilon"] = args.epsilon
+    est = getattr(estimators, classifier.estimator)(**settings)
     _say(args, f"fitting {classifier.estimator} "
-               f"({options.get('inference', classifier.inferences[0])}) on "
+               f"({settings.get('inference', classifier.inferences[0])}) on "
                f"{len(table.y)} rows and {table.X.shape[1]} features of {args.csv} ...")
     start = time.perf_counter()
     est.fit(table.X, table.y)

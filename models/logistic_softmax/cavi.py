@@ -43,7 +43,7 @@ from ppgpc.gp.kernels import gram, gram_diag, kernel_log_prior, kernel_params
 from ppgpc.polyagamma import polyagamma_mean
 from ppgpc.runtime.padding import mask_gram
 from ppgpc.runtime.programs import jit
-from ppgpc.runtime.loop import Window, run_windows
+from ppgpc.runtime.loop import Window, relative_change_below, run_windows
 
 __all__ = [
     "CAVIState",
@@ -434,7 +434,7 @@ def _cavi_window(Y, X, kernel, carry: CAVICarry, learning_rate, limit, tol, mask
                           learn_inducing=learn_inducing, include_prior=include_prior,
                           num_steps=num_steps, mask=mask)
         value = carry.elbo
-        converged = jnp.abs(value - last) < tol * jnp.abs(value)  # False while last is NaN
+        converged = relative_change_below(value, last, tol)  # False while last is NaN
         return carry, values.at[i].set(value), i + 1, converged
 
     values = jnp.full((CAVI_WINDOW,), jnp.nan)

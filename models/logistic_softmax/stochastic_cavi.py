@@ -34,7 +34,7 @@ from ppgpc.models.logistic_softmax.cavi import (CAVIResult, CAVIState, Projectio
                                                 projection, q_f, weighted_grams)
 from ppgpc.runtime.blocks import Placement, layout, sum_and_map_blocks, sum_blocks
 from ppgpc.runtime.programs import jit
-from ppgpc.runtime.loop import Window, run_windows
+from ppgpc.runtime.loop import Window, relative_change_below, run_windows
 
 __all__ = [
     "StochasticCAVIState",
@@ -282,11 +282,6 @@ def full_data_elbo(Y, X, kernel, log_hypers, Z, state: StochasticCAVIState,
     return total - jnp.sum(kl_v(m, S)), CAVIState(m=m, S=S, alpha=alpha, gamma=gamma, c=c)
 
 
-def _elbo_converged(trace: list[float], tol: float) -> bool:
-    """Whether the last two ELBO values differ by less than ``tol`` relative to the last."""
-    return len(trace) > 1 and abs(trace[-1] - trace[-2]) < tol * abs(trace[-1])
-
-
 def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: bool,
                         learn_inducing: bool, include_prior: bool, max_iter: int, tol: float,
                         steps_per_iteration: int, learning_rate: float, batch_size: int,
@@ -329,7 +324,8 @@ def run_stochastic_cavi(key, Y, X, kernel, hypers: dict, Z, *, learn_hypers: boo
         trace.append(float(value))
         return (log_hypers, Z, sstate, opt_state, done + steps, state), Window(
             steps, {"elbo": f"{trace[-1]:.6g}"},
-            "elbo" if _elbo_converged(trace, tol) else None)
+            "elbo" if len(trace) > 1 and relative_change_below(trace[-1], trace[-2], tol)
+            else None)
 
     # the last window may be shorter than elbo_every
     start = (log_hypers, Z, stochastic_cavi_init(N, C, Z.shape[0]), opt_state, 0, state)

@@ -33,11 +33,11 @@ from ppgpc.estimators._common import (check_class_labels, check_frame_columns,
                                       fit_standardizer, fitted_noise_scale,
                                       is_fitted_attribute, warn_of_collapsed_noise,
                                       warn_of_small_classes)
-from ppgpc.estimators.options import Inference
+from ppgpc.estimators.options import Inference, hold_out
 from ppgpc.evaluation import metrics
-from ppgpc.infer import convergence, fit as run_inference
+from ppgpc.infer import convergence, driver
 from ppgpc.infer.convergence import ConvergenceReport
-from ppgpc.infer.driver import check_method_options
+from ppgpc.infer.methods import check_method_options
 from ppgpc.io.persistence import load_estimator, save_estimator
 from ppgpc.models import get_spec
 from ppgpc.runtime.progress import note
@@ -113,6 +113,22 @@ class Selected(NamedTuple):
     grid_edges: tuple[str, ...] = ()
     """Phrases of the searches that ended at a falling edge of their grid
     (``ppgpc.infer.convergence.grid_edge``), for the fit's report."""
+
+
+class DriverCall(NamedTuple):
+    """How an estimator's fit reaches ``ppgpc.infer.fit`` (``GPClassifierBase._driver_call``).
+    """
+
+    model: str
+    """The driver's model name."""
+    model_options: dict
+    """Added to the model's ``prepare`` options."""
+    options: dict
+    """Method options the ``inference_options`` may override (defaults)."""
+    fixed: dict
+    """Method options the estimator sets over the ``inference_options``."""
+    max_exact_points: int | None
+    """The exact size limit (None: a sparse fit)."""
 
 
 class GPClassifierBase(ClassifierMixin, BaseEstimator):
@@ -204,32 +220,43 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                              f"{self.inference_options!r}")
         return dict(self.inference_options)
 
-    def _run_driver(self, model_name: str, X, y, num_classes: int, *, method: str,
-                    model_options: dict, max_exact_points: int | None, options: dict):
-        """``ppgpc.infer.fit`` of ``model_name`` with this estimator's kernel and seed; the
-        method's ``progress_bar`` is ``progress`` unless ``options`` set it.
+    def _driver_call(self, method: str, num_points: int, given: dict,
+                     exact: bool) -> "DriverCall":
+        """How this estimator's fit by ``method`` on ``num_points`` training points (after
+        any held-out share) reaches ``ppgpc.infer.fit``: which model, with which added model
+        and method options (``given``: the ``inference_options`` that apply, for a check
+        that needs N). ``exact``: the search's type-II fits of the exact model. The base
+        class: its own model as it is."""
+        return DriverCall(self.model_name, {}, {}, {}, self.max_exact_points)
+
+    def _fit_driver(self, X, y, num_classes, model_options, method=None, *,
+                    exact: bool = False, **options):
+        """The final fit (or, with ``method`` and ``options``, one fit of a search): the one
+        call of ``ppgpc.infer.fit``, with this estimator's kernel and seed.
+        ``inference_options`` apply to the fits of the estimator's own method; their
+        ``validation_fraction`` holds out a stratified share of the points, which the
+        driver scores (``ppgpc.infer.fit``'s ``validation_data``); the method's
+        ``progress_bar`` is ``progress`` unless ``options`` set it.
 
         Args:
             X: (N, D) standardised inputs; y: (N,) integer labels in 0..C-1.
-            options: the method's options (``ppgpc.infer.fit`` keywords).
+            model_options: the model's ``prepare`` options.
+            method: the driver method (None: the estimator's).
+            exact: the exact model, where ``inference="collapsed"`` goes sparse.
+            options: method options that win over every other.
         """
-        options = {"progress_bar": bool(self.progress), **options}
-        # the estimator warns once for its whole fit, from the merged report
-        return run_inference(
-            model_name, X, y, method=method, num_classes=num_classes, kernel=self.kernel,
-            model_options=model_options, seed=self.seed,
-            max_exact_points=max_exact_points, warn=False, **options,
-        )
-
-    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
-        """The final fit (or, with ``method`` and ``options``, one fit of a search):
-        ``inference_options`` apply to the fits of the estimator's own method."""
         method = method or self._method()
-        opts = self._given_options() if method == self._method() else {}
-        opts.update(options)
-        return self._run_driver(self.model_name, X, y, num_classes, method=method,
-                                model_options=model_options,
-                                max_exact_points=self.max_exact_points, options=opts)
+        given = self._given_options() if method == self._method() else {}
+        X, y, held_out = hold_out(X, y, given.pop("validation_fraction", None), self.seed)
+        call = self._driver_call(method, len(y), given, exact)
+        options = {"progress_bar": bool(self.progress), **call.options, **given, **call.fixed,
+                   **options}
+        # the estimator warns once for its whole fit, from the merged report
+        return driver.fit(
+            call.model, X, y, method=method, num_classes=num_classes, kernel=self.kernel,
+            model_options={**model_options, **call.model_options}, seed=self.seed,
+            max_exact_points=call.max_exact_points, validation_data=held_out, warn=False,
+            **options)
 
     def _check_fitted(self):
         """scikit-learn's ``NotFittedError`` (a ValueError and AttributeError) before fit."""
@@ -296,12 +323,7 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
                 self.result_ = dataclasses.replace(
                     self._fit_driver(Xs, codes, C, options, **final),
                     input_scaling=self.standardizer_)
-            report = dataclasses.replace(self.result_.info.convergence.merged(
-                optimizers=self._report_optimizers(),
-                grid_edges=grid_edges, notes=self._report_notes()),
-                for_estimator=True)
-            self.result_ = dataclasses.replace(
-                self.result_, info=dataclasses.replace(self.result_.info, convergence=report))
+            self.result_ = self._with_report(self.result_, grid_edges)
             self.n_iter_ = self.result_.info.iterations
         except BaseException:
             # a failed fit leaves the previous fit (or none) in place, never a mixture of
@@ -313,8 +335,17 @@ class GPClassifierBase(ClassifierMixin, BaseEstimator):
         if self.has_noise_scale:
             self.noise_scale_ = fitted_noise_scale(self.result_)
             warn_of_collapsed_noise(self.noise_scale_, *self._noise_scale_names())
-        convergence.warn_if_needed(report, estimator=type(self).__name__)
+        convergence.warn_if_needed(self.result_.info.convergence, estimator=type(self).__name__)
         return self
+
+    def _with_report(self, result, grid_edges):
+        """``result`` with the estimator's whole report: the driver's merged with the
+        stages before the final fit, the search's grid edges and the estimator's notes."""
+        report = dataclasses.replace(result.info.convergence.merged(
+            optimizers=self._report_optimizers(), grid_edges=grid_edges,
+            notes=self._report_notes()), for_estimator=True)
+        return dataclasses.replace(result, info=dataclasses.replace(result.info,
+                                                                    convergence=report))
 
     @property
     def convergence_(self) -> ConvergenceReport | None:

@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from ppgpc.datasets import stratified_folds, train_validation_split
-from ppgpc.estimators.base import GPClassifierBase
+from ppgpc.estimators.base import DriverCall, GPClassifierBase
 from ppgpc.estimators.options import ConjugateInference, Selection, as_selection
 from ppgpc.gp.inducing import resolve_num_inducing
 from ppgpc.gp.kernels import make_kernel
@@ -192,19 +192,19 @@ class ConjugateClassifier(GPClassifierBase):
     def _exact_size_limit(self) -> int | None:
         return None if self._collapsed() else self.max_exact_points
 
-    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
-        if not self._collapsed():
-            return super()._fit_driver(X, y, num_classes, model_options, method=method,
-                                       **options)
-        method = method or self._method()
-        opts = {**self._given_options(), **options}
-        model_options = {**model_options, "seed": self.seed,
-                         "num_inducing": resolve_num_inducing(self.num_inducing, X.shape[0])}
+    def _driver_call(self, method: str, num_points: int, given: dict, exact: bool) -> DriverCall:
+        """The collapsed sparse model (``<model>_sparse``, M inducing inputs at N, no exact
+        size limit) for ``inference="collapsed"``, unless ``exact`` (the search's type-II
+        fits of the exact model)."""
+        call = super()._driver_call(method, num_points, given, exact)
+        if exact or not self._collapsed():
+            return call
+        model_options = {"seed": self.seed,
+                         "num_inducing": resolve_num_inducing(self.num_inducing, num_points)}
         if not self.shared_inducing:  # inducing inputs per output
             model_options["shared_inducing"] = False
-        return self._run_driver(self.model_name + "_sparse", X, y, num_classes,
-                                method=method, model_options=model_options,
-                                max_exact_points=None, options=opts)
+        return call._replace(model=self.model_name + "_sparse", model_options=model_options,
+                             max_exact_points=None)
 
     # ------------------------------------------------------------ the search
     def _validation_splits(self, y):
@@ -363,10 +363,9 @@ class ConjugateClassifier(GPClassifierBase):
         the exact model on ``X``, ``y`` with ``model_options``, started at ``start`` when
         given (the exact model also where the final fit goes sparse past
         ``max_exact_points``)."""
-        result = super()._fit_driver(X, y, num_classes, model_options,
-                                     method=self._grid_method(), num_draws=1,
-                                     progress_bar=self.progress,
-                                     initial_hyperparameters=start)
+        result = self._fit_driver(X, y, num_classes, model_options,
+                                  method=self._grid_method(), exact=True, num_draws=1,
+                                  progress_bar=self.progress, initial_hyperparameters=start)
         return result, SearchFit(dict(model_options), result.hyper_draw(), X, y,
                                  result.info.convergence.optimizers)
 

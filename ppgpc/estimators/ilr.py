@@ -100,13 +100,11 @@ class ILRGPClassifier(ConjugateClassifier):
         return DEFAULT_TAU if self.tau in (None, "auto") else float(self.tau)
 
     def _options_for(self, epsilon: float, tau: float | None = None) -> dict:
-        options = {"epsilon": float(epsilon),
-                   "tau": self._fixed_tau() if tau is None else float(tau)}
-        if self.noise_std is not None:
-            options["noise_std"] = float(self.noise_std)
-        if self.learn_noise_scale:
-            options["learn_noise_scale"] = True
-        return options
+        """The model's ``prepare`` options at ``epsilon`` (and ``tau``)."""
+        noise = {} if self.noise_std is None else {"noise_std": float(self.noise_std)}
+        learn = {"learn_noise_scale": True} if self.learn_noise_scale else {}
+        return {"epsilon": float(epsilon),
+                "tau": self._fixed_tau() if tau is None else float(tau), **noise, **learn}
 
     def _search_range(self, name: str, num_classes: int) -> tuple[float, float]:
         """epsilon in (0, 1), at least 1e-12 from 1; tau in (0, min(1, (C - 1) / 2)), where

@@ -3,14 +3,9 @@ augmentation (Gibbs, CAVI) or NUTS."""
 
 from __future__ import annotations
 
-import dataclasses
-
-
-from ppgpc.estimators.base import GPClassifierBase, shared_doc
-from ppgpc.estimators.options import LogisticSoftmaxInference, check_minibatch_options, hold_out
-from ppgpc.evaluation import metrics
+from ppgpc.estimators.base import DriverCall, GPClassifierBase, shared_doc
+from ppgpc.estimators.options import LogisticSoftmaxInference, check_minibatch_options
 from ppgpc.gp.inducing import resolve_num_inducing
-from ppgpc.infer.records import ValidationInfo
 from ppgpc.validation import MAX_EXACT_POINTS, check_count
 
 __all__ = ["LogisticSoftmaxGPClassifier"]
@@ -46,7 +41,7 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             ``inference_options["hyperparameters"]``, or sampled with
             ``{"sample_hyperparameters": True}``. ``"gibbs"``: the exact blocked Gibbs
             sampler of the Polya-Gamma augmented model, hyperparameters as for NUTS or
-            sampled in every sweep with ``{"hyperparameters": "sample"}``; it mixes more
+            sampled in every sweep with ``{"sample_hyperparameters": True}``; it mixes more
             slowly than NUTS (docs/records/gibbs.md), so its chains run longer before they
             pass the convergence check (up to ``max_samples``, default 2000 per chain).
             ``"cavi"``: mean-field coordinate-ascent VI with hyperparameter learning; full,
@@ -109,39 +104,23 @@ class LogisticSoftmaxGPClassifier(GPClassifierBase):
             return None
         return self.max_exact_points
 
-    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
-        method = method or self._method()
-        given = self._given_options()
+    def _driver_call(self, method: str, num_points: int, given: dict, exact: bool) -> DriverCall:
+        """CAVI: the sparse version's M (resolved at N for the stochastic one, which also
+        runs ``STOCHASTIC_MAX_ITER`` iterations unless told); the inducing-point Gibbs
+        sampler: M; NUTS: the latent form, its hyperparameters the model's CAVI fit, which
+        the driver runs (``Latent.fit_hypers``)."""
+        call = super()._driver_call(method, num_points, given, exact)
         if method == "cavi":
-            return self._cavi(X, y, num_classes, given, options)
+            check_minibatch_options(given, num_points)
+            if self._stochastic():
+                return call._replace(
+                    options={"max_iter": STOCHASTIC_MAX_ITER},
+                    fixed={"num_inducing": resolve_num_inducing(self.num_inducing,
+                                                                num_points)})
+            if self.num_inducing is not None:
+                return call._replace(fixed={"num_inducing": int(self.num_inducing)})
         if method == "gibbs" and self.num_inducing is not None:
-            options.setdefault("num_inducing", int(self.num_inducing))
+            return call._replace(fixed={"num_inducing": int(self.num_inducing)})
         if method == "nuts":
-            # the hyperparameters, unless given or sampled, are the model's CAVI fit, which
-            # the driver runs (``Latent.fit_hypers``)
-            options.setdefault("form", given.get("form", "latent"))
-        return super()._fit_driver(X, y, num_classes, model_options, method=method, **options)
-
-    def _cavi(self, X, y, num_classes, given: dict, options: dict):
-        """The CAVI fit: full, sparse or stochastic, on all points or with a stratified
-        ``validation_fraction`` held out and scored."""
-        opts = check_minibatch_options(given, len(y))
-        X_fit, y_fit, held_out = hold_out(X, y, given.get("validation_fraction"), self.seed)
-        if self._stochastic():
-            opts["num_inducing"] = resolve_num_inducing(self.num_inducing, len(y_fit))
-            opts.setdefault("max_iter", STOCHASTIC_MAX_ITER)
-        elif self.num_inducing is not None:
-            opts["num_inducing"] = int(self.num_inducing)
-        opts.update(options)
-        result = self._run_driver(self.model_name, X_fit, y_fit, num_classes, method="cavi",
-                                  model_options={}, max_exact_points=self.max_exact_points,
-                                  options=opts)
-        if held_out is not None:
-            X_val, y_val = held_out
-            nll = float(metrics.nll(result.predict_proba(X_val), y_val))
-            steps = result.info.cavi.iterations
-            validation = ValidationInfo(nll=(nll,), steps=(steps,), best_nll=nll,
-                                        best_step=steps, size=int(len(y_val)))
-            result = dataclasses.replace(
-                result, info=dataclasses.replace(result.info, validation=validation))
-        return result
+            return call._replace(options={"form": "latent"})
+        return call

@@ -3,8 +3,8 @@ Uncollapsed-ILR with ``link="ilr"``), fitted by minibatch SVI."""
 
 from __future__ import annotations
 
-from ppgpc.estimators.base import GPClassifierBase, shared_doc
-from ppgpc.estimators.options import SVGPInference, check_minibatch_options, hold_out
+from ppgpc.estimators.base import DriverCall, GPClassifierBase, shared_doc
+from ppgpc.estimators.options import SVGPInference, check_minibatch_options
 from ppgpc.gp.inducing import resolve_num_inducing
 from ppgpc.models.svgp import LINKS
 from ppgpc.validation import MAX_EXACT_POINTS, check_count, check_flag
@@ -101,25 +101,17 @@ class SoftmaxSVGPClassifier(GPClassifierBase):
                 "shared_kernel": self.shared_kernel, "shared_inducing": self.shared_inducing,
                 "kernel_prior": self.kernel_prior}
 
-    def _fit_driver(self, X, y, num_classes, model_options, method=None, **options):
-        method = method or self._method()
-        given = self._given_options()
+    def _driver_call(self, method: str, num_points: int, given: dict, exact: bool) -> DriverCall:
+        """SVI: the model's options at N (``_svi_model_options``), no exact size limit; NUTS:
+        the full GP's latent form, its hyperparameters the model's SVI fit at its own
+        schedule, which the driver runs (``ppgpc.infer.svi.svi_hypers``)."""
+        call = super()._driver_call(method, num_points, given, exact)
         if method == "svi":
-            opts = check_minibatch_options(given, len(y))
-            X, y, held_out = hold_out(X, y, given.get("validation_fraction"), self.seed)
-            if held_out is not None:
-                opts["validation_data"] = held_out
-            opts.update(options)
-            return self._run_driver(self.model_name, X, y, num_classes, method="svi",
-                                    model_options=self._svi_model_options(
-                                        len(y), opts.get("natural_gradient")),
-                                    max_exact_points=None, options=opts)
+            check_minibatch_options(given, num_points)
+            return call._replace(model_options=self._svi_model_options(
+                num_points, given.get("natural_gradient")), max_exact_points=None)
         if not self.shared_kernel:
             raise ValueError("inference='nuts' runs the full GP with one kernel for all "
                              "latents; use shared_kernel=True with it")
-        # the hyperparameters, unless given or sampled, are the model's SVI fit at its own
-        # schedule, which the driver runs (``ppgpc.infer.svi.svi_hypers``)
-        opts = {"form": "latent", **given, **options}
-        return self._run_driver(self.model_name, X, y, num_classes, method=method,
-                                model_options=self._svi_model_options(len(y), None),
-                                max_exact_points=self.max_exact_points, options=opts)
+        return call._replace(model_options=self._svi_model_options(num_points, None),
+                             options={"form": "latent"})

@@ -29,50 +29,49 @@ version refuses it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from ppgpc.infer.common import as_draws, check_hyperparameters, method
-from ppgpc.infer.convergence import optimizer_check
+from ppgpc.infer.common import Options, as_draws, check_hyperparameters, method
 from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput
 from ppgpc.models.spec import HyperFit
-from ppgpc.validation import check_options
 
-__all__ = ["CAVI_METHOD", "run_cavi_method", "check_cavi_options", "cavi_info", "cavi_check",
-           "CAVI_OPTIONS"]
+__all__ = ["CAVI_METHOD", "run_cavi_method", "cavi_info", "CAVIOptions"]
 
-CAVI_OPTIONS = {
-    "hyperparameters": None,
-    "learn_hyperparameters": None,
-    "num_inducing": None,
-    "learn_inducing": True,
-    "include_prior": True,
-    "max_iter": 300,
-    "tol": 1e-6,
-    "learning_rate": 0.05,
-    "num_draws": 1000,
-    "batch_size": None,
-    "class_batch_size": None,
-    "step_size_delay": 1.0,
-    "step_size_power": 0.6,
-    "elbo_every": 10,
-    "progress_bar": False,
-}
-"""The ``"cavi"`` method's options and their defaults (``check_cavi_options`` checks a
-user's ``inference_options`` against them; the module docstring says what each does)."""
-
-
-def check_cavi_options(opts: dict) -> dict:
-    """CAVI settings, checked before any work: ``max_iter`` 0 left an empty ELBO trace,
-    ``num_draws`` 0 a fit without draws, and a negative ``learning_rate`` an ascent that
-    runs downhill (every probability ended at 1/C). The stochastic settings are checked by
+@dataclasses.dataclass(frozen=True)
+class CAVIOptions(Options):
+    """Options of ``"cavi"`` (the module docstring says what each does). ``max_iter`` 0
+    would leave an empty ELBO trace, ``num_draws`` 0 a fit without draws, and a negative
+    ``learning_rate`` an ascent that runs downhill; the stochastic settings are checked by
     the model's ``cavi`` against N and C."""
-    return check_options(opts, counts=("max_iter", "num_draws", "num_inducing", "batch_size",
-                                       "class_batch_size", "elbo_every"),
-                         positive=("learning_rate",),
-                         flags=("learn_inducing", "include_prior", "learn_hyperparameters",
-                                "progress_bar"),
-                         optional=("num_inducing", "batch_size", "class_batch_size",
-                                   "learn_hyperparameters"))
+
+    hyperparameters: dict | None = None
+    learn_hyperparameters: bool | None = None
+    num_inducing: int | None = None
+    learn_inducing: bool = True
+    include_prior: bool = True
+    max_iter: int = 300
+    tol: float = 1e-6
+    learning_rate: float = 0.05
+    num_draws: int = 1000
+    batch_size: int | None = None
+    class_batch_size: int | None = None
+    step_size_delay: float = 1.0
+    step_size_power: float = 0.6
+    elbo_every: int = 10
+    progress_bar: bool = False
+
+    COUNTS = ("max_iter", "num_draws", "num_inducing", "batch_size", "class_batch_size",
+              "elbo_every")
+    POSITIVE = ("learning_rate",)
+    FLAGS = ("learn_inducing", "include_prior", "learn_hyperparameters", "progress_bar")
+    OPTIONAL = ("num_inducing", "batch_size", "class_batch_size", "learn_hyperparameters")
+
+    @property
+    def stochastic(self) -> bool:
+        """Minibatches over points or classes: the stochastic version."""
+        return self.batch_size is not None or self.class_batch_size is not None
 
 
 def _optional_float(value) -> float | None:
@@ -86,31 +85,22 @@ def cavi_info(fit: HyperFit) -> CAVIInfo:
                     stochastic=bool(fit.stochastic))
 
 
-def cavi_check(cavi: CAVIInfo, stage: str = "CAVI"):
-    """The ``OptimizerCheck`` of a CAVI fit from its ``CAVIInfo`` (``relative_change``: the
-    relative change of the last two ELBO values, which the fit compares with ``tol``)."""
-    return optimizer_check(stage, converged=cavi.converged, iterations=cavi.iterations,
-                           stop_reason="relative ELBO change" if cavi.converged
-                           else "max_iter",
-                           last_change=cavi.relative_change, measure="relative ELBO change")
-
-
 def run_cavi_method(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"cavi"`` (``ppgpc.infer.methods.METHODS``)."""
-    given = opts["hyperparameters"]
+    given = opts.hyperparameters
     hypers = None if given is None else check_hyperparameters(spec, data, kernel, given)
     stochastic = {}
-    if opts["batch_size"] is not None or opts["class_batch_size"] is not None:
-        stochastic = {k: opts[k] for k in ("batch_size", "class_batch_size", "step_size_delay",
-                                           "step_size_power", "elbo_every")}
+    if opts.stochastic:
+        stochastic = {k: getattr(opts, k) for k in (
+            "batch_size", "class_batch_size", "step_size_delay", "step_size_power",
+            "elbo_every")}
     res = spec.cavi.cavi(
-        data, kernel, hypers, num_inducing=opts["num_inducing"],
-        learn_hypers=opts["learn_hyperparameters"], learn_inducing=opts["learn_inducing"],
-        include_prior=bool(opts["include_prior"]),
-        max_iter=int(opts["max_iter"]), tol=float(opts["tol"]),
-        learning_rate=float(opts["learning_rate"]), key=key,
-        progress=bool(opts["progress_bar"]), **stochastic)
-    num_draws = int(opts["num_draws"])
+        data, kernel, hypers, num_inducing=opts.num_inducing,
+        learn_hypers=opts.learn_hyperparameters, learn_inducing=opts.learn_inducing,
+        include_prior=opts.include_prior, max_iter=opts.max_iter, tol=float(opts.tol),
+        learning_rate=float(opts.learning_rate), key=key, progress=opts.progress_bar,
+        **stochastic)
+    num_draws = opts.num_draws
     if res.sparse:
         draws = spec.cavi.sample_q_v(key, res, num_draws)
         fields = dict(hypers=as_draws({**res.hypers, "inducing_inputs": res.inducing}),
@@ -121,37 +111,34 @@ def run_cavi_method(spec, data, kernel, key, opts) -> RunOutput:
                       predictive_kind="latent")
     if not bool(np.all(np.isfinite(np.asarray(draws)))):
         raise FloatingPointError("CAVI produced non-finite variational draws")
-    kind = "MAP" if opts["include_prior"] else "ML"
-    learnt = given is None or bool(opts["learn_hyperparameters"])
+    kind = "MAP" if opts.include_prior else "ML"
+    learnt = given is None or bool(opts.learn_hyperparameters)
     trace = np.asarray(res.elbo)
     cavi = CAVIInfo(iterations=int(len(trace)), converged=bool(res.converged),
                     relative_change=_optional_float(res.relative_change), elbo=float(trace[-1]),
                     stochastic=bool(stochastic))
     info = FitInfo(hyperparameters=f"CAVI ELBO (type-II {kind})" if learnt else "given",
                    cavi=cavi)
-    stage = "stochastic CAVI" if stochastic else "CAVI"
     return RunOutput(**fields, point_hypers=True, info=info,
-                     sample_stats={"elbo": trace[None]}, optimizers=(cavi_check(cavi, stage),),
-                     jitter=res.jitter)
+                     sample_stats={"elbo": trace[None]}, jitter=res.jitter)
 
 
-def _is_sparse(opts: dict, num_samples: int) -> bool:
+def _is_sparse(opts: CAVIOptions, num_samples: int) -> bool:
     """CAVI with fewer inducing inputs than points is the sparse version (no N x N matrix)."""
-    M = opts["num_inducing"]   # checked by check_cavi_options
+    M = opts.num_inducing
     return M is not None and M < num_samples
 
 
-def _devices_refusal(opts: dict) -> str | None:
+def _devices_refusal(opts: CAVIOptions) -> str | None:
     """Why these options cannot split CAVI over devices: only the stochastic version can
     (its minibatches and full-data ELBO, ``ppgpc.models.logistic_softmax.stochastic_cavi``)."""
-    if opts["batch_size"] is None and opts["class_batch_size"] is None:
+    if not opts.stochastic:
         return ("the full-batch CAVI runs on one device; give batch_size (or "
                 "class_batch_size) for the stochastic CAVI, whose minibatches and full-data "
                 "ELBO are split over the devices")
     return None
 
 
-CAVI_METHOD = method("cavi", run_cavi_method, ("cavi", "inducing", "latent"), CAVI_OPTIONS,
-                     scalable=_is_sparse, check=check_cavi_options,
-                     devices=_devices_refusal)
+CAVI_METHOD = method("cavi", run_cavi_method, ("cavi", "inducing", "latent"), CAVIOptions,
+                     scalable=_is_sparse, devices=_devices_refusal)
 """The driver's method ``"cavi"`` (``ppgpc.infer.methods.METHODS``)."""

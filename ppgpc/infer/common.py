@@ -12,19 +12,20 @@ typed ``FitInfo`` of what the run did, and what the convergence report reads); t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, ClassVar, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
-from ppgpc.models import available as available_models, get_spec
+from ppgpc.models import get_spec
 from ppgpc.models.spec import CAPABILITIES, ModelSpec
-from ppgpc.runtime.blocks import resolve_mesh
 from ppgpc.runtime.programs import jit
+from ppgpc.validation import check_options
 
 __all__ = ["as_draws", "check_hyperparameters", "POSITIVE_HYPERS", "method", "Method",
-           "resolve_spec", "jitted", "DEVICES_OPTION"]
+           "Options", "options_type", "resolve_spec", "jitted", "DEVICES_OPTION"]
 
 
 # ------------------------------------------------------------------ shared helpers
@@ -90,15 +91,83 @@ def resolve_spec(model) -> ModelSpec:
 
 
 # ------------------------------------------------------------------ method registry
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """A method's options: a frozen dataclass whose fields are the options, with their
+    defaults (as NumPyro's ``NUTS(...)`` and optax's constructors take typed keywords).
+    ``ppgpc.infer.fit`` builds one from its keywords (``from_given``) and checks it once
+    (``checked``); the runner reads its fields.
+
+    A subclass names its fields' kinds in ``COUNTS`` (integers >= 1), ``NON_NEGATIVE``
+    (integers >= 0), ``POSITIVE`` (finite numbers > 0), ``FLAGS`` (True or False) and
+    ``OPTIONAL`` (those of them that may be None; ``ppgpc.validation.check_options``), and
+    overrides ``extra_checks`` for what those do not cover.
+    """
+
+    COUNTS: ClassVar[tuple] = ()
+    NON_NEGATIVE: ClassVar[tuple] = ()
+    POSITIVE: ClassVar[tuple] = ()
+    FLAGS: ClassVar[tuple] = ()
+    OPTIONAL: ClassVar[tuple] = ()
+
+    @classmethod
+    def from_given(cls, method: str, given: dict) -> "Options":
+        """The options ``given`` by name, the others at their defaults.
+
+        Raises:
+            TypeError: an option the method does not have (the valid ones are named).
+        """
+        names = sorted(f.name for f in dataclasses.fields(cls))
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise TypeError(f"method {method!r} got unknown option(s) {unknown}; its options "
+                            f"are {names}")
+        return cls(**given)
+
+    def as_dict(self) -> dict:
+        """The options by name (a save's ``method_options``)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def replace(self, **changes) -> "Options":
+        return dataclasses.replace(self, **changes)
+
+    def checked(self) -> "Options":
+        """These options with every field checked and normalised (a ValueError names the
+        first that is not what it should be)."""
+        out = check_options(self.as_dict(), counts=self.COUNTS,
+                            non_negative=self.NON_NEGATIVE, positive=self.POSITIVE,
+                            flags=self.FLAGS, optional=self.OPTIONAL)
+        return type(self)(**out).extra_checks()
+
+    def extra_checks(self) -> "Options":
+        """What the fields' kinds do not cover (a subclass's own checks): these options,
+        checked and normalised further."""
+        return self
+
+
+def options_type(name: str, defaults: dict) -> type:
+    """An ``Options`` class with fields ``defaults`` (a method a user declares with a dict
+    of defaults)."""
+    def field(value):
+        if isinstance(value, (dict, list, set)):
+            return dataclasses.field(default_factory=lambda: type(value)(value))
+        return dataclasses.field(default=value)
+
+    return dataclasses.make_dataclass(f"{name}_options", [
+        (key, Any, field(value)) for key, value in defaults.items()],
+        bases=(Options,), frozen=True)
+
+
 class Method(NamedTuple):
     """A method of the driver (``method``; ``ppgpc.infer.methods.METHODS``)."""
 
     name: str
-    runner: Callable[..., dict]
+    runner: Callable[..., Any]
+    """``runner(spec, data, kernel, key, options: Options) -> RunOutput``."""
     requires: tuple
     """Alternatives, each a tuple of capability group names that must all be filled."""
-    defaults: dict
-    check: Callable[[dict], dict]
+    options: type
+    """Its ``Options`` class."""
     scalable: Any
     """False, True (never forms an N x N matrix) or ``(options, num_samples) -> bool``."""
     devices: Any = False
@@ -126,27 +195,26 @@ def _alternatives(requires) -> tuple:
     return out
 
 
-def method(name: str, runner, requires, defaults: dict, *,
-           scalable=False, check=None, devices=False, sampler=False) -> Method:
+def method(name: str, runner, requires, options, *,
+           scalable=False, devices=False, sampler=False) -> Method:
     """A method the driver can run (listed in ``ppgpc.infer.methods.METHODS``, or added
     there with ``ppgpc.infer.methods.register_method``).
 
     Args:
         name: the method's name, e.g. ``"gibbs"``.
         runner: ``runner(spec, data, kernel, key, options) ->
-            ppgpc.infer.records.RunOutput``.
+            ppgpc.infer.records.RunOutput``, ``options`` an instance of ``options``.
         requires: the capability groups of ``ModelSpec`` the method needs: one name
             (``"svi"``), a tuple of names that must all be filled (``("gibbs",
             "latent")``), or a tuple of such alternatives, any one of which suffices
             (``(("conjugate",), ("latent",))`` for NUTS on either form).
-        defaults: the method's options and their defaults (unknown options are refused).
+        options: the method's ``Options`` class (unknown options are refused, and its
+            ``checked`` runs before the data is looked at, so a bad setting is refused
+            before any JAX code runs), or a dict of the options' defaults.
         scalable: True if the method never forms an N x N matrix, so ``fit``'s
             ``max_exact_points`` does not apply to it (minibatch SVI); or a predicate
             ``(options, num_samples) -> bool`` for a method that is sparse under some
             options only (CAVI with ``num_inducing`` < N).
-        check: ``check(options) -> options``, the method's settings checked (a ValueError
-            naming the bad one) and normalised; ``fit`` calls it before it looks at the
-            data, so a bad setting is refused before any JAX code runs.
         devices: the method runs a model's sums over points on the devices of a mesh when
             the model can (``ModelSpec.place``): it takes the option ``devices``
             (``DEVICES_OPTION``), which the driver applies before the runner starts. True,
@@ -155,24 +223,22 @@ def method(name: str, runner, requires, defaults: dict, *,
         sampler: an MCMC method, whose chains the driver checks for R-hat, ESS and
             divergences (``ppgpc.infer.convergence``).
 
-    The runner may also return ``optimizers``, the ``OptimizerCheck`` of each optimisation
-    stage it ran, and ``jitter``, the largest Cholesky jitter of the fitted model (absolute);
-    the driver turns them into the fit's ``ConvergenceReport``.
-
     How ``ppgpc.infer.svi`` declares its method::
 
-        SVI_METHOD = method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True, devices=True)
+        SVI_METHOD = method("svi", run_svi, "svi", SVIOptions, scalable=True, devices=True)
     """
-    return Method(name=name, runner=runner, requires=_alternatives(requires),
-                  defaults=dict(defaults), check=check or dict, scalable=scalable or False,
+    if isinstance(options, dict):
+        options = options_type(name, options)
+    if not (isinstance(options, type) and issubclass(options, Options)):
+        raise TypeError(f"method {name!r}: options must be an Options class or a dict of "
+                        f"defaults, got {options!r}")
+    return Method(name=name, runner=runner, requires=_alternatives(requires), options=options,
+                  scalable=scalable or False,
                   devices=devices if callable(devices) else bool(devices),
                   sampler=bool(sampler))
-
 
 
 DEVICES_OPTION = "devices"
 """The option of the methods registered with ``devices=True``: None (one device), an integer
 n (the first n of ``jax.devices()``) or a ``jax.sharding.Mesh`` with an axis ``"data"``
 (``ppgpc.runtime.blocks.resolve_mesh``)."""
-
-

@@ -26,8 +26,9 @@ from ppgpc.infer.common import DEVICES_OPTION, resolve_spec
 from ppgpc.infer.methods import (check_devices, check_method_options, get_method,
                                 method_names, register_method, size_limited,
                                 supported_methods, unsupported_reason)
-from ppgpc.infer.convergence import ConvergenceReport, chain_check, relative_jitter, warn_if_needed
-from ppgpc.infer.records import RunOutput
+from ppgpc.infer.convergence import ConvergenceReport, relative_jitter, warn_if_needed
+from ppgpc.evaluation import metrics
+from ppgpc.infer.records import RunOutput, SamplerInfo, ValidationInfo
 from ppgpc.infer.results import FitResult
 from ppgpc.runtime.blocks import num_shards
 from ppgpc.runtime.padding import bucket, first_rows
@@ -60,46 +61,33 @@ def fit(
     model_options: dict | None = None,
     seed: int = 0,
     max_exact_points: int | None = MAX_EXACT_POINTS,
+    validation_data=None,
     warn: bool = True,
     **method_options,
 ) -> FitResult:
     """Fit a classifier with the given inference method.
 
     Args:
-        model: a ``ModelSpec`` or a model name (``"ilr_gp"``; see ``ppgpc.models.available``).
+        model: a ``ModelSpec`` or a model name (``ppgpc.models.available``).
         X: (N, D) training inputs (already scaled as you want them).
         y: (N,) integer labels 0..C-1.
         method: one of ``supported_methods(model)``.
         num_classes: C (default: largest label + 1).
-        kernel: a kernel name (``"rbf-ard"``, ``"rbf"``, ``"matern52-ard"``, ``"matern52"``;
-            ``ppgpc.gp.kernels.make_kernel``) or object.
-        model_options: passed to the model's ``prepare`` (e.g. ``epsilon``, ``tau``). A
-            model whose ``prepare`` is random (``ModelSpec.seeded_prepare``: the k-means++
-            start of the inducing inputs) gets ``seed`` unless these options give one.
+        kernel: a kernel name (``ppgpc.gp.kernels.make_kernel``) or object.
+        model_options: passed to the model's ``prepare`` (a model whose ``prepare`` is
+            random, ``ModelSpec.seeded_prepare``, gets ``seed`` unless these give one).
         seed: integer seed; every random step derives its key from it.
         max_exact_points: refuse exact/MCMC GP inference above this N (None: no limit;
-            sparse models such as ``"ilr_gp_sparse"`` and scalable methods such as
-            ``"svi"`` ignore it).
+            sparse models and scalable methods ignore it).
+        validation_data: held-out ``(X_val, y_val)``, scaled as ``X``: a method with a
+            held-out monitor of its own (``svi``) takes it; for any other the driver scores
+            the result's mean NLL on it (``FitInfo.validation``).
         warn: raise a ``ppgpc.ConvergenceWarning`` when the fit's checks fail (False: the
-            verdict is only in ``result.info.convergence``, for a caller that merges several
-            fits' reports and warns once, as the estimators do).
-        **method_options: the method's options (an unknown one raises a TypeError naming
-            the valid ones). exact/map: ``hyperparameters``, ``initial_hyperparameters``
-            (a warm start of the optimisation, by site name), ``num_draws``, ``max_iter``,
-            ``tol``, ``optimizer`` (``"lbfgs"`` or ``"adam"``), ``learning_rate`` (Adam),
-            ``progress_bar`` (iterations, objective and gradient on stderr once the fit has
-            run a couple of seconds), ``devices`` (collapsed sparse models: None for one
-            device, n for the first n of ``jax.devices()``, or a ``jax.sharding.Mesh`` with
-            an axis ``"data"``; each device sums the bound over its share of the data).
-            nuts: ``form``, ``num_warmup``, ``num_samples`` (the least draws per chain;
-            by default the chains run until R-hat and ESS pass), ``max_samples`` (the
-            most), ``num_chains``,
-            ``hyperparameters``, ``sample_hyperparameters``, ``target_accept``,
-            ``max_tree_depth``, ``dense_mass``, ``progress_bar``. svi (``ppgpc.infer.svi``):
-            ``batch_size``, ``max_iter``, ``learning_rate``, ``optimizer``, ``schedule``,
-            ``warmup_steps``, ``num_particles``, ``tol``, ``patience``, ``window``,
-            ``num_draws``, ``progress_bar``, ``natural_gradient``, ``validation_data``,
-            ``validation_draws``, ``restore_best``, ``validation_patience``.
+            verdict is only in ``result.info.convergence``).
+        **method_options: the fields of the method's ``Options`` (``OptimizerOptions``,
+            ``NUTSOptions``, ``CAVIOptions``, ``GibbsOptions``, ``SVIOptions``; an unknown
+            one raises a TypeError naming the valid ones), and ``devices`` for the methods
+            that split sums over devices (``ppgpc.runtime.blocks.resolve_mesh``).
 
     Returns:
         A ``FitResult`` that predicts class probabilities and exports to ArviZ.
@@ -113,75 +101,128 @@ def fit(
         (3, 2)
     """
     spec = resolve_spec(model)
-    supported = supported_methods(spec)
-    if method not in method_names():
-        raise ValueError(
-            f"unknown method {method!r}: model {spec.name!r} supports {list(supported)} "
-            f"(the driver knows {list(method_names())})"
-        )
-    reason = unsupported_reason(spec, method)
-    if reason is not None:
-        raise ValueError(
-            f"model {spec.name!r} does not support method {method!r}: {reason}; it supports "
-            f"{list(supported)}"
-        )
-    runner = get_method(method).runner
-    opts = check_method_options(method, method_options)
-    seed = check_seed(seed)
-    max_exact_points = check_size_limit(max_exact_points)
+    runner = _supported(spec, method).runner
+    monitored = _monitors(method)
+    opts = check_method_options(method, _with_monitor(method_options, validation_data,
+                                                      monitored))
+    seed, max_exact_points = check_seed(seed), check_size_limit(max_exact_points)
     X = check_features(X)
     y, num_classes = check_integer_labels(y, X.shape[0], num_classes)
     if size_limited(spec, method, opts, X.shape[0]):
         check_exact_size(X.shape[0], max_exact_points, spec.name, spec.sparse_alternative)
-    devices = opts.pop(DEVICES_OPTION, None)
-    mesh = check_devices(spec, devices, method)
-    kernel = make_kernel(kernel)
-    model_options = dict(model_options or {})
+    mesh = check_devices(spec, method_options.get(DEVICES_OPTION), method)
+    kernel, model_options = make_kernel(kernel), dict(model_options or {})
     if spec.seeded_prepare:  # e.g. the k-means++ inducing inputs
         model_options.setdefault("seed", seed)
     data = spec.prepare(X, y, num_classes, **model_options)
     if mesh is not None:  # the sums over points split over the mesh's data axis
         data = spec.place(data, mesh)
+    result = _result(spec, method, runner, data, kernel, seed, opts, mesh,
+                     {"num_classes": num_classes, "model_options": model_options})
+    if validation_data is not None and not monitored:
+        result = _scored(result, validation_data, num_classes)
+    if warn:
+        warn_if_needed(result.info.convergence)
+    return result
 
-    num_points = X.shape[0]
+
+def _result(spec, method: str, runner, data, kernel, seed: int, opts, mesh,
+            settings: dict) -> FitResult:
+    """The ``FitResult`` of the runner on ``data`` (on the devices of ``mesh``, or padded
+    where the model pads the fit): its draws, its ``FitInfo`` with the time, devices and
+    ``ConvergenceReport``, and its settings (``settings`` and the method's)."""
+    start = time.perf_counter()
+    num_points = int(np.shape(data.X)[0])
+    out = _run(spec, method, runner, data, kernel, seed, opts, num_points, padded=mesh is None)
+    devices = None if mesh is None else num_shards(mesh)
+    info = dataclasses.replace(out.info, fit_seconds=time.perf_counter() - start,
+                               convergence=_assess(method, out), devices=devices)
+    settings = {
+        "method": method,
+        "kernel": getattr(kernel, "name", type(kernel).__name__),
+        "kernel_ard": bool(getattr(kernel, "ard", False)),
+        **settings,
+        "method_options": {k: v for k, v in opts.as_dict().items()
+                           if k not in ("hyperparameters", "initial_hyperparameters")},
+    }
+    if devices is not None:  # as a count: a Mesh does not go into a save's JSON
+        settings["method_options"][DEVICES_OPTION] = devices
+    return FitResult(spec=spec, kernel=kernel, data=data, method=method, settings=settings,
+                     info=info, seed=int(seed), hypers=out.hypers, latent=out.latent,
+                     predictive_kind=out.predictive_kind, point_hypers=out.point_hypers,
+                     sample_stats=dict(out.sample_stats), inducing=out.inducing)
+
+
+def _supported(spec, method: str):
+    """The ``Method`` ``method``, when ``spec`` supports it.
+
+    Raises:
+        ValueError: an unknown method, or one the model does not support (why, and what it
+            supports).
+    """
+    supported = supported_methods(spec)
+    if method not in method_names():
+        raise ValueError(
+            f"unknown method {method!r}: model {spec.name!r} supports {list(supported)} "
+            f"(the driver knows {list(method_names())})")
+    reason = unsupported_reason(spec, method)
+    if reason is not None:
+        raise ValueError(f"model {spec.name!r} does not support method {method!r}: {reason}; "
+                         f"it supports {list(supported)}")
+    return get_method(method)
+
+
+def _run(spec, method: str, runner, data, kernel, seed: int, opts, num_points: int, *,
+         padded: bool) -> RunOutput:
+    """The runner's output on ``data`` (``num_points`` rows), padded to its bucket where the
+    model pads this fit (fixed training shapes, ``ppgpc.runtime.padding``) and cut back to
+    the real rows."""
     run_data = data
-    # fixed training shapes (``ppgpc.runtime.padding``)
-    if mesh is None and spec.pads_fit(method, opts):
+    if padded and spec.pads_fit(method, opts.as_dict()):
         run_data = spec.pad(data, bucket(num_points))
     # bounded compiled code over a long process (``ppgpc.runtime.programs``)
     use_training_shape(training_signature(
-        (kernel, run_data), (spec.name, method, sorted(opts.items(), key=lambda kv: kv[0]))))
-    start = time.perf_counter()
+        (kernel, run_data), (spec.name, method, tuple(opts.as_dict().items()))))
     with blas_limited():  # one BLAS thread during the run (``ppgpc.runtime.threads``)
         out = runner(spec, run_data, kernel, jax.random.PRNGKey(seed), opts)
     if not isinstance(out, RunOutput):
         raise TypeError(f"the runner of method {method!r} returned {type(out).__name__}, not "
                         "a ppgpc.infer.records.RunOutput")
-    if run_data is not data:
-        out = _real_part(out, run_data, num_points)
-    fit_seconds = time.perf_counter() - start
-    report = _assess(method, out)
-    settings = {
-        "method": method,
-        "kernel": getattr(kernel, "name", type(kernel).__name__),
-        "kernel_ard": bool(getattr(kernel, "ard", False)),
-        "num_classes": num_classes,
-        "model_options": model_options,
-        "method_options": {k: v for k, v in opts.items()
-                           if k not in ("hyperparameters", "initial_hyperparameters")},
-    }
-    devices = None
-    if mesh is not None:  # as a count: a Mesh does not go into a save's JSON
-        settings["method_options"][DEVICES_OPTION] = devices = num_shards(mesh)
-    info = dataclasses.replace(out.info, fit_seconds=fit_seconds, convergence=report,
-                               devices=devices)
-    result = FitResult(spec=spec, kernel=kernel, data=data, method=method, settings=settings,
-                       info=info, seed=int(seed), hypers=out.hypers, latent=out.latent,
-                       predictive_kind=out.predictive_kind, point_hypers=out.point_hypers,
-                       sample_stats=dict(out.sample_stats), inducing=out.inducing)
-    if warn:
-        warn_if_needed(report)
-    return result
+    return out if run_data is data else _real_part(out, run_data, num_points)
+
+
+def _with_monitor(method_options: dict, validation_data, monitored: bool) -> dict:
+    """The method's options with ``validation_data`` for a method that monitors it."""
+    if validation_data is None or not monitored:
+        return method_options
+    if method_options.get("validation_data") is not None:
+        raise ValueError("give validation_data once: as fit's argument or as the method's "
+                         "option, not both")
+    return {**method_options, "validation_data": validation_data}
+
+
+def _monitors(method: str) -> bool:
+    """Whether ``method`` watches held-out data itself (its options have
+    ``validation_data``)."""
+    return "validation_data" in {f.name for f in dataclasses.fields(get_method(method).options)}
+
+
+def _scored(result: FitResult, validation_data, num_classes: int) -> FitResult:
+    """``result`` with its mean held-out NLL on ``validation_data`` = (X_val, y_val) in
+    ``info.validation``, scored at the fit's last iteration."""
+    try:
+        X_val, y_val = validation_data
+    except (TypeError, ValueError):
+        raise ValueError("validation_data must be a pair (X_val, y_val), got "
+                         f"{type(validation_data).__name__}") from None
+    X_val = check_features(X_val)
+    y_val, _ = check_integer_labels(y_val, X_val.shape[0], num_classes)
+    nll = float(metrics.nll(result.predict_proba(X_val), y_val))
+    step = result.info.iterations
+    validation = ValidationInfo(nll=(nll,), steps=(step,), best_nll=nll, best_step=step,
+                                size=int(len(y_val)))
+    return dataclasses.replace(result, info=dataclasses.replace(result.info,
+                                                                validation=validation))
 
 
 def _real_part(out: RunOutput, run_data, num_points: int) -> RunOutput:
@@ -200,25 +241,18 @@ def _real_part(out: RunOutput, run_data, num_points: int) -> RunOutput:
 
 
 def _assess(method: str, out: RunOutput) -> ConvergenceReport:
-    """The ``ConvergenceReport`` of a runner's output (``ppgpc.infer.convergence``): its
-    optimisation stages, its largest jitter and, for a sampler, its chains."""
-    jitter = relative_jitter(out.jitter, out.hypers)
-    run = out.run  # a windowed sampler's WindowedRun (ppgpc.infer.mcmc)
+    """The ``ConvergenceReport`` of a runner's output (``ppgpc.infer.convergence``): the
+    checks of the optimisations its record holds (``FitInfo.checks``), its largest jitter
+    and, for a sampler, its chains (``SamplerInfo.check``)."""
     chains = None
     if get_method(method).sampler:
         draws = {"f": out.latent} if out.latent is not None else {"v": out.inducing}
         if not out.point_hypers:
             draws.update(out.hypers)
-        stats = out.sample_stats or {}
-        divergences = sum(int(np.sum(stats[k])) for k in ("diverging", "hyper_diverging")
-                          if k in stats)
-        if run is not None and run.check is not None:  # the same draws, checked last
-            chains = dataclasses.replace(run.check, divergences=divergences,
-                                         stop_reason=run.stop_reason,
-                                         num_warmup=run.num_warmup)
-        else:
-            how = {} if run is None else {"stop_reason": run.stop_reason,
-                                          "num_warmup": run.num_warmup}
-            chains = chain_check(draws, divergences, **how)
-    return ConvergenceReport(method=method, chains=chains, optimizers=tuple(out.optimizers),
-                             max_jitter=jitter)
+        sampler = out.info.sampler or SamplerInfo(  # a sampler of one's own without a record
+            num_draws=0, stop_reason="", divergences=sum(
+                int(np.sum(out.sample_stats[k])) for k in ("diverging", "hyper_diverging")
+                if k in out.sample_stats))
+        chains = sampler.check(draws, out.chains)
+    return ConvergenceReport(method=method, chains=chains, optimizers=out.info.checks(),
+                             max_jitter=relative_jitter(out.jitter, out.hypers))

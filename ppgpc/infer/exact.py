@@ -13,44 +13,45 @@ type-II optimum, or checked given values) also starts the collapsed form of ``"n
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 
-from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, method
-from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
-from ppgpc.infer.records import FitInfo, OptimizerInfo, RunOutput
+from ppgpc.infer.common import Options, as_draws, check_hyperparameters, jitted, method
+from ppgpc.infer.records import FitInfo, OptimizerInfo, PointHypers, RunOutput
 from ppgpc.infer.sites import optimize_sites
 from ppgpc.runtime.programs import jit
-from ppgpc.validation import check_options
 
-__all__ = ["EXACT_METHOD", "MAP_METHOD", "OPTIMIZER_OPTIONS", "PointHypers", "point_hypers",
-           "check_posterior", "run_exact", "run_map", "check_optimizer_options"]
+__all__ = ["EXACT_METHOD", "MAP_METHOD", "OptimizerOptions", "point_hypers",
+           "check_posterior", "run_exact", "run_map"]
 
-OPTIMIZER_OPTIONS = {"hyperparameters": None, "initial_hyperparameters": None,
-                     "num_draws": 1000, "max_iter": 500, "tol": 1e-6,
-                     "optimizer": "lbfgs", "learning_rate": 0.1, "progress_bar": False}
-"""Options of ``"exact"`` and ``"map"`` and their defaults. ``hyperparameters`` fixes the
-values (no optimisation); ``initial_hyperparameters`` (some or all sites, by name) starts
-the optimisation there instead of at the model's ``initial_hypers``: a warm start from a
-neighbouring fit."""
+@dataclasses.dataclass(frozen=True)
+class OptimizerOptions(Options):
+    """Options of ``"exact"`` and ``"map"``."""
+
+    hyperparameters: dict | None = None
+    """Fixed values by site name (no optimisation)."""
+    initial_hyperparameters: dict | None = None
+    """Where the optimisation starts (some or all sites, by name; the others at the model's
+    ``initial_hypers``): a warm start from a neighbouring fit."""
+    num_draws: int = 1000
+    """Draws of the conjugate posterior kept for prediction and the export."""
+    max_iter: int = 500
+    tol: float = 1e-6
+    optimizer: str = "lbfgs"
+    """``"lbfgs"`` or ``"adam"``."""
+    learning_rate: float = 0.1
+    """Adam's step size."""
+    progress_bar: bool = False
+
+    COUNTS = ("num_draws", "max_iter")
+    POSITIVE = ("learning_rate",)
+    FLAGS = ("progress_bar",)
 
 
-class PointHypers(NamedTuple):
-    """Point hyperparameters and how they were obtained (``point_hypers``)."""
-
-    values: dict
-    """Hyperparameter values by site name."""
-    how: str
-    """``"given"``, ``"type-II ML"`` or ``"type-II MAP"`` (``FitInfo.hyperparameters``)."""
-    optimizer: OptimizerInfo | None
-    """The optimisation, None when the values were given."""
-    check: OptimizerCheck | None
-    """Its ``OptimizerCheck`` for the fit's ``ConvergenceReport``, None when given."""
-
-
-def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict) -> PointHypers:
+def point_hypers(spec, data, kernel, given, include_prior: bool,
+                 opts: OptimizerOptions = OptimizerOptions()) -> PointHypers:
     """Given hyperparameters (checked), or the type-II ML / MAP optimum of the collapsed
     model.
 
@@ -59,37 +60,31 @@ def point_hypers(spec, data, kernel, given, include_prior: bool, opts: dict) -> 
         data, kernel: the prepared data and the kernel.
         given: hyperparameter values by site name, or None to optimise.
         include_prior: type-II MAP (True) or ML (False).
-        opts: ``max_iter``, ``tol``, ``optimizer``, ``learning_rate``, ``progress_bar`` and
-            optionally ``initial_hyperparameters`` (the start, by site name; the other
-            sites start at ``spec.initial_hypers``).
+        opts: the optimisation's settings (``OptimizerOptions``).
     """
     if given is not None:
-        return PointHypers(check_hyperparameters(spec, data, kernel, given), "given", None, None)
+        return PointHypers(check_hyperparameters(spec, data, kernel, given), "given")
     if not spec.has("conjugate"):
         raise ValueError(
             f"model {spec.name!r} has no collapsed form to fit hyperparameters by type-II ML; "
             "pass hyperparameters={...} (e.g. from an SVI fit) or sample_hyperparameters=True")
     start = spec.initial_hypers(data, kernel)
-    if opts.get("initial_hyperparameters") is not None:
+    if opts.initial_hyperparameters is not None:
         start = check_hyperparameters(spec, data, kernel,
-                                      {**start, **opts["initial_hyperparameters"]})
+                                      {**start, **opts.initial_hyperparameters})
     opt = optimize_sites(
         spec.conjugate.collapsed_model, start, args=(data, kernel),
-        include_prior=include_prior, max_iter=opts["max_iter"], tol=opts["tol"],
-        optimizer=opts["optimizer"], learning_rate=opts["learning_rate"],
-        progress_bar=opts["progress_bar"],
+        include_prior=include_prior, max_iter=opts.max_iter, tol=opts.tol,
+        optimizer=opts.optimizer, learning_rate=opts.learning_rate,
+        progress_bar=opts.progress_bar,
     )
-    kind = "type-II MAP" if include_prior else "type-II ML"
-    check = optimizer_check(f"{kind} ({opts['optimizer']})", converged=opt.converged,
-                            iterations=opt.num_iterations, stop_reason=opt.stop_reason,
-                            last_change=opt.grad_norm)
     record = OptimizerInfo(
-        optimizer=str(opts["optimizer"]),
+        optimizer=str(opts.optimizer),
         objective="log_posterior" if include_prior else "log_marginal_likelihood",
         value=float(opt.objective), iterations=int(opt.num_iterations),
         evaluations=int(opt.num_evaluations), grad_norm=float(opt.grad_norm),
         converged=bool(opt.converged), stop_reason=str(opt.stop_reason))
-    return PointHypers(opt.params, kind, record, check)
+    return PointHypers(opt.params, record.kind, record)
 
 
 @jit
@@ -118,15 +113,14 @@ def check_posterior(posterior, what: str) -> float:
 
 
 def _run_point(spec, data, kernel, key, opts, include_prior) -> RunOutput:
-    point = point_hypers(spec, data, kernel, opts["hyperparameters"], include_prior, opts)
+    point = point_hypers(spec, data, kernel, opts.hyperparameters, include_prior, opts)
     hypers = point.values
     conjugate = spec.conjugate
     posterior = jitted(conjugate.condition)(data, kernel, hypers)
     jitter = check_posterior(posterior, "conjugate posterior")
-    info = FitInfo(hyperparameters=point.how, optimizer=point.optimizer,
-                   cholesky_jitter=jitter)
-    checks = dict(optimizers=() if point.check is None else (point.check,), jitter=jitter)
-    num_draws = int(opts["num_draws"])
+    info = FitInfo(hyperparameters=point.how, cholesky_jitter=jitter, **point.info_parts())
+    checks = dict(jitter=jitter)
+    num_draws = opts.num_draws
     inducing = spec.inducing
     if inducing is not None and inducing.sample_inducing is not None:
         # a collapsed sparse fit: S draws of the whitened inducing values, O(S M L) whatever N
@@ -150,16 +144,7 @@ def run_map(spec, data, kernel, key, opts) -> RunOutput:
     return _run_point(spec, data, kernel, key, opts, include_prior=True)
 
 
-def check_optimizer_options(opts: dict) -> dict:
-    """exact/map settings, checked before any work (a negative ``num_draws`` would end in a
-    reshape error inside JAX, a negative Adam ``max_iter`` would take no step)."""
-    return check_options(opts, counts=("num_draws", "max_iter"), positive=("learning_rate",),
-                         flags=("progress_bar",))
-
-
-EXACT_METHOD = method("exact", run_exact, "conjugate", OPTIMIZER_OPTIONS,
-                      check=check_optimizer_options, devices=True)
+EXACT_METHOD = method("exact", run_exact, "conjugate", OptimizerOptions, devices=True)
 """The driver's method ``"exact"`` (``ppgpc.infer.methods.METHODS``)."""
-MAP_METHOD = method("map", run_map, "conjugate", OPTIMIZER_OPTIONS,
-                    check=check_optimizer_options, devices=True)
+MAP_METHOD = method("map", run_map, "conjugate", OptimizerOptions, devices=True)
 """The driver's method ``"map"`` (``ppgpc.infer.methods.METHODS``)."""

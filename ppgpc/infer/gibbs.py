@@ -6,13 +6,13 @@ a pure pair ``init(key) -> state`` and ``step(key, state) -> (state, info)`` ove
 whose state has a field ``f`` (N, L) (BlackJAX style). ``gibbs_programs`` builds the pair
 inside compiled windows that take the data and hyperparameters as arguments (so a data
 set of the same shapes compiles nothing), the chains vmapped in one program, and
-``ppgpc.infer.mcmc.sample_windows`` runs the windows until R-hat and ESS pass (at least ``num_samples`` draws per chain when given, at
-most ``max_samples``); ``num_warmup`` sweeps are discarded first and ``thinning`` sweeps
-make one stored draw.
+``ppgpc.infer.mcmc.sample_windows`` runs the windows until R-hat and ESS pass (at least
+``num_samples`` draws per chain when given, at most ``max_samples``); ``num_warmup`` sweeps
+are discarded first and ``thinning`` sweeps make one stored draw.
 
 Kernel hyperparameters are fixed during the sweep, given (``hyperparameters={...}``) or
 fitted first by the model's ``spec.gibbs.fit_hypers(data, kernel) -> HyperFit``; or
-sampled inside it (``hyperparameters="sample"``, HMC-within-Gibbs): the driver then calls
+sampled inside it (``sample_hyperparameters=True``, HMC-within-Gibbs): the driver then calls
 ``gibbs_kernel(data, kernel, start, sample_hypers=True, num_warmup=..., hyper_algo=...,
 hyper_num_steps=..., max_tree_depth=...)`` (options ``hyper_algo`` "HMC" or "NUTS",
 ``hyper_num_steps``, ``hyper_max_tree_depth``)
@@ -26,12 +26,13 @@ inducing-point sampler, O(N M^2) per sweep and no N x N matrix (so ``max_exact_p
 does not apply when M < N). Its kernel hyperparameters and inducing inputs are fixed: given
 (``hyperparameters={...}``, optionally with ``inducing_inputs`` (M, D); without them the
 k-means++ inputs of ``ppgpc.gp.inducing.initial_inducing_inputs`` from the run's seed) or the
-model's ``spec.gibbs.fit_inducing`` point; ``"sample"`` is refused. The state's field ``v``
+model's ``spec.gibbs.fit_inducing`` point; sampling them is refused. The state's field ``v``
 (M, L) is stored per draw and the ``FitResult`` has the predictive kind ``"inducing"``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Callable
 
@@ -41,21 +42,39 @@ import numpy as np
 from jax import lax
 
 from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
-from ppgpc.infer.cavi import cavi_check, cavi_info
-from ppgpc.infer.common import as_draws, check_hyperparameters, method
-from ppgpc.infer.mcmc import WINDOW, WindowedRun, chain_keys, sample_windows
+from ppgpc.infer.cavi import cavi_info
+from ppgpc.infer.common import Options, as_draws, check_hyperparameters, method
+from ppgpc.infer.convergence import ChainCheck
+from ppgpc.infer.mcmc import WINDOW, chain_keys, sample_windows
 from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput, SamplerInfo
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.runtime.programs import jit
-from ppgpc.validation import check_options
 
-__all__ = ["GIBBS_METHOD", "gibbs_programs", "run_gibbs", "check_gibbs_options",
-           "GIBBS_OPTIONS", "HYPER_ALGORITHMS"]
+__all__ = ["GIBBS_METHOD", "gibbs_programs", "run_gibbs", "GibbsOptions", "HYPER_ALGORITHMS"]
 
 
 def _sample_field(inner, field: str) -> dict:
     """The stored part of a model's Gibbs state: ``field`` and the sampled hyperparameters."""
     return {field: getattr(inner, field), **dict(getattr(inner, "hypers", None) or {})}
+
+
+def _chain(step_fn, field: str, thinning: int, state):
+    """``WINDOW`` stored draws of one chain: ``state`` = (the model's state, key); each
+    stored draw is ``thinning`` sweeps, with the info of the last as its statistics."""
+    def sweep(carry):
+        inner, key = carry
+        key, k_step = jax.random.split(key)
+        inner, info = step_fn(k_step, inner)
+        return (inner, key), info
+
+    def body(carry, _):
+        carry, info = sweep(carry)
+        if thinning > 1:
+            carry, infos = lax.scan(lambda c, _: sweep(c), carry, None, length=thinning - 1)
+            info = jax.tree.map(lambda x: x[-1], infos)
+        return carry, (_sample_field(carry[0], field), dict(info._asdict()))
+
+    return lax.scan(body, state, None, length=WINDOW)
 
 
 @functools.lru_cache(maxsize=32)
@@ -89,22 +108,6 @@ def gibbs_programs(make_pair: Callable, kernel, field: str = "f", thinning: int 
         data, hypers = args
         return make_pair(data, kernel, hypers, **dict(options))
 
-    def chain(step_fn, state):
-        def sweep(carry):
-            inner, key = carry
-            key, k_step = jax.random.split(key)
-            inner, info = step_fn(k_step, inner)
-            return (inner, key), info
-
-        def body(carry, _):
-            carry, info = sweep(carry)
-            if thinning > 1:
-                carry, infos = lax.scan(lambda c, _: sweep(c), carry, None, length=thinning - 1)
-                info = jax.tree.map(lambda x: x[-1], infos)
-            return carry, (_sample_field(carry[0], field), dict(info._asdict()))
-
-        return lax.scan(body, state, None, length=WINDOW)
-
     @jit
     def init(keys, args):
         init_fn, _ = pair(args)
@@ -122,60 +125,75 @@ def gibbs_programs(make_pair: Callable, kernel, field: str = "f", thinning: int 
         # hyperparameters sets its adaptation schedule there); its result is unused
         init_fn(jax.random.PRNGKey(0))
         # vmapped: a sweep's cost hardly varies between chains (docs/records/speed.md)
-        return jax.vmap(functools.partial(chain, step_fn))(states)
+        return jax.vmap(functools.partial(_chain, step_fn, field, thinning))(states)
 
     return init, window
-
-
-GIBBS_OPTIONS = {
-    "hyperparameters": None,
-    "num_warmup": 200,
-    "num_samples": None,
-    "max_samples": None,
-    "num_chains": 4,
-    "thinning": 1,
-    "progress_bar": True,
-    "kernel_options": None,
-    "hyper_algo": "HMC",
-    "hyper_num_steps": 8,
-    "hyper_max_tree_depth": 6,
-    "num_inducing": None,
-}
-"""The ``"gibbs"`` method's options and their defaults (the module docstring says what each
-does); ``kernel_options`` are passed on to the model's ``gibbs_kernel``."""
 
 
 HYPER_ALGORITHMS = ("HMC", "NUTS")
 """The samplers of ``hyper_algo`` (HMC-within-Gibbs of the kernel hyperparameters)."""
 
 
-def check_gibbs_options(opts: dict) -> dict:
-    """Gibbs settings, checked before NumPyro sees them (``num_chains`` 0 ended in a vmap
-    rank error, ``num_samples`` 0 in NumPyro's own message)."""
-    if opts["hyper_algo"] not in HYPER_ALGORITHMS:
-        raise ValueError(f"hyper_algo must be one of {list(HYPER_ALGORITHMS)}, got "
-                         f"{opts['hyper_algo']!r}")
-    opts = check_options(opts, counts=("num_samples", "max_samples", "num_chains", "thinning",
-                                       "hyper_num_steps", "hyper_max_tree_depth",
-                                       "num_inducing"),
-                         non_negative=("num_warmup",), flags=("progress_bar",),
-                         optional=("num_inducing", "num_samples", "max_samples"))
-    if opts["num_inducing"] is not None and isinstance(opts["hyperparameters"], str):
-        raise ValueError("the inducing-point Gibbs sampler (num_inducing) holds the kernel "
-                         "hyperparameters and inducing inputs fixed: give hyperparameters "
-                         f"as a dict or None, not {opts['hyperparameters']!r}")
-    return opts
+@dataclasses.dataclass(frozen=True)
+class GibbsOptions(Options):
+    """Options of ``"gibbs"`` (the module docstring says what each does)."""
+
+    hyperparameters: dict | None = None
+    """Fixed values by site name (None: the model's own fit; ``"sample"`` is read as
+    ``sample_hyperparameters=True``)."""
+    sample_hyperparameters: bool = False
+    """Sample the kernel hyperparameters inside the sweep (HMC-within-Gibbs), as NUTS's
+    option of the same name."""
+    num_warmup: int = 200
+    num_samples: int | None = None
+    max_samples: int | None = None
+    num_chains: int = 4
+    thinning: int = 1
+    progress_bar: bool = True
+    kernel_options: dict | None = None
+    """Passed on to the model's ``gibbs_kernel``."""
+    hyper_algo: str = "HMC"
+    """``HYPER_ALGORITHMS``."""
+    hyper_num_steps: int = 8
+    hyper_max_tree_depth: int = 6
+    num_inducing: int | None = None
+
+    COUNTS = ("num_samples", "max_samples", "num_chains", "thinning", "hyper_num_steps",
+              "hyper_max_tree_depth", "num_inducing")
+    NON_NEGATIVE = ("num_warmup",)
+    FLAGS = ("progress_bar", "sample_hyperparameters")
+    OPTIONAL = ("num_inducing", "num_samples", "max_samples")
+
+    def extra_checks(self) -> "GibbsOptions":
+        """The sampler of the hyperparameters is named, ``"sample"`` becomes
+        ``sample_hyperparameters``, and the inducing-point sampler refuses sampling them."""
+        if self.hyper_algo not in HYPER_ALGORITHMS:
+            raise ValueError(f"hyper_algo must be one of {list(HYPER_ALGORITHMS)}, got "
+                             f"{self.hyper_algo!r}")
+        given, out = self.hyperparameters, self
+        if isinstance(given, str):
+            if given != "sample":
+                raise ValueError("hyperparameters must be a dict, None or 'sample', got "
+                                 f"{given!r}")
+            out = self.replace(hyperparameters=None, sample_hyperparameters=True)
+        elif out.sample_hyperparameters and given is not None:
+            raise ValueError("give hyperparameters (fixed values) or "
+                             "sample_hyperparameters=True, not both")
+        if out.num_inducing is not None and out.sample_hyperparameters:
+            raise ValueError("the inducing-point Gibbs sampler (num_inducing) holds the kernel "
+                             "hyperparameters and inducing inputs fixed: give hyperparameters "
+                             "as a dict or None, and leave sample_hyperparameters False")
+        return out
 
 
 def _inducing_point(spec, data, kernel, key, opts) -> tuple[dict, str, CAVIInfo | None]:
     """The fixed kernel hyperparameters and inducing inputs of the inducing-point sampler,
     how they were obtained, and the CAVI fit's record when one ran: given (with or without
     ``inducing_inputs``) or the model's ``fit_inducing`` point."""
-    M = resolve_num_inducing(opts["num_inducing"], data.X.shape[0])
-    given = opts["hyperparameters"]
+    M = resolve_num_inducing(opts.num_inducing, data.X.shape[0])
+    given = opts.hyperparameters
     if given is None:
-        fit = spec.gibbs.fit_inducing(data, kernel, M, key=key,
-                                      progress=bool(opts["progress_bar"]))
+        fit = spec.gibbs.fit_inducing(data, kernel, M, key=key, progress=opts.progress_bar)
         return fit.values, fit.how, cavi_info(fit)
     given = dict(given)
     Z = given.pop("inducing_inputs", None)
@@ -198,47 +216,47 @@ def _run_inducing(spec, data, kernel, key, opts) -> RunOutput:
         raise ValueError(f"model {spec.name!r} has no inducing-point Gibbs sampler; leave "
                          "num_inducing at None")
     hypers, how, cavi = _inducing_point(spec, data, kernel, key, opts)
-    samples, stats, run = _sample(spec.gibbs.inducing_kernel, hypers,
-                                  dict(opts["kernel_options"] or {}), "v", data, kernel, key,
-                                  opts)
+    samples, stats, sampler, check = _sample(spec.gibbs.inducing_kernel, hypers,
+                                             dict(opts.kernel_options or {}), "v", data,
+                                             kernel, key, opts)
     inducing = samples.pop("v")
     if not bool(np.all(np.isfinite(np.asarray(inducing)))):
         raise FloatingPointError("the inducing-point Gibbs sampler produced non-finite draws")
-    info = FitInfo(hyperparameters=how, cavi=cavi, sampler=_sampler_info(run, stats),
+    info = FitInfo(hyperparameters=how, cavi=cavi, sampler=sampler,
                    num_inducing=int(hypers["inducing_inputs"].shape[0]))
     return RunOutput(hypers=as_draws(hypers), latent=None, inducing=inducing,
                      predictive_kind="inducing", point_hypers=True, info=info,
-                     sample_stats=stats, run=run,
-                     **_checks(cavi, stats, "stochastic sparse CAVI"))
+                     sample_stats=stats, chains=check, jitter=_jitter(stats))
 
 
-def _checks(cavi: CAVIInfo | None, stats: dict, stage: str) -> dict:
-    """The runner's ``optimizers`` (the CAVI fit of the point, when one ran) and
-    ``jitter`` (the largest of the sweeps'), for the driver's convergence report."""
-    optimizers = () if cavi is None else (cavi_check(cavi, stage),)
+def _jitter(stats: dict) -> float:
+    """The largest Cholesky jitter of the sweeps (taken out of their statistics)."""
     jitter = stats.pop("jitter", None)
-    return dict(optimizers=optimizers,
-                jitter=0.0 if jitter is None else float(np.max(jitter)))
+    return 0.0 if jitter is None else float(np.max(jitter))
 
 
 def _sample(make_pair, hypers: dict, kernel_options: dict, field: str, spec_data, kernel, key,
-            opts) -> tuple[dict, dict, WindowedRun]:
+            opts, sample_hypers: bool = False
+            ) -> tuple[dict, dict, SamplerInfo, ChainCheck | None]:
     """The model's sampler in windows until its chains pass their check
     (``ppgpc.infer.mcmc``): the stored fields (chain, draw, ...) by name, the per-sweep
-    info as sample statistics (chain, draw), and how the run ended."""
-    num_chains = int(opts["num_chains"])
-    thinning = int(opts["thinning"])
+    info as sample statistics (chain, draw), the run's record (with the divergences of
+    the hyperparameters' HMC step when ``sample_hypers``) and the loop's last check."""
+    num_chains, thinning = opts.num_chains, opts.thinning
     init, window = gibbs_programs(make_pair, kernel, field, thinning,
                                   tuple(sorted(kernel_options.items())))
     args = (spec_data, {k: jnp.asarray(v) for k, v in hypers.items()})
     keys = chain_keys(key, num_chains)
     # warm-up in sweeps, counted in stored draws of ``thinning`` sweeps
-    samples, stats, run = sample_windows(
-        window, init(keys, args), args, num_warmup=-(-int(opts["num_warmup"]) // thinning),
-        num_samples=opts["num_samples"], max_samples=opts["max_samples"],
+    samples, stats, sampler, check = sample_windows(
+        window, init(keys, args), args, num_warmup=-(-opts.num_warmup // thinning),
+        num_samples=opts.num_samples, max_samples=opts.max_samples,
         checked=lambda d: _real_draws(d, spec_data, field), desc="Gibbs",
-        progress=bool(opts["progress_bar"]))
-    return samples, stats, run._replace(num_warmup=int(opts["num_warmup"]))
+        progress=opts.progress_bar)
+    hyper_divergences = int(np.sum(stats.get("hyper_diverging", 0))) if sample_hypers \
+        else None
+    return samples, stats, dataclasses.replace(
+        sampler, num_warmup=opts.num_warmup, hyper_divergences=hyper_divergences), check
 
 
 def _real_draws(draws: dict, data, field: str) -> dict:
@@ -255,55 +273,42 @@ def _real_draws(draws: dict, data, field: str) -> dict:
 
 def run_gibbs(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"gibbs"`` (``ppgpc.infer.methods.METHODS``)."""
-    if opts["num_inducing"] is not None:
+    if opts.num_inducing is not None:
         return _run_inducing(spec, data, kernel, key, opts)
-    given = opts["hyperparameters"]
-    kernel_options = dict(opts["kernel_options"] or {})
-    sample = isinstance(given, str)
+    given = opts.hyperparameters
+    kernel_options = dict(opts.kernel_options or {})
+    sample = opts.sample_hyperparameters
     cavi = None
     if sample:
-        if given != "sample":
-            raise ValueError(f"hyperparameters must be a dict, None or 'sample', got {given!r}")
         hypers = spec.initial_hypers(data, kernel)
-        how = f"sampled (HMC-within-Gibbs: one {opts['hyper_algo']} step per sweep)"
-        kernel_options.update(sample_hypers=True, num_warmup=int(opts["num_warmup"]),
-                              hyper_algo=str(opts["hyper_algo"]),
-                              hyper_num_steps=int(opts["hyper_num_steps"]),
-                              max_tree_depth=int(opts["hyper_max_tree_depth"]))
+        how = f"sampled (HMC-within-Gibbs: one {opts.hyper_algo} step per sweep)"
+        kernel_options.update(sample_hypers=True, num_warmup=opts.num_warmup,
+                              hyper_algo=opts.hyper_algo, hyper_num_steps=opts.hyper_num_steps,
+                              max_tree_depth=opts.hyper_max_tree_depth)
     elif given is not None:
         hypers, how = check_hyperparameters(spec, data, kernel, given), "given"
     else:
-        fit = spec.gibbs.fit_hypers(data, kernel, progress=bool(opts["progress_bar"]))
+        fit = spec.gibbs.fit_hypers(data, kernel, progress=opts.progress_bar)
         hypers, how, cavi = fit.values, fit.how, cavi_info(fit)
-    samples, stats, run = _sample(spec.gibbs.gibbs_kernel, hypers, kernel_options, "f", data,
-                                  kernel, key, opts)
+    samples, stats, sampler, check = _sample(spec.gibbs.gibbs_kernel, hypers, kernel_options,
+                                             "f", data, kernel, key, opts, sample)
     latent = samples.pop("f")
     if not bool(np.all(np.isfinite(np.asarray(latent)))):
         raise FloatingPointError("the Gibbs sampler produced non-finite latent draws")
-    checks = _checks(cavi, stats, "CAVI")
-    info = FitInfo(hyperparameters=how, cavi=cavi,
-                   sampler=_sampler_info(run, stats, hypers_sampled=sample))
+    info = FitInfo(hyperparameters=how, cavi=cavi, sampler=sampler)
     # sampled hyperparameters are draws beside the latent's; fixed ones one point
     return RunOutput(hypers=samples if sample else as_draws(hypers), latent=latent,
                      predictive_kind="latent", point_hypers=not sample, info=info,
-                     sample_stats=stats, run=run, **checks)
+                     sample_stats=stats, chains=check, jitter=_jitter(stats))
 
 
-def _sampler_info(run: WindowedRun, stats: dict, hypers_sampled: bool = False) -> SamplerInfo:
-    """The draws per chain, why the run stopped, and the divergences of the
-    hyperparameters' HMC step when it ran."""
-    return SamplerInfo(num_draws=int(run.num_draws), stop_reason=run.stop_reason,
-                       hyper_divergences=int(np.sum(stats.get("hyper_diverging", 0)))
-                       if hypers_sampled else None)
-
-
-def _is_sparse(opts: dict, num_samples: int) -> bool:
+def _is_sparse(opts: GibbsOptions, num_samples: int) -> bool:
     """The inducing-point sampler with fewer inducing inputs than points forms no N x N
     matrix."""
-    M = opts["num_inducing"]   # checked by check_gibbs_options
+    M = opts.num_inducing
     return M is not None and M < num_samples
 
 
-GIBBS_METHOD = method("gibbs", run_gibbs, ("gibbs", "latent"), GIBBS_OPTIONS,
-                      scalable=_is_sparse, check=check_gibbs_options, sampler=True)
+GIBBS_METHOD = method("gibbs", run_gibbs, ("gibbs", "latent"), GibbsOptions,
+                      scalable=_is_sparse, sampler=True)
 """The driver's method ``"gibbs"`` (``ppgpc.infer.methods.METHODS``)."""

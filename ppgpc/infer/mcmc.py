@@ -32,6 +32,7 @@ acceptance_rate, energy, lp, step_size for NUTS).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Callable, NamedTuple
 
@@ -59,11 +60,12 @@ from ppgpc.infer.adaptation import (
     restart_step_size,
 )
 from ppgpc.infer.convergence import ChainCheck, chain_check
+from ppgpc.infer.records import SamplerInfo
 from ppgpc.runtime.chains import chain_windows
 from ppgpc.runtime.programs import jit
 from ppgpc.runtime.loop import Window, run_windows
 
-__all__ = ["MCMCOutput", "WindowedRun", "run_nuts", "sample_windows", "over_chains",
+__all__ = ["MCMCOutput", "run_nuts", "sample_windows", "over_chains",
            "chain_keys", "WINDOW", "DEFAULT_MAX_SAMPLES", "draw_limits", "CHECKPOINTS",
            "checkpoints"]
 
@@ -75,19 +77,6 @@ DEFAULT_MAX_SAMPLES = 2000
 """Draws per chain at which a run stops whether or not its check passed (it then warns)."""
 
 
-class WindowedRun(NamedTuple):
-    """How a windowed run ended."""
-
-    num_draws: int
-    """Draws per chain kept (after warm-up)."""
-    num_warmup: int
-    """Warm-up transitions per chain."""
-    stop_reason: str
-    """``"converged"`` (the check passed) or ``"max_samples"`` (the cap)."""
-    check: ChainCheck | None
-    """The last check of the loop (None when it never ran)."""
-
-
 class MCMCOutput(NamedTuple):
     """Draws and statistics of an MCMC run, every array shaped (chain, draw, ...)."""
 
@@ -95,7 +84,10 @@ class MCMCOutput(NamedTuple):
     """Sample and deterministic sites by name."""
     sample_stats: dict
     """ArviZ names: diverging, tree_depth, n_steps, acceptance_rate, energy, lp, step_size."""
-    run: WindowedRun
+    sampler: SamplerInfo
+    """How the run went: draws kept, warm-up, why it stopped, divergences."""
+    check: ChainCheck | None
+    """The loop's last check of the draws ``checked`` returned (None: it never ran)."""
 
 
 def draw_limits(num_samples, max_samples) -> tuple[int, int]:
@@ -157,7 +149,7 @@ def _after(tree, start: int, stop: int):
 def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_samples,
                    max_samples, checked: Callable[[dict], dict], desc: str,
                    progress: bool, chain_fn: Callable | None = None
-                   ) -> tuple[dict, dict, WindowedRun]:
+                   ) -> tuple[dict, dict, SamplerInfo, ChainCheck | None]:
     """Run ``window_fn`` until the chains pass their check.
 
     The transitions form one stream per chain: the first ``num_warmup`` are discarded, the
@@ -184,7 +176,8 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
             everywhere; ``ppgpc.runtime.chains.chain_windows`` says when it is not used).
 
     Returns:
-        (draws, stats, run): the kept draws and statistics by name, and how it ended.
+        (draws, stats, sampler, check): the kept draws and statistics by name, how the run
+        ended (its ``SamplerInfo``, divergences aside) and its last ``ChainCheck``.
     """
     floor, cap = draw_limits(num_samples, max_samples)
     stops = list(checkpoints(floor, cap))
@@ -234,7 +227,9 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
                 # docs/records/speed.md)
                 jax.block_until_ready(pending())
     draws, stats = _first(_concat(draws), kept), _first(_concat(stats), kept)
-    return draws, stats, WindowedRun(kept, num_warmup, stopped.reason, last)
+    sampler = SamplerInfo(num_draws=int(kept), stop_reason=stopped.reason,
+                          num_warmup=num_warmup)
+    return draws, stats, sampler, last
 
 
 # ------------------------------------------------------------------ NUTS
@@ -281,6 +276,44 @@ def _search(step_fn, unravel, z, pe, z_grad, key, target_accept, adapt):
     return find_step_size(accept_of, INITIAL_STEP_SIZE, target_accept)
 
 
+def _leapfrog(model: Callable, args):
+    """The velocity Verlet step of ``model(*args)``'s potential."""
+    return velocity_verlet(_model_potential(model, *args), euclidean_kinetic_energy)[1]
+
+
+def _transition(model: Callable, target_accept: float, max_tree_depth: int,
+                state: "NUTSState", args) -> tuple["NUTSState", dict]:
+    """One NUTS transition of one chain (``_nuts_programs``) and its statistics: the
+    multinomial trajectory at the state's step size and inverse mass matrix, then, while
+    ``i < num_warmup``, the adaptation's update from the new draw."""
+    step_fn = _leapfrog(model, args)
+    key, k_momentum, k_tree, k_jitter, k_search = jax.random.split(state.rng_key, 5)
+    x, unravel = ravel_pytree(state.z)
+    adapt = state.adapt
+    r = unravel(momentum(adapt, k_momentum))
+    tree = build_tree(step_fn, euclidean_kinetic_energy,
+                      IntegratorState(state.z, r, state.potential_energy, state.z_grad),
+                      adapt.inverse_mass, adapt.step_size, k_tree,
+                      max_tree_depth=max_tree_depth)
+    accept = tree.sum_accept_probs / tree.num_proposals
+    z, pe, z_grad = tree.z_proposal, tree.z_proposal_pe, tree.z_proposal_grad
+    x_new = ravel_pytree(z)[0]
+
+    def adapt_fn(a):
+        search = functools.partial(_search, step_fn, unravel, z, pe, z_grad, k_search,
+                                   target_accept)
+        return adaptation_update(a, state.i, state.num_warmup, x_new, jnp.any(x_new != x),
+                                 accept, k_jitter, target_accept, search)
+
+    new_adapt, searched = lax.cond(state.i < state.num_warmup, adapt_fn,
+                                   lambda a: (a, jnp.zeros((), jnp.int32)), adapt)
+    new = NUTSState(state.i + 1, z, pe, z_grad, state.num_warmup, new_adapt, key)
+    stats = {"diverging": tree.diverging, "n_steps": tree.num_proposals + searched,
+             "acceptance_rate": accept, "energy": tree.z_proposal_energy,
+             "lp": -pe, "step_size": adapt.step_size}
+    return new, stats
+
+
 @functools.lru_cache(maxsize=64)
 def _nuts_programs(model: Callable, target_accept: float, max_tree_depth: int,
                    dense_mass: bool, keep: tuple | None):
@@ -305,7 +338,7 @@ def _nuts_programs(model: Callable, target_accept: float, max_tree_depth: int,
     """
 
     def steps(args):
-        return velocity_verlet(_model_potential(model, *args), euclidean_kinetic_energy)[1]
+        return _leapfrog(model, args)
 
     def init_one(key, args, init_values, num_warmup):
         k_params, k_search, k_kernel = jax.random.split(key, 3)
@@ -327,38 +360,9 @@ def _nuts_programs(model: Callable, target_accept: float, max_tree_depth: int,
         sites = constrain_fn(model, args, {}, z, return_deterministic=True)
         return sites if keep is None else {k: v for k, v in sites.items() if k in keep}
 
-    def transition(state: NUTSState, args):
-        step_fn = steps(args)
-        key, k_momentum, k_tree, k_jitter, k_search = jax.random.split(state.rng_key, 5)
-        x, unravel = ravel_pytree(state.z)
-        adapt = state.adapt
-        r = unravel(momentum(adapt, k_momentum))
-        tree = build_tree(step_fn, euclidean_kinetic_energy,
-                          IntegratorState(state.z, r, state.potential_energy, state.z_grad),
-                          adapt.inverse_mass, adapt.step_size, k_tree,
-                          max_tree_depth=max_tree_depth)
-        accept = tree.sum_accept_probs / tree.num_proposals
-        z, pe, z_grad = tree.z_proposal, tree.z_proposal_pe, tree.z_proposal_grad
-        x_new = ravel_pytree(z)[0]
-
-        def adapt_fn(a):
-            search = functools.partial(_search, step_fn, unravel, z, pe, z_grad, k_search,
-                                       target_accept)
-            return adaptation_update(a, state.i, state.num_warmup, x_new,
-                                     jnp.any(x_new != x), accept, k_jitter, target_accept,
-                                     search)
-
-        new_adapt, searched = lax.cond(state.i < state.num_warmup, adapt_fn,
-                                       lambda a: (a, jnp.zeros((), jnp.int32)), adapt)
-        new = NUTSState(state.i + 1, z, pe, z_grad, state.num_warmup, new_adapt, key)
-        stats = {"diverging": tree.diverging, "n_steps": tree.num_proposals + searched,
-                 "acceptance_rate": accept, "energy": tree.z_proposal_energy,
-                 "lp": -pe, "step_size": adapt.step_size}
-        return new, stats
-
     def chain(state, args):
         def body(s, _):
-            s, stats = transition(s, args)
+            s, stats = _transition(model, target_accept, max_tree_depth, s, args)
             return s, (record(s.z, args), stats)
 
         return lax.scan(body, state, None, length=WINDOW)
@@ -407,11 +411,12 @@ def run_nuts(
     keys = chain_keys(key, num_chains)
     values = {k: jnp.asarray(v) for k, v in (init_values or {}).items()}
     states = init(keys, args, values, jnp.asarray(int(num_warmup), jnp.int32))
-    samples, stats, run = sample_windows(
+    samples, stats, sampler, check = sample_windows(
         window, states, args, num_warmup=num_warmup, num_samples=num_samples,
         max_samples=max_samples, checked=checked or (lambda d: d), desc="NUTS",
         progress=progress_bar, chain_fn=chain)
     num_steps = np.asarray(stats["n_steps"])
     stats["tree_depth"] = np.floor(np.log2(np.maximum(num_steps, 1))).astype(np.int64) + 1
-    return MCMCOutput({k: jnp.asarray(v) for k, v in samples.items()}, stats, run)
+    sampler = dataclasses.replace(sampler, divergences=int(np.sum(stats["diverging"])))
+    return MCMCOutput({k: jnp.asarray(v) for k, v in samples.items()}, stats, sampler, check)
 

@@ -13,7 +13,7 @@ method of one's own to the table.
 from __future__ import annotations
 
 from ppgpc.infer import cavi, exact, gibbs, nuts, svi
-from ppgpc.infer.common import DEVICES_OPTION, Method, method, resolve_spec
+from ppgpc.infer.common import DEVICES_OPTION, Method, Options, method, resolve_spec
 from ppgpc.models import available as available_models, get_spec
 from ppgpc.models.spec import ModelSpec
 from ppgpc.runtime.blocks import resolve_mesh
@@ -28,10 +28,11 @@ METHODS: dict[str, Method] = {
 """Every method the driver runs, by name."""
 
 
-def register_method(name: str, runner, requires, defaults: dict, **flags) -> Method:
+def register_method(name: str, runner, requires, options, **flags) -> Method:
     """Add a method of one's own to ``METHODS`` (or replace one of that name); the
-    arguments are ``ppgpc.infer.common.method``'s. Returns the method."""
-    METHODS[name] = entry = method(name, runner, requires, defaults, **flags)
+    arguments are ``ppgpc.infer.common.method``'s (``options`` an ``Options`` class or a
+    dict of defaults). Returns the method."""
+    METHODS[name] = entry = method(name, runner, requires, options, **flags)
     return entry
 
 
@@ -78,16 +79,6 @@ def supported_methods(model) -> tuple[str, ...]:
     return tuple(name for name in METHODS if unsupported_reason(spec, name) is None)
 
 
-def _with_options(method: str, defaults: dict, given: dict) -> dict:
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise TypeError(
-            f"method {method!r} got unknown option(s) {unknown}; its options are "
-            f"{sorted(defaults)}"
-        )
-    return {**defaults, **given}
-
-
 def device_methods() -> tuple[str, ...]:
     """The methods that take the option ``devices``."""
     return tuple(name for name, m in METHODS.items() if m.devices)
@@ -104,10 +95,11 @@ def _who_can() -> str:
     return "; ".join(f"{method}: {_device_models(method)}" for method in device_methods())
 
 
-def check_method_options(method: str, options: dict) -> dict:
-    """A method's options completed with its defaults and checked, as ``fit`` does before
-    it looks at the data; for callers that run other work first (an estimator's smoothing
-    search), so a bad setting is refused before that work rather than after it.
+def check_method_options(method: str, options: dict) -> Options:
+    """A method's options (its ``Options``, the option ``devices`` apart) completed with
+    their defaults and checked, as ``fit`` does before it looks at the data; for callers
+    that run other work first (an estimator's smoothing search), so a bad setting is
+    refused before that work rather than after it.
 
     Raises:
         ValueError: an unknown method, or a setting that is not what it should be (named),
@@ -123,14 +115,13 @@ def check_method_options(method: str, options: dict) -> dict:
             f"method {method!r} cannot split its work over devices (devices={devices!r}); "
             f"the methods that can are {list(device_methods())}, with these models: "
             f"{_who_can()}")
-    checked = entry.check(_with_options(method, entry.defaults, options))
+    checked = entry.options.from_given(method, options).checked()
     if entry.devices:
         resolve_mesh(devices)  # a bad value is refused here, before any work
         reason = entry.devices(checked) if callable(entry.devices) else None
         if devices is not None and reason is not None:
             raise ValueError(f"method {method!r} cannot split its work over devices "
                              f"(devices={devices!r}) with these options: {reason}")
-        checked[DEVICES_OPTION] = devices
     return checked
 
 
@@ -157,7 +148,7 @@ def check_devices(spec: ModelSpec, devices, method: str | None = None):
     return mesh
 
 
-def size_limited(spec: ModelSpec, method: str, options: dict, num_samples: int) -> bool:
+def size_limited(spec: ModelSpec, method: str, options: Options, num_samples: int) -> bool:
     """Whether ``fit`` applies ``max_exact_points``: not for a ``scalable`` model (e.g. the
     collapsed sparse bounds, whose cost is O(N M^2)), nor for a scalable method, nor for a
     method that these options make sparse."""

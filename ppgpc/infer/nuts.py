@@ -13,42 +13,62 @@ values on the same data.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
-from ppgpc.infer.cavi import cavi_check, cavi_info
-from ppgpc.infer.common import as_draws, check_hyperparameters, jitted, method
-from ppgpc.infer.exact import OPTIMIZER_OPTIONS, point_hypers
+from ppgpc.infer.cavi import cavi_info
+from ppgpc.infer.common import Options, as_draws, check_hyperparameters, jitted, method
+from ppgpc.infer.exact import point_hypers
 from ppgpc.infer.mcmc import run_nuts
-from ppgpc.infer.records import FitInfo, RunOutput, SamplerInfo
+from ppgpc.infer.records import FitInfo, PointHypers, RunOutput
 from ppgpc.infer.svi import svi_hypers
 from ppgpc.models.spec import JITTER_SITE
 from ppgpc.runtime.padding import num_real_rows
-from ppgpc.validation import check_options, check_probability
+from ppgpc.validation import check_probability
 
-__all__ = ["NUTS_METHOD", "NUTS_OPTIONS", "run_nuts_method", "check_nuts_options"]
+__all__ = ["NUTS_METHOD", "NUTSOptions", "run_nuts_method"]
 
-NUTS_OPTIONS = {
-    "form": "collapsed",
-    "num_warmup": 500,
-    "num_samples": None,
-    "max_samples": None,
-    "num_chains": 4,
-    "hyperparameters": None,
-    "sample_hyperparameters": False,
-    "target_accept": 0.8,
-    "max_tree_depth": 10,
-    "dense_mass": False,
-    "progress_bar": True,
-}
-"""Options of ``"nuts"`` and their defaults: four chains (what the R-hat and ESS thresholds
-of ``ppgpc.infer.convergence`` assume; Vehtari et al. 2021) warmed up for 500 transitions,
-then drawn in windows until the check passes (``ppgpc.infer.mcmc``): ``num_samples`` draws
-per chain at least when given, ``max_samples`` (default ``DEFAULT_MAX_SAMPLES``) at most."""
+@dataclasses.dataclass(frozen=True)
+class NUTSOptions(Options):
+    """Options of ``"nuts"``: four chains (what the R-hat and ESS thresholds of
+    ``ppgpc.infer.convergence`` assume; Vehtari et al. 2021) warmed up for ``num_warmup``
+    transitions, then drawn in windows until the check passes (``ppgpc.infer.mcmc``)."""
+
+    form: str = "collapsed"
+    """``"collapsed"`` (the hyperparameters, each draw paired with an exact latent draw) or
+    ``"latent"``."""
+    num_warmup: int = 500
+    num_samples: int | None = None
+    """The least draws per chain (None: until the check passes)."""
+    max_samples: int | None = None
+    """The most draws per chain (None: ``ppgpc.infer.mcmc.DEFAULT_MAX_SAMPLES``)."""
+    num_chains: int = 4
+    hyperparameters: dict | None = None
+    """Fixed values on the latent form (None: fitted, module docstring)."""
+    sample_hyperparameters: bool = False
+    """Sample the hyperparameters beside the latent (latent form)."""
+    target_accept: float = 0.8
+    max_tree_depth: int = 10
+    dense_mass: bool = False
+    progress_bar: bool = True
+
+    COUNTS = ("num_samples", "max_samples", "num_chains", "max_tree_depth")
+    NON_NEGATIVE = ("num_warmup",)
+    FLAGS = ("dense_mass", "sample_hyperparameters", "progress_bar")
+    OPTIONAL = ("num_samples", "max_samples")
+
+    def extra_checks(self) -> "NUTSOptions":
+        """``target_accept`` outside (0, 1) would run a sampler that cannot adapt; a form
+        that is not one of ``_FORMS`` is named."""
+        check_probability("target_accept", self.target_accept, kind="a probability")
+        if self.form not in _FORMS:
+            raise ValueError(f"nuts form must be 'collapsed' or 'latent', got {self.form!r}")
+        return self
+
 
 _SVI_STREAM = 0x737669
 """``fold_in`` data of the key of the SVI fit that gives NUTS its hyperparameters."""
@@ -80,109 +100,100 @@ def _checked_latent(num_real: int, draws: dict) -> dict:
     return out
 
 
-def check_nuts_options(opts: dict) -> dict:
-    """NUTS settings, checked before NumPyro sees them (it would fail deep inside, or, for
-    ``target_accept`` outside (0, 1), run a sampler that cannot adapt)."""
-    check_probability("target_accept", opts["target_accept"], kind="a probability")
-    return check_options(opts, counts=("num_samples", "max_samples", "num_chains",
-                                       "max_tree_depth"),
-                         non_negative=("num_warmup",),
-                         flags=("dense_mass", "sample_hyperparameters", "progress_bar"),
-                         optional=("num_samples", "max_samples"))
+def _fixed_point(spec, data, kernel, key, opts: NUTSOptions) -> PointHypers:
+    """The hyperparameters the latent form holds fixed (module docstring): given, else the
+    collapsed form's type-II ML values, else the model's own fit (the logistic-softmax GP's
+    CAVI) or its SVI fit at its own schedule (the SVGP), as the model's estimator runs it."""
+    if opts.hyperparameters is not None or spec.has("conjugate"):
+        return point_hypers(spec, data, kernel, opts.hyperparameters, False)
+    if spec.latent.fit_hypers is not None:
+        fit = spec.latent.fit_hypers(data, kernel, progress=opts.progress_bar)
+        return PointHypers(check_hyperparameters(spec, data, kernel, fit.values), fit.how,
+                           cavi_info(fit))
+    if spec.has("svi"):
+        point = svi_hypers(spec, data, kernel, jax.random.fold_in(key, _SVI_STREAM),
+                           progress=opts.progress_bar)
+        return point._replace(values=check_hyperparameters(spec, data, kernel, point.values))
+    return point_hypers(spec, data, kernel, None, False)   # names what is missing
 
 
-def run_nuts_method(spec, data, kernel, key, opts) -> RunOutput:
+def _sample(key, model, args, opts: NUTSOptions, **sites):
+    """``ppgpc.infer.mcmc.run_nuts`` of ``model(*args)`` with these options (``sites``:
+    its ``init_values``, ``keep`` and ``checked``)."""
+    return run_nuts(key, model, args, num_warmup=opts.num_warmup,
+                    num_samples=opts.num_samples, max_samples=opts.max_samples,
+                    num_chains=opts.num_chains, target_accept=opts.target_accept,
+                    max_tree_depth=opts.max_tree_depth, dense_mass=opts.dense_mass,
+                    progress_bar=opts.progress_bar, **sites)
+
+
+def _collapsed(spec, data, kernel, keys, opts: NUTSOptions):
+    """NUTS on the hyperparameters of the collapsed form, started at the type-II MAP point,
+    and one exact conditional latent draw per hyperparameter draw: (output, latent draws
+    (chain, draw, N, L), their largest jitter, the start's record)."""
+    k_mcmc, k_latent = keys
+    start = point_hypers(spec, data, kernel, opts.hyperparameters, True)
+    out = _sample(k_mcmc, spec.conjugate.collapsed_model, (data, kernel), opts,
+                  init_values=start.values)
+    hypers = {k: v for k, v in out.samples.items() if k in start.values}
+    C, S = next(iter(hypers.values())).shape[:2]
+    flat = {k: v.reshape((C * S,) + v.shape[2:]) for k, v in hypers.items()}
+    latent, jitter = jitted(_one_latent_draw_per_hyper_draw, ("spec",))(
+        jax.random.split(k_latent, C * S), spec, data, kernel, flat)
+    # the windows' last check looked at the hyperparameters only: the driver checks both
+    out = out._replace(check=None)
+    return out, hypers, latent.reshape((C, S) + latent.shape[1:]), jitter, start.record
+
+
+def _latent(spec, data, kernel, key, opts: NUTSOptions):
+    """NUTS on the latent form, the hyperparameters fixed (``_fixed_point``) or sampled:
+    (output, hyperparameter draws, latent draws (chain, draw, N, L), largest jitter, the
+    fixed point (None when sampled))."""
+    point = None if opts.sample_hyperparameters else _fixed_point(spec, data, kernel, key,
+                                                                  opts)
+    fixed = None if point is None else point.values
+    # the prior's factor once, not at every gradient
+    factor = None if point is None or spec.latent.prior_factor is None else jitted(
+        spec.latent.prior_factor)(data, kernel, fixed)
+    out = _sample(jax.random.split(key)[0], spec.latent.latent_model,
+                  (data, kernel, fixed, factor), opts,
+                  keep=None if fixed is None else ("f", JITTER_SITE),
+                  checked=functools.partial(_checked_latent, num_real_rows(data)))
+    samples = dict(out.samples)
+    # the models record their Cholesky jitter as a deterministic site
+    jitter = jnp.max(samples.pop(JITTER_SITE, jnp.zeros(())))
+    if point is not None:
+        return out, as_draws(fixed), samples["f"], jitter, point
+    hypers = {k: v for k, v in samples.items() if k not in ("f", "f_white")}
+    return out, hypers, samples["f"], jitter, None
+
+
+def run_nuts_method(spec, data, kernel, key, opts: NUTSOptions) -> RunOutput:
     """Runner of method ``"nuts"`` (``ppgpc.infer.methods.METHODS``)."""
-    form = opts["form"]
-    if form not in _FORMS:
-        raise ValueError(f"nuts form must be 'collapsed' or 'latent', got {form!r}")
+    form = opts.form
     if not spec.has(_FORMS[form]):
         other = "latent" if form == "collapsed" else "collapsed"
         hint = f"; use form={other!r}" if spec.has(_FORMS[other]) else ""
         raise ValueError(f"model {spec.name!r} has no {form} form for NUTS (missing the "
                          f"{_FORMS[form]!r} capability){hint}")
-    k_mcmc, k_latent = jax.random.split(key)
-    mcmc_opts = {k: opts[k] for k in ("num_warmup", "num_samples", "max_samples", "num_chains",
-                                      "target_accept", "max_tree_depth", "dense_mass",
-                                      "progress_bar")}
-    optimizers = ()
-    optimizer = initial = cavi = svi = None
-
     if form == "collapsed":
-        # the type-II MAP point only starts the chains, which sample the hyperparameters
-        start = point_hypers(spec, data, kernel, opts["hyperparameters"], True,
-                             OPTIMIZER_OPTIONS)
-        init, initial = start.values, start.optimizer
-        how = "sampled (NUTS)"
-        out = run_nuts(k_mcmc, spec.conjugate.collapsed_model, (data, kernel),
-                       init_values=init, **mcmc_opts)
-        hypers = {k: v for k, v in out.samples.items() if k in init}
-        C, S = next(iter(hypers.values())).shape[:2]
-        flat = {k: v.reshape((C * S,) + v.shape[2:]) for k, v in hypers.items()}
-        keys = jax.random.split(k_latent, C * S)
-
-        latent, jitter = jitted(_one_latent_draw_per_hyper_draw, ("spec",))(
-            keys, spec, data, kernel, flat)
-        latent = latent.reshape((C, S) + latent.shape[1:])
-        point = False
+        out, hypers, latent, jitter, initial = _collapsed(
+            spec, data, kernel, jax.random.split(key), opts)
+        info = FitInfo(hyperparameters="sampled (NUTS)", initial_optimizer=initial)
     else:
-        point = not opts["sample_hyperparameters"]
-        if not point:
-            fixed, factor = None, None
-            how = "sampled (NUTS)"
-        elif opts["hyperparameters"] is None and not spec.has("conjugate") \
-                and spec.latent.fit_hypers is not None:
-            # the model's own fit (the logistic-softmax GP's CAVI), as its estimator runs it
-            fit = spec.latent.fit_hypers(data, kernel, progress=bool(opts["progress_bar"]))
-            fixed = check_hyperparameters(spec, data, kernel, fit.values)
-            how, cavi = fit.how, cavi_info(fit)
-            optimizers = (cavi_check(cavi),)
-        elif opts["hyperparameters"] is None and not spec.has("conjugate") \
-                and spec.has("svi"):
-            # the model's SVI fit at its own schedule (the SVGP), as its estimator runs it
-            fit = svi_hypers(spec, data, kernel, jax.random.fold_in(key, _SVI_STREAM),
-                             progress=bool(opts["progress_bar"]))
-            fixed = check_hyperparameters(spec, data, kernel, fit.values)
-            how, svi = fit.how, fit.output.info.svi
-            optimizers = tuple(fit.output.optimizers)
-        else:
-            given = point_hypers(spec, data, kernel, opts["hyperparameters"], False,
-                                 OPTIMIZER_OPTIONS)
-            fixed, how, optimizer = given.values, given.how, given.optimizer
-            optimizers = () if given.check is None else (given.check,)
-        if point:  # the prior's factor once, not at every gradient
-            factor = None if spec.latent.prior_factor is None else jitted(
-                spec.latent.prior_factor)(data, kernel, fixed)
-        real = num_real_rows(data)
-        out = run_nuts(k_mcmc, spec.latent.latent_model, (data, kernel, fixed, factor),
-                       keep=None if fixed is None else ("f", JITTER_SITE),
-                       checked=functools.partial(_checked_latent, real), **mcmc_opts)
-        samples = dict(out.samples)
-        # the models record their Cholesky jitter as a deterministic site
-        jitter = jnp.max(samples.pop(JITTER_SITE, jnp.zeros(())))
-        latent = samples["f"]
-        if fixed is None:
-            hypers = {k: v for k, v in samples.items() if k.startswith("kernel_")}
-            extra = {k: v for k, v in samples.items()
-                     if k not in hypers and k not in ("f", "f_white")}
-            hypers.update(extra)
-        else:
-            hypers = as_draws(fixed)
-
-    sampler = SamplerInfo(num_draws=int(out.run.num_draws), stop_reason=out.run.stop_reason,
-                          divergences=int(np.sum(out.sample_stats["diverging"])), form=form)
-    info = FitInfo(hyperparameters=how, optimizer=optimizer, initial_optimizer=initial,
-                   cavi=cavi, svi=svi, sampler=sampler)
+        out, hypers, latent, jitter, point = _latent(spec, data, kernel, key, opts)
+        info = FitInfo(hyperparameters="sampled (NUTS)") if point is None else FitInfo(
+            hyperparameters=point.how, **point.info_parts())
     if not bool(jnp.all(jnp.isfinite(latent))):
         raise FloatingPointError("NUTS produced non-finite latent draws")
-    return RunOutput(hypers=hypers, latent=latent, predictive_kind="latent" if form == "latent"
-                     else "conjugate", point_hypers=point, info=info,
-                     sample_stats=out.sample_stats, optimizers=optimizers, jitter=float(jitter),
-                     # the windows' last check looked at the draws the driver checks, except
-                     # on the collapsed form (hyperparameters only)
-                     run=out.run._replace(check=None) if form == "collapsed" else out.run)
+    info = dataclasses.replace(info, sampler=dataclasses.replace(out.sampler, form=form))
+    return RunOutput(hypers=hypers, latent=latent,
+                     predictive_kind="latent" if form == "latent" else "conjugate",
+                     point_hypers=form == "latent" and not opts.sample_hyperparameters,
+                     info=info, sample_stats=out.sample_stats, jitter=float(jitter),
+                     chains=out.check)
 
 
-NUTS_METHOD = method("nuts", run_nuts_method, (("conjugate",), ("latent",)), NUTS_OPTIONS,
-                     check=check_nuts_options, sampler=True)
+NUTS_METHOD = method("nuts", run_nuts_method, (("conjugate",), ("latent",)), NUTSOptions,
+                     sampler=True)
 """The driver's method ``"nuts"`` (``ppgpc.infer.methods.METHODS``)."""

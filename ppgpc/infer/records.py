@@ -37,10 +37,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ppgpc.infer.convergence import ConvergenceReport
+from ppgpc.infer.convergence import (ChainCheck, ConvergenceReport, OptimizerCheck, chain_check,
+                                     optimizer_check)
 
 __all__ = ["OptimizerInfo", "SamplerInfo", "SVIInfo", "CAVIInfo", "ValidationInfo", "FitInfo",
-           "RunOutput"]
+           "RunOutput", "PointHypers"]
 
 
 def _plain(value):
@@ -96,6 +97,17 @@ class OptimizerInfo(_Record):
     stop_reason: str
     """``ppgpc.infer.optimize.STOP_REASONS``."""
 
+    @property
+    def kind(self) -> str:
+        """``"type-II MAP"`` (the log posterior) or ``"type-II ML"``."""
+        return "type-II MAP" if self.objective == "log_posterior" else "type-II ML"
+
+    def check(self) -> OptimizerCheck:
+        """Its ``OptimizerCheck`` (the gradient norm at the end)."""
+        return optimizer_check(f"{self.kind} ({self.optimizer})", converged=self.converged,
+                               iterations=self.iterations, stop_reason=self.stop_reason,
+                               last_change=self.grad_norm)
+
 
 @dataclasses.dataclass(frozen=True)
 class SamplerInfo(_Record):
@@ -112,6 +124,19 @@ class SamplerInfo(_Record):
     """Divergences of the hyperparameter HMC step inside Gibbs, when it samples them."""
     form: str | None = None
     """NUTS's ``form``: ``"latent"`` or ``"collapsed"``."""
+    num_warmup: int | None = None
+    """Warm-up transitions (NUTS) or sweeps (Gibbs) per chain."""
+
+    def check(self, draws: dict, last: ChainCheck | None = None) -> ChainCheck:
+        """The ``ChainCheck`` of the run: R-hat and ESS of ``draws`` (chain, draw, ...), or
+        the loop's ``last`` check of the same draws, with this record's divergences, stop
+        reason and warm-up."""
+        divergences = self.divergences + (self.hyper_divergences or 0)
+        how = dict(divergences=divergences, stop_reason=self.stop_reason,
+                   num_warmup=self.num_warmup or 0)
+        if last is not None:
+            return dataclasses.replace(last, **how)
+        return chain_check(draws, **how)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +157,14 @@ class SVIInfo(_Record):
     """The natural-gradient step of the Gaussian factors, when they took one."""
     natural_gradient_refused: int | None = None
     """Natural-gradient steps refused (the factor's precision would turn indefinite)."""
+    relative_change: float | None = None
+    """Relative change of the last two windows' mean ELBO (None after one window)."""
+
+    def check(self) -> OptimizerCheck:
+        """Its ``OptimizerCheck``."""
+        return optimizer_check("SVI", converged=self.converged, iterations=self.steps,
+                               stop_reason=self.stopped_on, last_change=self.relative_change,
+                               measure="relative change of the windows' mean ELBO")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +180,15 @@ class CAVIInfo(_Record):
     """The final ELBO."""
     stochastic: bool = False
     """Minibatch (stochastic) CAVI rather than full-data CAVI."""
+
+    def check(self) -> OptimizerCheck:
+        """Its ``OptimizerCheck`` (the relative change of the last two ELBO values, which
+        the fit compares with its ``tol``)."""
+        return optimizer_check("stochastic CAVI" if self.stochastic else "CAVI",
+                               converged=self.converged, iterations=self.iterations,
+                               stop_reason="relative ELBO change" if self.converged
+                               else "max_iter", last_change=self.relative_change,
+                               measure="relative ELBO change")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +238,12 @@ class FitInfo:
     svi: SVIInfo | None = None
     cavi: CAVIInfo | None = None
     validation: ValidationInfo | None = None
+
+    def checks(self) -> tuple[OptimizerCheck, ...]:
+        """The ``OptimizerCheck`` of each optimisation that fixed the fit's point
+        hyperparameters (not the type-II MAP point that only starts NUTS's chains)."""
+        return tuple(part.check() for part in (self.cavi, self.svi, self.optimizer)
+                     if part is not None)
 
     @property
     def iterations(self) -> int:
@@ -311,9 +359,9 @@ class RunOutput(NamedTuple):
         info: what the run did (without time, devices and convergence: the driver's).
         sample_stats: per-draw statistics (chain, draw) and optimisation traces.
         inducing: (chain, draw, M, L) whitened inducing draws (kind ``"inducing"``).
-        optimizers: the ``OptimizerCheck`` of each optimisation stage of the run.
         jitter: the largest Cholesky jitter the run needed.
-        run: a windowed sampler's ``ppgpc.infer.mcmc.WindowedRun`` (its chain check).
+        chains: a windowed sampler's last ``ChainCheck`` of the draws the driver checks
+            (None: the driver computes it).
     """
 
     hypers: dict
@@ -323,7 +371,25 @@ class RunOutput(NamedTuple):
     info: FitInfo
     sample_stats: dict = {}
     inducing: Any = None
-    optimizers: tuple = ()
     jitter: Any = 0.0
-    run: Any = None
+    chains: ChainCheck | None = None
+
+
+class PointHypers(NamedTuple):
+    """Point hyperparameters and how they were obtained: given, or fitted by a run whose
+    record (``OptimizerInfo``, ``CAVIInfo`` or ``SVIInfo``) says how it went."""
+
+    values: dict
+    """Hyperparameter values by site name."""
+    how: str
+    """``"given"``, ``"type-II ML"``, ``"CAVI ELBO (type-II MAP)"``, ...
+    (``FitInfo.hyperparameters``)."""
+    record: Any = None
+    """The fit's record, None when the values were given."""
+
+    def info_parts(self) -> dict:
+        """The ``FitInfo`` part its record fills (``{"optimizer": ...}``, ``{"cavi": ...}``
+        or ``{"svi": ...}``; empty when given)."""
+        parts = {OptimizerInfo: "optimizer", CAVIInfo: "cavi", SVIInfo: "svi"}
+        return {} if self.record is None else {parts[type(self.record)]: self.record}
 

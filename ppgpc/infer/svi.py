@@ -64,16 +64,15 @@ from jax import lax
 from numpyro.infer import SVI, TraceMeanField_ELBO
 from numpyro.optim import optax_to_numpyro
 
-from ppgpc.infer.common import as_draws, method
-from ppgpc.infer.convergence import OptimizerCheck, optimizer_check
+from ppgpc.infer.common import Options, as_draws, method
 from ppgpc.infer.natgrad import NaturalGradientState, natural_gradient_optimizer
-from ppgpc.infer.records import FitInfo, RunOutput, SVIInfo, ValidationInfo
-from ppgpc.runtime.loop import Window, run_windows
+from ppgpc.infer.records import FitInfo, PointHypers, RunOutput, SVIInfo, ValidationInfo
+from ppgpc.runtime.loop import Window, relative_change_below, run_windows
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.runtime.programs import jit
 
-__all__ = ["SVI_METHOD", "SVIOptions", "run_svi", "svi_hypers", "SVIHypers",
-           "schedule_options", "SVI_OPTIONS",
+__all__ = ["SVI_METHOD", "SVIOptions", "run_svi", "svi_hypers",
+           "schedule_options",
            "DEFAULT_BATCH_SIZE", "DEFAULT_STEPS", "default_batch_size", "make_optimizer",
            "learning_rate_at", "natural_step_size_at",
            "natural_gradient_schedule"]
@@ -85,28 +84,6 @@ DEFAULT_BATCH_SIZE = 256
 DEFAULT_STEPS = (5000, 0.01)
 """(max_iter, learning_rate) when they are not given and the model has no schedule of its
 own (``SVI.default_options``)."""
-
-SVI_OPTIONS = {
-    "batch_size": None,
-    "max_iter": None,
-    "learning_rate": None,
-    "optimizer": "adam",
-    "schedule": "warmup_cosine",
-    "warmup_steps": 100,
-    "num_particles": 1,
-    "tol": 1e-4,
-    "patience": 3,
-    "window": 100,
-    "num_draws": 500,
-    "progress_bar": True,
-    "natural_gradient": None,
-    "validation_data": None,
-    "validation_draws": 64,
-    "restore_best": True,
-    "validation_patience": None,
-}
-"""The ``"svi"`` method's options and their defaults; None takes the model's own schedule
-(``SVI.default_options``) or ``DEFAULT_STEPS`` and ``default_batch_size``."""
 
 _VALIDATION_STREAM = 0x76616C
 """``fold_in`` data of the validation monitor's key (not 0 or 1: see ``run_svi``)."""
@@ -228,81 +205,68 @@ def default_batch_size(N: int) -> int:
     return min(DEFAULT_BATCH_SIZE, N)
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) \
-            or int(value) != value or value < 1:
-        raise ValueError(f"svi option {name} must be a positive integer, got {value!r}")
-    return int(value)
+@dataclasses.dataclass(frozen=True)
+class SVIOptions(Options):
+    """Options of ``"svi"``; ``batch_size``, ``max_iter`` and ``learning_rate`` None take
+    the model's own schedule (``SVI.default_options``) or ``DEFAULT_STEPS`` and
+    ``default_batch_size`` (``schedule_options``)."""
+
+    batch_size: int | None = None
+    """Minibatch size B (B = N: the full batch)."""
+    max_iter: int | None = None
+    learning_rate: float | None = None
+    optimizer: Any = "adam"
+    """``"adam"``, ``"adamw"``, ``"sgd"`` or an ``optax.GradientTransformation``."""
+    schedule: Any = "warmup_cosine"
+    """``"constant"``, ``"warmup_cosine"``, ``"exponential"`` or an optax schedule."""
+    warmup_steps: int = 100
+    num_particles: int = 1
+    tol: float | None = 1e-4
+    patience: int = 3
+    window: int = 100
+    num_draws: int = 500
+    progress_bar: bool = True
+    natural_gradient: float | None = None
+    validation_data: Any = None
+    validation_draws: int = 64
+    restore_best: bool = True
+    validation_patience: int | None = None
+
+    COUNTS = ("max_iter", "num_particles", "patience", "window", "num_draws",
+              "validation_draws", "validation_patience", "batch_size")
+    FLAGS = ("progress_bar", "restore_best")
+    OPTIONAL = ("max_iter", "validation_patience", "batch_size")
+
+    def extra_checks(self) -> "SVIOptions":
+        gamma = self.natural_gradient
+        if gamma is not None and (isinstance(gamma, bool) or not isinstance(
+                gamma, (int, float)) or not 0 < gamma <= 1):
+            raise ValueError("svi option natural_gradient must be a step size in (0, 1] or "
+                             f"None, got {gamma!r}")
+        if self.tol is not None and not self.tol >= 0:
+            raise ValueError(f"svi option tol must be >= 0 or None, got {self.tol!r}")
+        return self.replace(natural_gradient=None if gamma is None else float(gamma))
 
 
-def schedule_options(spec, opts: dict, N: int) -> dict:
+def schedule_options(spec, opts: SVIOptions, N: int) -> SVIOptions:
     """``opts`` with ``batch_size``, ``max_iter`` and ``learning_rate`` that are None filled
     in: from the model's own schedule (``spec.svi.default_options(N, batch_size)``) where it
-    has one, else B = min(``DEFAULT_BATCH_SIZE``, N) and ``DEFAULT_STEPS``."""
-    out = dict(opts)
-    if out["batch_size"] is not None:
-        out["batch_size"] = _positive_int(out["batch_size"], "batch_size")
-        if out["batch_size"] > N:
-            raise ValueError(f"batch_size B = {out['batch_size']} exceeds the number of "
-                             f"training points N = {N}; choose B <= N")
+    has one, else B = min(``DEFAULT_BATCH_SIZE``, N) and ``DEFAULT_STEPS``.
+
+    Raises:
+        ValueError: a ``batch_size`` above N.
+    """
+    if opts.batch_size is not None and opts.batch_size > N:
+        raise ValueError(f"batch_size B = {opts.batch_size} exceeds the number of training "
+                         f"points N = {N}; choose B <= N")
     own = spec.svi.default_options
     if own is not None:
-        defaults = own(N, out["batch_size"])
+        defaults = own(N, opts.batch_size)
     else:
         defaults = {"batch_size": default_batch_size(N), "max_iter": DEFAULT_STEPS[0],
                     "learning_rate": DEFAULT_STEPS[1]}
-    for name in ("batch_size", "max_iter", "learning_rate"):
-        if out[name] is None:
-            out[name] = defaults[name]
-    return out
-
-
-@dataclasses.dataclass(frozen=True)
-class SVIOptions:
-    """The ``"svi"`` method's options, checked once (``SVI_OPTIONS`` names them and gives
-    their defaults; the driver takes them as keywords)."""
-
-    batch_size: int
-    """Minibatch size B (B = N: the full batch)."""
-    max_iter: int
-    learning_rate: float
-    optimizer: Any
-    """``"adam"``, ``"adamw"``, ``"sgd"`` or an ``optax.GradientTransformation``."""
-    schedule: Any
-    """``"constant"``, ``"warmup_cosine"``, ``"exponential"`` or an optax schedule."""
-    warmup_steps: int
-    num_particles: int
-    tol: float | None
-    patience: int
-    window: int
-    num_draws: int
-    progress_bar: bool
-    natural_gradient: float | None
-    validation_data: Any
-    validation_draws: int
-    restore_best: bool
-    validation_patience: int | None
-
-
-def _check_options(spec, opts: dict, N: int) -> SVIOptions:
-    """``opts`` (``SVI_OPTIONS``' keys) checked and completed (``schedule_options``)."""
-    o = SVIOptions(**schedule_options(spec, opts, N))
-    gamma = o.natural_gradient
-    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, (int, float))
-                              or not 0 < gamma <= 1):
-        raise ValueError("svi option natural_gradient must be a step size in (0, 1] or "
-                         f"None, got {gamma!r}")
-    if o.tol is not None and not o.tol >= 0:
-        raise ValueError(f"svi option tol must be >= 0 or None, got {o.tol!r}")
-    return dataclasses.replace(
-        o, max_iter=_positive_int(o.max_iter, "max_iter"),
-        num_particles=_positive_int(o.num_particles, "num_particles"),
-        patience=_positive_int(o.patience, "patience"), window=_positive_int(o.window, "window"),
-        num_draws=_positive_int(o.num_draws, "num_draws"),
-        natural_gradient=None if gamma is None else float(gamma),
-        validation_draws=_positive_int(o.validation_draws, "validation_draws"),
-        validation_patience=None if o.validation_patience is None else _positive_int(
-            o.validation_patience, "validation_patience"))
+    return opts.replace(**{name: defaults[name] for name in (
+        "batch_size", "max_iter", "learning_rate") if getattr(opts, name) is None})
 
 
 def _check_validation_data(spec, data, validation_data):
@@ -431,7 +395,7 @@ def _svi_programs(spec, optimizer, schedule, natural: bool, num_particles: int,
 def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     """Runner of method ``"svi"`` (``ppgpc.infer.methods.METHODS``; the module docstring)."""
     N = num_real_rows(data)
-    o = _check_options(spec, opts, N)
+    o = schedule_options(spec, opts, N)
     B, window = o.batch_size, min(o.window, o.max_iter)
     max_iter = -(-o.max_iter // window) * window  # whole windows
     # a full batch is batch_size None to the model: one program for every N of a bucket
@@ -522,12 +486,13 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     # cavi.py names its kind
     prior = spec.svi.includes_hyper_prior
     kind = "MAP" if prior is not None and prior(data) else "ML"
-    check = _svi_check(windows, stopped, o.tol, N)
-    record = SVIInfo(steps=int(steps), converged=bool(check.converged), elbo=float(means[-1]),
+    converged, change = _svi_converged(windows, stopped, o.tol, N)
+    record = SVIInfo(steps=int(steps), converged=converged, elbo=float(means[-1]),
                      batch_size=int(B), seconds_per_step=float(per_step),
                      seconds_per_epoch=float(per_step * N / B), stopped_on=stopped_on,
                      natural_gradient=None if ng is None else float(ng),
-                     natural_gradient_refused=None if ng is None else int(refused))
+                     natural_gradient_refused=None if ng is None else int(refused),
+                     relative_change=change)
     validation = None if monitor is None else ValidationInfo(
         nll=tuple(val_nll), steps=tuple(val_steps), best_nll=float(best[0]),
         best_step=int(best[1]), size=int(monitor[1].shape[0]),
@@ -540,25 +505,14 @@ def run_svi(spec, data, kernel, key, opts) -> RunOutput:
     info = FitInfo(hyperparameters=f"SVI ELBO (type-II {kind})", svi=record,
                    validation=validation)
     return RunOutput(hypers=as_draws(out.pop("hypers")), point_hypers=True, info=info,
-                     sample_stats={"elbo": trace[None]},
-                     optimizers=(check,), **out)
+                     sample_stats={"elbo": trace[None]}, **out)
 
 
-class SVIHypers(NamedTuple):
-    """Point kernel hyperparameters from a model's SVI fit (``svi_hypers``)."""
-
-    values: dict
-    """Kernel hyperparameter values by site name (``kernel_*``)."""
-    how: str
-    """``"SVI ELBO (type-II ML)"`` or ``"... (type-II MAP)"``."""
-    output: RunOutput
-    """The SVI run itself: its ``info.svi`` record and its optimisation check."""
-
-
-def svi_hypers(spec, data, kernel, key, *, progress: bool) -> SVIHypers:
+def svi_hypers(spec, data, kernel, key, *, progress: bool) -> PointHypers:
     """The kernel hyperparameters of the model's SVI fit at the model's own schedule
-    (``SVI.default_options``; every other option at ``SVI_OPTIONS``): the point that NUTS on
-    the latent form of a model without a collapsed form holds fixed (``ppgpc.infer.nuts``).
+    (``SVI.default_options``; every other option at its ``SVIOptions`` default): the point
+    that NUTS on the latent form of a model without a collapsed form holds fixed
+    (``ppgpc.infer.nuts``), with the run's ``SVIInfo`` as its record.
 
     Args:
         spec: a model spec with the ``svi`` capability.
@@ -566,10 +520,10 @@ def svi_hypers(spec, data, kernel, key, *, progress: bool) -> SVIHypers:
         key: the PRNG key of the SVI run.
         progress: show the SVI progress bar.
     """
-    opts = {**SVI_OPTIONS, "num_draws": 1, "progress_bar": bool(progress)}
-    out = run_svi(spec, data, kernel, key, opts)
+    out = run_svi(spec, data, kernel, key,
+                  SVIOptions(num_draws=1, progress_bar=bool(progress)))
     values = {k: np.asarray(v[0, 0]) for k, v in out.hypers.items() if k.startswith("kernel_")}
-    return SVIHypers(values, out.info.hyperparameters, out)
+    return PointHypers(values, out.info.hyperparameters, out.info.svi)
 
 
 SETTLED_PER_POINT = 1e-3
@@ -588,24 +542,22 @@ def _settled(last, before, tol, num_points: int) -> tuple[bool, float]:
     change = float(difference / max(abs(last.mean()), 1.0))
     noise = np.sqrt(last.var(ddof=1) / last.size + before.var(ddof=1) / before.size)
     settled = (difference < 3.0 * noise or difference < SETTLED_PER_POINT * num_points
-               or (tol is not None and change < tol))
+               or (tol is not None and relative_change_below(last.mean(), before.mean(), tol)))
     return bool(settled), change
 
 
-def _svi_check(windows: list, stopped, tol, num_points: int) -> OptimizerCheck:
-    """The SVI stage's ``OptimizerCheck``, from how the loop stopped (``stopped``, a
-    ``ppgpc.runtime.loop.Stopped``): converged when the ELBO test or the validation monitor
+def _svi_converged(windows: list, stopped, tol, num_points: int) -> tuple[bool, float | None]:
+    """Whether the SVI run converged, from how the loop stopped (``stopped``, a
+    ``ppgpc.runtime.loop.Stopped``), and the relative change of its last two windows' mean
+    ELBO (None after one window): converged when the ELBO test or the validation monitor
     stopped the run. A run at ``max_iter`` is not, even when its last two windows happened
     to agree, unless its stopping test was turned off (``tol=None``: it was asked to run
     every step), where the last two windows' mean ELBO must have settled (``_settled``)."""
     change = settled = None
     if len(windows) > 1:
         settled, change = _settled(windows[-1], windows[-2], tol, num_points)
-    converged = stopped.converged or (tol is None and bool(settled))
-    return optimizer_check("SVI", converged=converged, iterations=stopped.units,
-                           stop_reason=stopped.reason, last_change=change,
-                           measure="relative change of the windows' mean ELBO")
+    return bool(stopped.converged or (tol is None and bool(settled))), change
 
 
-SVI_METHOD = method("svi", run_svi, "svi", SVI_OPTIONS, scalable=True, devices=True)
+SVI_METHOD = method("svi", run_svi, "svi", SVIOptions, scalable=True, devices=True)
 """The driver's method ``"svi"`` (``ppgpc.infer.methods.METHODS``)."""

@@ -29,7 +29,7 @@ __all__ = ["upgrade", "LegacySettingError"]
 _SELECTION_DEFAULTS = {"validation": "loo", "cv_folds": 5, "validation_fraction": 0.1}
 _SVI_DEFAULT_STEPS = {"max_iter": 5000, "learning_rate": 0.01}
 """The SVI settings of version 1's ``ILRGPClassifier(inference="uncollapsed")`` when its
-``inference_options`` gave none (the driver's defaults, ``ppgpc.infer.svi.SVI_OPTIONS``)."""
+``inference_options`` gave none (the driver's defaults, ``ppgpc.infer.svi.SVIOptions``)."""
 _LSM_SVI = {"batch_size": 128, "max_iter": 1000}
 """Version 1's ``LogisticSoftmaxGPClassifier(inference="svi")`` defaults: minibatches of
 min(N, 128) points, 1000 iterations."""

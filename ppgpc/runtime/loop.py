@@ -35,7 +35,17 @@ from typing import Any, Callable, NamedTuple
 
 from ppgpc.runtime.progress import Timer, bar, counter
 
-__all__ = ["Window", "Stopped", "run_windows", "WINDOW_SECONDS"]
+__all__ = ["Window", "Stopped", "run_windows", "relative_change_below", "WINDOW_SECONDS"]
+
+def relative_change_below(new, old, tol):
+    """The stop test of an objective (an ELBO) between two evaluations:
+    |new - old| < tol |new|. False while ``old`` is NaN; Python floats, NumPy or JAX values
+    (inside a compiled loop: a traced boolean).
+
+    Used by the full CAVI (on the device), the stochastic CAVI and SVI (host side).
+    """
+    return abs(new - old) < tol * abs(new)
+
 
 WINDOW_SECONDS = 0.5
 """Seconds a window sized by time (``size=None``) aims to take."""

@@ -98,5 +98,5 @@ def test_a_new_warmup_length_compiles_no_program():
     with count_compilations() as compiled:
         second = run_nuts(jax.random.PRNGKey(1), gaussian, _args(), num_warmup=300, **kwargs)
     assert compiled == []
-    assert (first.run.num_warmup, second.run.num_warmup) == (100, 300)
+    assert (first.sampler.num_warmup, second.sampler.num_warmup) == (100, 300)
     assert second.samples["x"].shape == (4, WINDOW, DIM)

@@ -25,7 +25,7 @@ from ppgpc import SoftmaxSVGPClassifier, load
 from ppgpc.gp.kernels import RBF, gram
 from ppgpc.infer import fit
 from ppgpc.infer.natgrad import _TRIL, natural_gradient_optimizer, natural_step
-from ppgpc.infer.svi import SVI_OPTIONS, make_optimizer, natural_gradient_schedule, run_svi
+from ppgpc.infer.svi import SVIOptions, make_optimizer, natural_gradient_schedule, run_svi
 from ppgpc.models import svgp
 
 from conftest import toy_problem
@@ -294,7 +294,7 @@ def test_a_model_without_gaussian_factors_refuses_natural_gradients():
     data = svgp.prepare(X, y, 3, num_inducing=5)
     spec = dataclasses.replace(svgp.SPEC, svi=svgp.SPEC.svi._replace(
         gaussian_variational_sites=()))
-    opts = {**SVI_OPTIONS, "natural_gradient": 0.1, "progress_bar": False}
+    opts = SVIOptions(natural_gradient=0.1, progress_bar=False)
     with pytest.raises(ValueError, match="declares no Gaussian variational factor"):
         run_svi(spec, data, KERNEL, jax.random.PRNGKey(0), opts)
 

@@ -390,6 +390,14 @@ def test_gibbs_with_sampled_hyperparameters_stores_a_draw_per_sweep():
     with pytest.raises(ValueError, match="sample"):
         fit("logistic_softmax", X, y, method="gibbs", hyperparameters="sampled",
             progress_bar=False)
+    # NUTS's spelling is Gibbs's too: the same run, draw for draw
+    same = fit("logistic_softmax", X[:, :1], y, method="gibbs", kernel="rbf",
+               sample_hyperparameters=True, num_warmup=60, num_samples=60, max_samples=60,
+               num_chains=2, progress_bar=False, seed=0)
+    np.testing.assert_array_equal(np.asarray(same.latent), np.asarray(res.latent))
+    with pytest.raises(ValueError, match="not both"):
+        fit("logistic_softmax", X, y, method="gibbs", sample_hyperparameters=True,
+            hyperparameters={"kernel_variance": 1.0}, progress_bar=False)
 
 
 # ---------------------------------------------- stochastic CAVI (appendix A.3, Algorithm 2)

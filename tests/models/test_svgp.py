@@ -953,7 +953,7 @@ def test_default_batch_is_every_point_up_to_full_batch_points():
     every point, and given steps win. A model without a schedule gets the driver's."""
     import dataclasses
 
-    from ppgpc.infer.svi import SVI_OPTIONS, schedule_options
+    from ppgpc.infer.svi import SVIOptions, schedule_options
     from ppgpc.models import get_spec
 
     spec = get_spec("softmax_svgp")
@@ -961,8 +961,8 @@ def test_default_batch_is_every_point_up_to_full_batch_points():
     assert limit == 640
 
     def schedule(spec, n, **given):
-        out = schedule_options(spec, {**SVI_OPTIONS, **given}, n)
-        return out["batch_size"], out["max_iter"], out["learning_rate"]
+        out = schedule_options(spec, SVIOptions(**given), n)
+        return out.batch_size, out.max_iter, out.learning_rate
 
     assert schedule(spec, limit) == (limit, 2000, 0.1)
     assert schedule(spec, limit + 1) == (256, 5000, 0.01)
