@@ -12,6 +12,9 @@ Rows:
 * ``ppgpc default``: ``fit(..., method="nuts", form="latent")`` with the kernel given, in a
   warm process (a second fit in the same process: nothing compiles), so its seconds are
   warm-up plus draws; the draws stop when R-hat and ESS pass (``ppgpc.infer.mcmc``).
+* ``ppgpc fixed warm-up``: the default with the warm-up held at its 500 transitions
+  (``ppgpc.infer.mcmc.SETTLED_END`` off) where the default ends it once the adaptation has
+  settled; the draws stop at the same check.
 * ``ppgpc 1000 draws``: the same with ``num_samples=max_samples=1000``.
 * ``nutpie`` and ``nutpie low_rank``: ``nutpie.sample(compiled, draws=1000, tune=500,
   chains=4, cores=2)`` on the PyMC model (diagonal mass matrix; and with
@@ -27,7 +30,7 @@ Rows:
   in a warm process; its seconds are the whole fit, CAVI included; ESS of f at the training
   rows.
 
-Columns: the gradient evaluations of all chains, warm-up included (the sum of ``n_steps``;
+Columns: the warm-up transitions per chain that ran (ppgpc's), the gradient evaluations of all chains, warm-up included (the sum of ``n_steps``;
 ppgpc's counted at its window programs, nutpie's from its warm-up and sampling statistics),
 the smallest bulk ESS over the entries of f (ArviZ's ``ess``), per 1,000 gradient
 evaluations and per second, and the largest R-hat.
@@ -113,9 +116,9 @@ def counting():
         mcmc.chain_windows = original
 
 
-def _row(label, draws, gradients, seconds, f, note=""):
+def _row(label, draws, gradients, seconds, f, note="", warmup=500):
     ess = min_bulk_ess(f)
-    return (label, draws, gradients, seconds, ess, ess / seconds, max_rhat(f), note)
+    return (label, warmup, draws, gradients, seconds, ess, ess / seconds, max_rhat(f), note)
 
 
 def _timed(run, seed):
@@ -127,18 +130,35 @@ def _timed(run, seed):
     return result, time.perf_counter() - start, GRADIENTS[0]
 
 
+@contextlib.contextmanager
+def fixed_warmup(fixed: bool):
+    """While open, ppgpc's NUTS runs its whole ``num_warmup`` when ``fixed``."""
+    from ppgpc.infer import mcmc
+
+    before = mcmc.SETTLED_END
+    mcmc.SETTLED_END = not fixed
+    try:
+        yield
+    finally:
+        mcmc.SETTLED_END = before
+
+
 def ppgpc_rows(X, y, seed):
     from ppgpc.infer import fit
 
     hypers = {"kernel_variance": VARIANCE, "kernel_lengthscale": LENGTHSCALE}
     rows = []
-    for label, options in (("ppgpc default", {}),
-                           ("ppgpc 1000 draws", {"num_samples": 1000, "max_samples": 1000})):
+    for label, options, fixed in (
+            ("ppgpc default", {}, False), ("ppgpc fixed warm-up", {}, True),
+            ("ppgpc 1000 draws", {"num_samples": 1000, "max_samples": 1000}, False)):
         kwargs = dict(method="nuts", form="latent", kernel="rbf", hyperparameters=hypers,
                       progress_bar=False, **options)
-        result, seconds, grads = _timed(
-            lambda s: fit("logistic_softmax", X, y, seed=s, **kwargs), seed)
-        rows.append(_row(label, result.info.sampler.num_draws, grads, seconds, result.latent))
+        with fixed_warmup(fixed):
+            result, seconds, grads = _timed(
+                lambda s: fit("logistic_softmax", X, y, seed=s, **kwargs), seed)
+        sampler = result.info.sampler
+        rows.append(_row(label, sampler.num_draws, grads, seconds, result.latent,
+                         warmup=sampler.num_warmup))
     return rows
 
 
@@ -150,7 +170,8 @@ def ilr_rows(X, y, seed):
                   progress_bar=False)
     result, seconds, grads = _timed(lambda s: fit("ilr_gp", X, y, seed=s, **kwargs), seed)
     f = np.asarray(result.latent)[:, :, :len(y)]
-    return [_row("ILR-GP exact posterior", result.info.sampler.num_draws, grads, seconds, f)]
+    return [_row("ILR-GP exact posterior", result.info.sampler.num_draws, grads, seconds, f,
+                 warmup=result.info.sampler.num_warmup)]
 
 
 def small_table():
@@ -176,8 +197,9 @@ def lsm_default_rows(seed):
 
     est, seconds, grads = _timed(run, seed)
     f = np.asarray(est.result_.latent)[:, :, :len(y)]
-    return [_row("LogisticSoftmaxGPClassifier() small table", est.result_.info.sampler.num_draws,
-                 grads, seconds, f, "seconds: the whole fit, CAVI included")]
+    sampler = est.result_.info.sampler
+    return [_row("LogisticSoftmaxGPClassifier() small table", sampler.num_draws, grads, seconds,
+                 f, "seconds: the whole fit, CAVI included", warmup=sampler.num_warmup)]
 
 
 def nutpie_rows(X, y, seed):
@@ -186,7 +208,7 @@ def nutpie_rows(X, y, seed):
         import pymc as pm
         import pytensor.tensor as pt
     except ImportError as error:
-        return [("nutpie", 0, 0, float("nan"), float("nan"), float("nan"), float("nan"),
+        return [("nutpie", 0, 0, 0, float("nan"), float("nan"), float("nan"), float("nan"),
                  f"not installed ({error.name})")]
     L = prior_factor(X)
     with pm.Model() as model:
@@ -220,17 +242,18 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     X, y = problem()
-    print("| sampler | seed | draws per chain | gradient evaluations | seconds | "
+    print("| sampler | seed | warm-up | draws per chain | gradient evaluations | seconds | "
           "min bulk ESS of f | ESS per 1k gradients | ESS per second | max R-hat | note |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     makers = {"ppgpc": lambda s: ppgpc_rows(X, y, s), "nutpie": lambda s: nutpie_rows(X, y, s),
               "ilr": lambda s: ilr_rows(X, y, s), "lsm_default": lsm_default_rows}
     with counting():
         for name in args.rows:
             for seed in args.seeds:
-                for label, draws, grads, seconds, ess, rate, rhat, note in makers[name](seed):
+                for (label, warmup, draws, grads, seconds, ess, rate, rhat,
+                     note) in makers[name](seed):
                     per_grad = 1000 * ess / grads if grads else float("nan")
-                    print(f"| {label} | {seed} | {draws} | {grads} | {seconds:.1f} | {ess:.0f} | "
+                    print(f"| {label} | {seed} | {warmup} | {draws} | {grads} | {seconds:.1f} | {ess:.0f} | "
                           f"{per_grad:.1f} | {rate:.0f} | {rhat:.4f} | {note} |", flush=True)
 
 

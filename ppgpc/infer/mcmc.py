@@ -22,7 +22,11 @@ Two samplers share the loop (``sample_windows``):
   shape reuses them. Warm-up adapts the step size and a diagonal (or dense) mass matrix
   from the draws on nutpie's schedule (``ppgpc.infer.adaptation``) inside the same window
   program: the transition index and the warm-up length are values of the chains' state, so
-  a new ``num_warmup`` compiles nothing.
+  a new ``num_warmup`` compiles nothing. ``num_warmup`` is the most warm-up: between
+  windows the host reads the adaptation, and once it has settled (the mass matrix and the
+  acceptance stable over two consecutive windows, ``ppgpc.infer.adaptation.warmup_settled``)
+  it lowers the state's warm-up length so that the next window is the last, the schedule's
+  step-size-only phase at its end.
 * A model's own Gibbs sampler (``ppgpc.infer.gibbs``): its pure ``init``/``step`` pair, the
   same windows.
 
@@ -58,6 +62,8 @@ from ppgpc.infer.adaptation import (
     find_step_size,
     momentum,
     restart_step_size,
+    warmup_settled,
+    warmup_window,
 )
 from ppgpc.infer.convergence import ChainCheck, chain_check
 from ppgpc.infer.records import SamplerInfo
@@ -68,6 +74,11 @@ from ppgpc.runtime.loop import Window, run_windows
 __all__ = ["MCMCOutput", "run_nuts", "sample_windows", "over_chains",
            "chain_keys", "WINDOW", "DEFAULT_MAX_SAMPLES", "draw_limits", "CHECKPOINTS",
            "checkpoints"]
+
+SETTLED_END = True
+"""NUTS's warm-up ends once its adaptation has settled, at most ``num_warmup`` transitions
+(``_SettledWarmup``); False: it runs ``num_warmup`` transitions (what
+``benchmarks/nuts_ess_rate.py`` compares against)."""
 
 WINDOW = 100
 """Transitions (draws per chain) of one compiled window; every checkpoint is a whole number
@@ -148,7 +159,8 @@ def _after(tree, start: int, stop: int):
 
 def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_samples,
                    max_samples, checked: Callable[[dict], dict], desc: str,
-                   progress: bool, chain_fn: Callable | None = None
+                   progress: bool, chain_fn: Callable | None = None,
+                   settle: Callable | None = None
                    ) -> tuple[dict, dict, SamplerInfo, ChainCheck | None]:
     """Run ``window_fn`` until the chains pass their check.
 
@@ -174,10 +186,16 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
         chain_fn: ``(state, args) -> (state, (draws, stats))``, the window of one chain
             (no chain axis, jitted), run per chain on a CPU (None: ``window_fn``
             everywhere; ``ppgpc.runtime.chains.chain_windows`` says when it is not used).
+        settle: ``(states, stats, done) -> states or None``, asked after every warm-up
+            window that ends ``done`` transitions in while more than one warm-up window is
+            left (``stats`` that window's statistics on the host): states whose warm-up
+            ends after the next window, or None to go on (None: the warm-up is
+            ``num_warmup``). NUTS's ``_SettledWarmup``.
 
     Returns:
         (draws, stats, sampler, check): the kept draws and statistics by name, how the run
-        ended (its ``SamplerInfo``, divergences aside) and its last ``ChainCheck``.
+        ended (its ``SamplerInfo``, divergences aside, its warm-up the one run) and its
+        last ``ChainCheck``.
     """
     floor, cap = draw_limits(num_samples, max_samples)
     stops = list(checkpoints(floor, cap))
@@ -188,7 +206,7 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
 
     def window(_, __):
         # the chains' states travel in ``pending``, the window already started
-        nonlocal done, drawn, kept, last, pending
+        nonlocal done, drawn, kept, last, pending, num_warmup
         states, (d, s) = pending()
         start_draw = min(max(num_warmup - done, 0), WINDOW)
         done += WINDOW
@@ -196,6 +214,10 @@ def sample_windows(window_fn: Callable, states, args, *, num_warmup: int, num_sa
             draws.append(_after(d, start_draw, WINDOW))
             stats.append(_after(s, start_draw, WINDOW))
             drawn += WINDOW - start_draw
+        elif settle is not None and done + WINDOW < num_warmup:
+            shortened = settle(states, _after(s, 0, WINDOW), done)
+            if shortened is not None:
+                states, num_warmup = shortened, done + WINDOW
         # the next window runs while the host checks the draws
         pending = start(states, args) if drawn < cap else None
         if start_draw == WINDOW:  # warm-up only
@@ -257,6 +279,35 @@ class NUTSState(NamedTuple):
     adapt: Adaptation
     """Step size and mass matrix (``ppgpc.infer.adaptation``)."""
     rng_key: jax.Array
+
+
+class _SettledWarmup:
+    """``sample_windows``'s ``settle`` for NUTS: after each warm-up window, the chains'
+    ``WarmupWindow``; when the adaptation settled between the window before and this one
+    (``ppgpc.infer.adaptation.warmup_settled``), the states with their warm-up length
+    lowered to end after the next window: the schedule (``ppgpc.infer.adaptation.schedule``)
+    of that length has its step-size-only phase in that window (the mass matrix goes on
+    taking draws until it starts). The warm-up ends on a window's end, so the draws fill
+    whole windows and reach each checkpoint at one; it never ends before three windows
+    (the first settled comparison is after the second)."""
+
+    def __init__(self, target_accept: float):
+        self.target_accept = target_accept
+        self.last = None
+
+    def __call__(self, states, stats: dict, done: int):
+        each = states if isinstance(states, list) else [states]
+        host = jax.device_get([(s.adapt.inverse_mass, s.adapt.front.count) for s in each])
+        if isinstance(states, list):
+            inverse_mass, count = (np.stack([h[k] for h in host]) for k in (0, 1))
+        else:
+            (inverse_mass, count), = host
+        now = warmup_window(inverse_mass, count, stats["step_size"], stats["acceptance_rate"])
+        before, self.last = self.last, now
+        if before is None or not warmup_settled(before, now, self.target_accept):
+            return None
+        shorten = lambda s: s._replace(num_warmup=jnp.full_like(s.num_warmup, done + WINDOW))
+        return [shorten(s) for s in states] if isinstance(states, list) else shorten(states)
 
 
 def _leapfrog_accept(step_fn, z, pe, z_grad, r, inverse_mass, step_size):
@@ -397,7 +448,10 @@ def run_nuts(
         key: PRNG key (one chain's key is ``fold_in(key, chain)``).
         model: a NumPyro model function; ``args`` its arguments (arrays and pytrees: the
             programs take them as arguments, so the same shapes compile nothing new).
-        num_warmup: adaptation transitions per chain.
+        num_warmup: the most adaptation transitions per chain: the warm-up ends after the
+            window that follows the first two consecutive windows over which the
+            adaptation settled (``_SettledWarmup``; ``SETTLED_END``), whose last transitions
+            adapt the step size alone; ``MCMCOutput.sampler.num_warmup`` is the warm-up run.
         num_samples: the least draws per chain kept (None: one window); ``max_samples`` the
             most (``draw_limits``).
         init_values: starting values by site name (defaults to prior medians).
@@ -414,7 +468,8 @@ def run_nuts(
     samples, stats, sampler, check = sample_windows(
         window, states, args, num_warmup=num_warmup, num_samples=num_samples,
         max_samples=max_samples, checked=checked or (lambda d: d), desc="NUTS",
-        progress=progress_bar, chain_fn=chain)
+        progress=progress_bar, chain_fn=chain,
+        settle=_SettledWarmup(float(target_accept)) if SETTLED_END else None)
     num_steps = np.asarray(stats["n_steps"])
     stats["tree_depth"] = np.floor(np.log2(np.maximum(num_steps, 1))).astype(np.int64) + 1
     sampler = dataclasses.replace(sampler, divergences=int(np.sum(stats["diverging"])))

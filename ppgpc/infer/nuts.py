@@ -42,6 +42,9 @@ class NUTSOptions(Options):
     """``"collapsed"`` (the hyperparameters, each draw paired with an exact latent draw) or
     ``"latent"``."""
     num_warmup: int = 500
+    """The most warm-up transitions per chain: the warm-up ends earlier, on a window's end,
+    once the adaptation has settled (``ppgpc.infer.mcmc.run_nuts``); the record's
+    ``num_warmup`` is the warm-up run."""
     num_samples: int | None = None
     """The least draws per chain (None: until the check passes)."""
     max_samples: int | None = None
