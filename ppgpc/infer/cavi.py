@@ -67,6 +67,7 @@ class CAVIOptions(Options):
     POSITIVE = ("learning_rate",)
     FLAGS = ("learn_inducing", "include_prior", "learn_hyperparameters", "progress_bar")
     OPTIONAL = ("num_inducing", "batch_size", "class_batch_size", "learn_hyperparameters")
+    VALUES = Options.VALUES + ("max_iter", "tol", "learning_rate")
 
     @property
     def stochastic(self) -> bool:

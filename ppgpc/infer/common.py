@@ -101,7 +101,10 @@ class Options:
     A subclass names its fields' kinds in ``COUNTS`` (integers >= 1), ``NON_NEGATIVE``
     (integers >= 0), ``POSITIVE`` (finite numbers > 0), ``FLAGS`` (True or False) and
     ``OPTIONAL`` (those of them that may be None; ``ppgpc.validation.check_options``), and
-    overrides ``extra_checks`` for what those do not cover.
+    overrides ``extra_checks`` for what those do not cover. ``VALUES`` names the fields that
+    are values of the compiled programs (arguments, or used on the host), not their
+    structure: a fit that changes only those runs the programs of the fit before
+    (``structure``).
     """
 
     COUNTS: ClassVar[tuple] = ()
@@ -109,6 +112,7 @@ class Options:
     POSITIVE: ClassVar[tuple] = ()
     FLAGS: ClassVar[tuple] = ()
     OPTIONAL: ClassVar[tuple] = ()
+    VALUES: ClassVar[tuple] = ("progress_bar", "hyperparameters", "initial_hyperparameters")
 
     @classmethod
     def from_given(cls, method: str, given: dict) -> "Options":
@@ -127,6 +131,12 @@ class Options:
     def as_dict(self) -> dict:
         """The options by name (a save's ``method_options``)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def structure(self) -> tuple:
+        """The ``(name, value)`` pairs that shape the compiled programs (every field but
+        ``VALUES``): with the data's shapes, the fit's training signature
+        (``ppgpc.runtime.programs.training_signature``)."""
+        return tuple((k, v) for k, v in self.as_dict().items() if k not in self.VALUES)
 
     def replace(self, **changes) -> "Options":
         return dataclasses.replace(self, **changes)

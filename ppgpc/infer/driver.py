@@ -182,7 +182,7 @@ def _run(spec, method: str, runner, data, kernel, seed: int, opts, num_points: i
         run_data = spec.pad(data, bucket(num_points))
     # bounded compiled code over a long process (``ppgpc.runtime.programs``)
     use_training_shape(training_signature(
-        (kernel, run_data), (spec.name, method, tuple(opts.as_dict().items()))))
+        (kernel, run_data), (spec.name, method, opts.structure())))
     with blas_limited():  # one BLAS thread during the run (``ppgpc.runtime.threads``)
         out = runner(spec, run_data, kernel, jax.random.PRNGKey(seed), opts)
     if not isinstance(out, RunOutput):

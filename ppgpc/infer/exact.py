@@ -48,6 +48,7 @@ class OptimizerOptions(Options):
     COUNTS = ("num_draws", "max_iter")
     POSITIVE = ("learning_rate",)
     FLAGS = ("progress_bar",)
+    VALUES = Options.VALUES + ("max_iter", "tol", "learning_rate")
 
 
 def point_hypers(spec, data, kernel, given, include_prior: bool,

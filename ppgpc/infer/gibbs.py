@@ -163,6 +163,7 @@ class GibbsOptions(Options):
     NON_NEGATIVE = ("num_warmup",)
     FLAGS = ("progress_bar", "sample_hyperparameters")
     OPTIONAL = ("num_inducing", "num_samples", "max_samples")
+    VALUES = Options.VALUES + ("num_warmup", "num_samples", "max_samples")
 
     def extra_checks(self) -> "GibbsOptions":
         """The sampler of the hyperparameters is named, ``"sample"`` becomes

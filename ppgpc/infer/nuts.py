@@ -63,6 +63,7 @@ class NUTSOptions(Options):
     NON_NEGATIVE = ("num_warmup",)
     FLAGS = ("dense_mass", "sample_hyperparameters", "progress_bar")
     OPTIONAL = ("num_samples", "max_samples")
+    VALUES = Options.VALUES + ("num_warmup", "num_samples", "max_samples")
 
     def extra_checks(self) -> "NUTSOptions":
         """``target_accept`` outside (0, 1) would run a sampler that cannot adapt; a form

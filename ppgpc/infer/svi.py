@@ -236,6 +236,8 @@ class SVIOptions(Options):
               "validation_draws", "validation_patience", "batch_size")
     FLAGS = ("progress_bar", "restore_best")
     OPTIONAL = ("max_iter", "validation_patience", "batch_size")
+    VALUES = Options.VALUES + ("max_iter", "learning_rate", "warmup_steps", "tol", "patience",
+                               "validation_data", "validation_patience", "restore_best")
 
     def extra_checks(self) -> "SVIOptions":
         gamma = self.natural_gradient

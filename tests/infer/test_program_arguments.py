@@ -57,3 +57,20 @@ def test_a_nuts_fit_that_changes_only_its_draws_traces_none_of_the_samplers_prog
                                    {"num_samples": 200, "max_samples": 200},
                                    {"num_samples": 300, "max_samples": 300}, X, y)
     assert {"init", "chain", "window", "prior_factor"}.isdisjoint(traced), traced
+
+
+def test_a_fit_that_changes_only_values_keeps_its_training_signature():
+    """The numbers of ``Options.VALUES`` do not enter a fit's training signature
+    (``ppgpc.runtime.programs.use_training_shape``), so a long session that varies them
+    counts no new training shape and never releases the programs for them; structure
+    (here the chains) does."""
+    from ppgpc.infer.methods import check_method_options
+
+    base = check_method_options("nuts", {})
+    assert base.structure() == check_method_options("nuts", {
+        "num_warmup": 300, "num_samples": 200, "max_samples": 200,
+        "progress_bar": False}).structure()
+    assert base.structure() != check_method_options("nuts", {"num_chains": 2}).structure()
+    svi = check_method_options("svi", {})
+    assert svi.structure() == check_method_options("svi", {
+        "learning_rate": 0.02, "max_iter": 300, "warmup_steps": 20}).structure()
