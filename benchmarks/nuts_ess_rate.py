@@ -30,10 +30,11 @@ Rows:
   in a warm process; its seconds are the whole fit, CAVI included; ESS of f at the training
   rows.
 
-Columns: the warm-up transitions per chain that ran (ppgpc's), the gradient evaluations of all chains, warm-up included (the sum of ``n_steps``;
-ppgpc's counted at its window programs, nutpie's from its warm-up and sampling statistics),
-the smallest bulk ESS over the entries of f (ArviZ's ``ess``), per 1,000 gradient
-evaluations and per second, and the largest R-hat.
+Columns: the warm-up transitions per chain that ran (ppgpc's), the gradient evaluations of
+all chains, warm-up included (the sum of ``n_steps``; ppgpc's counted at its window
+programs, nutpie's from its warm-up and sampling statistics), the smallest bulk ESS over the
+entries of f (ArviZ's ``ess``), per 1,000 gradient evaluations and per second, and the
+largest R-hat.
 
     python benchmarks/nuts_ess_rate.py
     python benchmarks/nuts_ess_rate.py --seeds 2 3 4 --rows ppgpc nutpie
@@ -86,12 +87,15 @@ def max_rhat(f) -> float:
 GRADIENTS = [0]
 """Gradient evaluations of ppgpc's NUTS windows since the last reset (``counting``)."""
 
+WINDOW_ENDS: list = []
+"""``perf_counter`` at the end of every ppgpc window (``counting``; a caller resets it)."""
+
 
 @contextlib.contextmanager
 def counting():
     """While open, ppgpc's window programs add the ``n_steps`` of every chain and transition,
     warm-up included, to ``GRADIENTS`` (``ppgpc.infer.mcmc.sample_windows`` keeps the draws'
-    statistics only)."""
+    statistics only) and the time each window ends to ``WINDOW_ENDS``."""
     from ppgpc.infer import mcmc
 
     original = mcmc.chain_windows
@@ -104,6 +108,7 @@ def counting():
 
                 def waited():
                     s, (draws, stats) = wait()
+                    WINDOW_ENDS.append(time.perf_counter())
                     GRADIENTS[0] += int(np.sum(np.asarray(stats["n_steps"])))
                     return s, (draws, stats)
                 return waited
@@ -253,8 +258,9 @@ def main(argv=None) -> None:
                 for (label, warmup, draws, grads, seconds, ess, rate, rhat,
                      note) in makers[name](seed):
                     per_grad = 1000 * ess / grads if grads else float("nan")
-                    print(f"| {label} | {seed} | {warmup} | {draws} | {grads} | {seconds:.1f} | {ess:.0f} | "
-                          f"{per_grad:.1f} | {rate:.0f} | {rhat:.4f} | {note} |", flush=True)
+                    print(f"| {label} | {seed} | {warmup} | {draws} | {grads} | "
+                          f"{seconds:.1f} | {ess:.0f} | {per_grad:.1f} | {rate:.0f} | "
+                          f"{rhat:.4f} | {note} |", flush=True)
 
 
 if __name__ == "__main__":

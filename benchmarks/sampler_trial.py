@@ -11,10 +11,11 @@ Rows:
 
 * ``ppgpc NUTS default`` and ``ppgpc NUTS 1000 draws``: ``fit("logistic_softmax", ...,
   method="nuts", form="latent")`` with the kernel given, exactly as ``nuts_ess_rate.py``
-  runs it (the default stops when its check passes; the other keeps 1,000 draws), 500
-  warm-up transitions. Its warm-up seconds run from the call to the end of the last warm-up
-  window (data preparation, initialisation and the step-size search included), its sampling
-  seconds the rest of the call; gradient evaluations the sum of ``n_steps``
+  runs it (the default stops when its check passes; the other keeps 1,000 draws), the
+  default warm-up (at most 500 transitions, ended once its adaptation has settled). Its
+  warm-up seconds run from the call to the end of the last warm-up window (data
+  preparation, initialisation and the step-size search included), its sampling seconds the
+  rest of the call; gradient evaluations the sum of ``n_steps``
   (``nuts_ess_rate.counting``).
 * ``elliptical slice``: ``ppgpc.models.logistic_softmax.elliptical_slice.elliptical_slice``
   on f (N, C) with the prior N(0, K) per class (a prior draw is L e, e ~ N(0, I)) and the
@@ -23,8 +24,7 @@ Rows:
   ``--ess-thin`` steps per kept draw. Its evaluations are likelihood evaluations (a step
   evaluates the likelihood at x, at the first proposal and at every shrunk proposal; each
   step also draws once from the prior, an N x N by N x C product, which costs more than a
-  likelihood evaluation here), counted by a copy of the step that also counts and that is
-  checked to give the same draws.
+  likelihood evaluation here), as ``elliptical_slice`` counts them.
 * ``MAMS``: ``blackjax.adjusted_mclmc`` (the fixed-length kernel: ``ceil(L / step_size)``
   isokinetic McLachlan steps per transition, the same for all chains, so that the vmapped
   chains run in lockstep) on v (N C,) with the standard-normal prior, tuned by
@@ -55,7 +55,6 @@ transitions a draw (1 left R-hat at 1.016 on seeds 2 and 3; docs/records/sampler
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
@@ -67,47 +66,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import nuts_ess_rate as bench
 
-NUM_WARMUP = 500
-"""NUTS warm-up transitions per chain (ppgpc's default, as ``nuts_ess_rate.py`` runs it)."""
-
-WARMUP_WINDOWS = NUM_WARMUP // 100
-"""ppgpc's windows of warm-up transitions (``ppgpc.infer.mcmc.WINDOW`` = 100)."""
-
 MAMS_TARGET_ACCEPT = 0.9
 """BlackJAX's target acceptance rate for MAMS."""
-
-WINDOW_ENDS: list = []
-"""``perf_counter`` at the call and at the end of every ppgpc window since (``timing``)."""
-
-
-@contextlib.contextmanager
-def timing():
-    """While open, the end of every window of ppgpc's MCMC loop is appended to
-    ``WINDOW_ENDS`` (wraps ``ppgpc.infer.mcmc.chain_windows`` as ``nuts_ess_rate.counting``
-    does)."""
-    from ppgpc.infer import mcmc
-
-    original = mcmc.chain_windows
-
-    @contextlib.contextmanager
-    def timed(all_chains, one_chain, initial, args, workers=None):
-        with original(all_chains, one_chain, initial, args, workers) as (states, start):
-            def start_timed(s, a):
-                wait = start(s, a)
-
-                def waited():
-                    out = wait()
-                    WINDOW_ENDS.append(time.perf_counter())
-                    return out
-                return waited
-            yield states, start_timed
-
-    mcmc.chain_windows = timed
-    try:
-        yield
-    finally:
-        mcmc.chain_windows = original
-
 
 def _row(label, warmup_s, sampling_s, compile_s, f, evaluations, kind, note=""):
     ess = bench.min_bulk_ess(f)
@@ -119,7 +79,7 @@ def _row(label, warmup_s, sampling_s, compile_s, f, evaluations, kind, note=""):
 
 # ------------------------------------------------------------------ (a) ppgpc's NUTS
 def nuts_rows(X, y, seed, draws):
-    from ppgpc.infer import fit
+    from ppgpc.infer import fit, mcmc
 
     hypers = {"kernel_variance": bench.VARIANCE, "kernel_lengthscale": bench.LENGTHSCALE}
     rows = []
@@ -130,7 +90,7 @@ def nuts_rows(X, y, seed, draws):
                       progress_bar=False, **options)
 
         def run(s, kwargs=kwargs):
-            WINDOW_ENDS[:] = [time.perf_counter()]
+            bench.WINDOW_ENDS[:] = [time.perf_counter()]
             return fit("logistic_softmax", X, y, seed=s, **kwargs)
 
         start = time.perf_counter()
@@ -138,8 +98,10 @@ def nuts_rows(X, y, seed, draws):
         compile_s = time.perf_counter() - start
         bench.GRADIENTS[0] = 0
         result = run(seed)
-        total = time.perf_counter() - WINDOW_ENDS[0]
-        warmup_s = WINDOW_ENDS[WARMUP_WINDOWS] - WINDOW_ENDS[0]
+        ends = bench.WINDOW_ENDS
+        total = time.perf_counter() - ends[0]
+        # the warm-up's windows: it ends once the adaptation has settled (ppgpc.infer.mcmc)
+        warmup_s = ends[result.info.sampler.num_warmup // mcmc.WINDOW] - ends[0]
         rows.append(_row(label, warmup_s, total - warmup_s, compile_s, result.latent,
                          bench.GRADIENTS[0], "gradients",
                          f"{result.info.sampler.num_draws} draws kept"))
@@ -147,53 +109,18 @@ def nuts_rows(X, y, seed, draws):
 
 
 # ------------------------------------------------------------------ (b) elliptical slice
-def counting_elliptical_slice(key, x, prior_draw, log_lik, num_steps: int):
-    """``elliptical_slice`` (ppgpc.models.logistic_softmax.elliptical_slice), the same
-    random numbers and arithmetic, also returning the likelihood evaluations it made."""
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
-    def one_step(carry, k):
-        x, count = carry
-        k_nu, k_u, k_t, k_shrink = jax.random.split(k, 4)
-        nu = prior_draw(k_nu)
-        threshold = log_lik(x) + jnp.log1p(-jax.random.uniform(k_u))
-        t = jax.random.uniform(k_t, maxval=2.0 * jnp.pi)
-
-        def proposal(t):
-            return x * jnp.cos(t) + nu * jnp.sin(t)
-
-        def rejected(c):
-            return c[4] <= threshold
-
-        def shrink(c):
-            t, lo, hi, i, _ = c
-            lo, hi = jnp.where(t < 0.0, t, lo), jnp.where(t < 0.0, hi, t)
-            t = jax.random.uniform(jax.random.fold_in(k_shrink, i), minval=lo, maxval=hi)
-            return t, lo, hi, i + 1, log_lik(proposal(t))
-
-        t, _, _, shrinks, _ = lax.while_loop(
-            rejected, shrink, (t, t - 2.0 * jnp.pi, t, 0, log_lik(proposal(t))))
-        return (proposal(t), count + 2 + shrinks), None
-
-    (x, count), _ = lax.scan(one_step, (x, jnp.zeros((), jnp.int32)),
-                             jax.random.split(key, num_steps))
-    return x, count
-
-
-def ess_programs(L, onehot, draws, thin, burn, slice_fn):
+def ess_programs(L, onehot, draws, thin, burn):
     """(start, burn, sample) programs of the four chains, vmapped: ``start(keys)`` prior
     draws of f, ``burn(keys, f)`` ``burn`` steps, ``sample(keys, f)`` ``draws`` draws of
-    ``thin`` steps each. ``slice_fn`` is ``elliptical_slice`` or its counting copy (then
-    every program also returns its likelihood evaluations per chain)."""
+    ``thin`` steps each; the last two also return their likelihood evaluations per chain
+    (``elliptical_slice``'s count)."""
     import jax
     import jax.numpy as jnp
     from jax import lax
+    from ppgpc.models.logistic_softmax.elliptical_slice import elliptical_slice
     from ppgpc.models.logistic_softmax.link import log_link
 
     L, onehot = jnp.asarray(L), jnp.asarray(onehot)
-    counted = slice_fn is counting_elliptical_slice
 
     def prior_draw(k):
         return L @ jax.random.normal(k, onehot.shape)
@@ -202,8 +129,7 @@ def ess_programs(L, onehot, draws, thin, burn, slice_fn):
         return jnp.sum(onehot * log_link(f))
 
     def steps(key, f, num):
-        out = slice_fn(key, f, prior_draw, log_lik, num)
-        return out if counted else (out, 0)
+        return elliptical_slice(key, f, prior_draw, log_lik, num)
 
     def burn_one(key, f):
         return steps(key, f, burn)
@@ -222,40 +148,32 @@ def ess_programs(L, onehot, draws, thin, burn, slice_fn):
 
 def ess_rows(X, y, seed, draws, thin, burn):
     import jax
-    from ppgpc.models.logistic_softmax.elliptical_slice import elliptical_slice
 
     L = bench.prior_factor(X)
     onehot = np.eye(bench.C)[y]
-    start, burn_fn, sample_fn = ess_programs(L, onehot, draws, thin, burn, elliptical_slice)
+    start, burn_fn, sample_fn = ess_programs(L, onehot, draws, thin, burn)
 
     def run(s):
         k_start, k_burn, k_draw = jax.random.split(jax.random.PRNGKey(s), 3)
         keys = [jax.random.split(k, 4) for k in (k_start, k_burn, k_draw)]
         t0 = time.perf_counter()
         f0 = jax.block_until_ready(start(keys[0]))
-        f, _ = jax.block_until_ready(burn_fn(keys[1], f0))
+        f, n_burn = jax.block_until_ready(burn_fn(keys[1], f0))
         t1 = time.perf_counter()
-        fs, _ = jax.block_until_ready(sample_fn(keys[2], f))
+        fs, n_sample = jax.block_until_ready(sample_fn(keys[2], f))
         t2 = time.perf_counter()
-        return keys, f0, fs, t1 - t0, t2 - t1
+        return fs, int(np.sum(n_burn) + np.sum(n_sample)), t1 - t0, t2 - t1
 
     t = time.perf_counter()
     run(seed + 1000)
     compile_s = time.perf_counter() - t
-    keys, f0, fs, warmup_s, sampling_s = run(seed)
-    # the likelihood evaluations, from the counting copy on the same random numbers
-    _, c_burn, c_sample = ess_programs(L, onehot, draws, thin, burn, counting_elliptical_slice)
-    f, n_burn = c_burn(keys[1], f0)
-    fs_counted, n_sample = c_sample(keys[2], f)
-    same = np.array_equal(np.asarray(fs_counted), np.asarray(fs))
-    evaluations = int(np.sum(n_burn) + np.sum(n_sample))
+    fs, evaluations, warmup_s, sampling_s = run(seed)
     steps = 4 * (burn + draws * thin)
     f_draws = np.asarray(fs)                       # (chain, draw, N, C)
     return [_row(f"elliptical slice (thin {thin})", warmup_s, sampling_s, compile_s, f_draws,
                  evaluations, "likelihoods",
                  f"{steps} steps ({evaluations / steps:.2f} likelihoods a step), "
-                 f"{burn} burn-in steps a chain"
-                 + ("" if same else "; the counting copy's draws DIFFER"))]
+                 f"{burn} burn-in steps a chain")]
 
 
 # ------------------------------------------------------------------ (c) MAMS
@@ -386,7 +304,7 @@ def main(argv=None) -> None:
                            for r in mams_rows(X, y, s, args.draws, args.mams_thin, k)],
         "nutpie": lambda s: nutpie_rows(X, y, s),
     }
-    with bench.counting(), timing():
+    with bench.counting():
         for seed in args.seeds:
             for name in args.rows:
                 for r in makers[name](seed):

@@ -32,9 +32,11 @@ def elliptical_slice(key, x, prior_draw, log_lik, num_steps: int):
         num_steps: slice-sampling steps.
 
     Returns:
-        The new point, x's shape.
+        (the new point, x's shape; the likelihood evaluations the steps made, an int32:
+        two a step and one a shrink of the bracket).
     """
-    def one_step(x, k):
+    def one_step(carry, k):
+        x, count = carry
         k_nu, k_u, k_t, k_shrink = jax.random.split(k, 4)
         nu = prior_draw(k_nu)
         threshold = log_lik(x) + jnp.log1p(-jax.random.uniform(k_u))   # log L(x) + log u
@@ -52,9 +54,10 @@ def elliptical_slice(key, x, prior_draw, log_lik, num_steps: int):
             t = jax.random.uniform(jax.random.fold_in(k_shrink, i), minval=lo, maxval=hi)
             return t, lo, hi, i + 1, log_lik(proposal(t))
 
-        t = lax.while_loop(rejected, shrink,
-                           (t, t - 2.0 * jnp.pi, t, 0, log_lik(proposal(t))))[0]
-        return proposal(t), None
+        t, _, _, shrinks, _ = lax.while_loop(
+            rejected, shrink, (t, t - 2.0 * jnp.pi, t, 0, log_lik(proposal(t))))
+        return (proposal(t), count + 2 + shrinks), None
 
-    x, _ = lax.scan(one_step, x, jax.random.split(key, num_steps))
-    return x
+    (x, count), _ = lax.scan(one_step, (x, jnp.zeros((), jnp.int32)),
+                             jax.random.split(key, num_steps))
+    return x, count

@@ -120,7 +120,7 @@ def level_block(key, f, chol_K, onehot, num_steps: int = LEVEL_STEPS):
     def log_lik(m):                                                 # (N, 1) -> ()
         return jnp.sum(onehot * log_link(d + m))
 
-    return d + elliptical_slice(key, m0, prior_draw, log_lik, num_steps)
+    return d + elliptical_slice(key, m0, prior_draw, log_lik, num_steps)[0]
 
 
 def lambda_count_block(key, f):

@@ -112,7 +112,7 @@ def inducing_level_block(key, v, A, onehot, num_steps: int = LEVEL_STEPS):
     def log_lik(m):                                                   # (M, 1) -> ()
         return jnp.sum(onehot * log_link(f_d + A @ m))
 
-    return d + elliptical_slice(key, m0, prior_draw, log_lik, num_steps)
+    return d + elliptical_slice(key, m0, prior_draw, log_lik, num_steps)[0]
 
 
 def v_block(key, A, omega, kappa):

@@ -119,6 +119,31 @@ def test_omega_block_draws_the_polya_gamma_conditional():
         assert p > GOF_P_MIN, ("omega", i, c, b[i, c], BLOCK_F[i, c], p)
 
 
+def test_elliptical_slice_counts_its_likelihood_evaluations():
+    """The count ``elliptical_slice`` returns is the number of times it called ``log_lik``
+    (counted in Python with compilation off, where the loops run one call at a time): two
+    a step on a flat likelihood, more where the bracket shrinks."""
+    from ppgpc.models.logistic_softmax.elliptical_slice import elliptical_slice
+
+    def prior(k):
+        return jax.random.normal(k, (3,))
+
+    for log_lik, flat in ((lambda x: 0.0 * jnp.sum(x), True),
+                          (lambda x: -50.0 * jnp.sum((x - 1.5) ** 2), False)):
+        calls = []
+
+        def counted(x, log_lik=log_lik):
+            calls.append(1)
+            return log_lik(x)
+
+        with jax.disable_jit():
+            _, count = elliptical_slice(jax.random.PRNGKey(0), jnp.zeros(3), prior, counted, 20)
+        assert int(count) == len(calls)
+        assert (int(count) == 40) if flat else (int(count) > 60)
+        jitted = jax.jit(lambda k, x: elliptical_slice(k, x, prior, log_lik, 20))
+        assert int(jitted(jax.random.PRNGKey(0), jnp.zeros(3))[1]) == len(calls)
+
+
 def test_level_block_samples_the_level_posterior_by_quadrature():
     """Block 1 leaves p(m | d, y) propto N(m | 0, K / C) prod_i p(y_i | m_i + d_i) invariant:
     4000 independent chains from prior draws of m, 40 slice steps each, against the
