@@ -34,10 +34,10 @@ import dataclasses
 import numpy as np
 
 from ppgpc.infer.common import Options, as_draws, check_hyperparameters, method
-from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput
+from ppgpc.infer.records import CAVIInfo, FitInfo, PointHypers, RunOutput
 from ppgpc.models.spec import HyperFit
 
-__all__ = ["CAVI_METHOD", "run_cavi_method", "cavi_info", "CAVIOptions"]
+__all__ = ["CAVI_METHOD", "run_cavi_method", "cavi_point", "CAVIOptions"]
 
 @dataclasses.dataclass(frozen=True)
 class CAVIOptions(Options):
@@ -79,11 +79,13 @@ def _optional_float(value) -> float | None:
     return None if value is None else float(value)
 
 
-def cavi_info(fit: HyperFit) -> CAVIInfo:
-    """The ``CAVIInfo`` of a model's own CAVI fit of its hyperparameters (``HyperFit``)."""
-    return CAVIInfo(iterations=int(fit.iterations), converged=bool(fit.converged),
-                    relative_change=_optional_float(fit.relative_change), elbo=float(fit.elbo),
-                    stochastic=bool(fit.stochastic))
+def cavi_point(fit: HyperFit) -> PointHypers:
+    """A model's own CAVI fit of its hyperparameters (``HyperFit``) as ``PointHypers``, its
+    ``CAVIInfo`` the record."""
+    record = CAVIInfo(iterations=int(fit.iterations), converged=bool(fit.converged),
+                      relative_change=_optional_float(fit.relative_change),
+                      elbo=float(fit.elbo), stochastic=bool(fit.stochastic))
+    return PointHypers(fit.values, fit.how, record)
 
 
 def run_cavi_method(spec, data, kernel, key, opts) -> RunOutput:

@@ -108,6 +108,9 @@ def fit(
     seed, max_exact_points = check_seed(seed), check_size_limit(max_exact_points)
     X = check_features(X)
     y, num_classes = check_integer_labels(y, X.shape[0], num_classes)
+    held_out = None  # checked before the fit, scored after it
+    if validation_data is not None and not monitored:
+        held_out = _checked_held_out(validation_data, X.shape[1], num_classes)
     if size_limited(spec, method, opts, X.shape[0]):
         check_exact_size(X.shape[0], max_exact_points, spec.name, spec.sparse_alternative)
     mesh = check_devices(spec, method_options.get(DEVICES_OPTION), method)
@@ -119,8 +122,8 @@ def fit(
         data = spec.place(data, mesh)
     result = _result(spec, method, runner, data, kernel, seed, opts, mesh,
                      {"num_classes": num_classes, "model_options": model_options})
-    if validation_data is not None and not monitored:
-        result = _scored(result, validation_data, num_classes)
+    if held_out is not None:
+        result = _scored(result, *held_out)
     if warn:
         warn_if_needed(result.info.convergence)
     return result
@@ -207,16 +210,27 @@ def _monitors(method: str) -> bool:
     return "validation_data" in {f.name for f in dataclasses.fields(get_method(method).options)}
 
 
-def _scored(result: FitResult, validation_data, num_classes: int) -> FitResult:
-    """``result`` with its mean held-out NLL on ``validation_data`` = (X_val, y_val) in
-    ``info.validation``, scored at the fit's last iteration."""
+def _checked_held_out(validation_data, num_features: int, num_classes: int):
+    """``validation_data`` = (X_val, y_val) as checked inputs (n, D) and labels (n,) in
+    0..C-1.
+
+    Raises:
+        ValueError: not a pair, or inputs or labels the training ones would be refused for
+            (named), or another number of columns than the training inputs.
+    """
     try:
         X_val, y_val = validation_data
     except (TypeError, ValueError):
         raise ValueError("validation_data must be a pair (X_val, y_val), got "
                          f"{type(validation_data).__name__}") from None
-    X_val = check_features(X_val)
+    X_val = check_features(X_val, name="validation inputs", num_features=num_features)
     y_val, _ = check_integer_labels(y_val, X_val.shape[0], num_classes)
+    return X_val, y_val
+
+
+def _scored(result: FitResult, X_val, y_val) -> FitResult:
+    """``result`` with its mean held-out NLL on (X_val, y_val) (``_checked_held_out``) in
+    ``info.validation``, scored at the fit's last iteration."""
     nll = float(metrics.nll(result.predict_proba(X_val), y_val))
     step = result.info.iterations
     validation = ValidationInfo(nll=(nll,), steps=(step,), best_nll=nll, best_step=step,

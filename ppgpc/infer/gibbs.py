@@ -42,11 +42,11 @@ import numpy as np
 from jax import lax
 
 from ppgpc.gp.inducing import initial_inducing_inputs, resolve_num_inducing
-from ppgpc.infer.cavi import cavi_info
+from ppgpc.infer.cavi import cavi_point
 from ppgpc.infer.common import Options, as_draws, check_hyperparameters, method
 from ppgpc.infer.convergence import ChainCheck
 from ppgpc.infer.mcmc import WINDOW, chain_keys, sample_windows
-from ppgpc.infer.records import CAVIInfo, FitInfo, RunOutput, SamplerInfo
+from ppgpc.infer.records import FitInfo, PointHypers, RunOutput, SamplerInfo
 from ppgpc.runtime.padding import num_real_rows
 from ppgpc.runtime.programs import jit
 
@@ -187,26 +187,27 @@ class GibbsOptions(Options):
         return out
 
 
-def _inducing_point(spec, data, kernel, key, opts) -> tuple[dict, str, CAVIInfo | None]:
-    """The fixed kernel hyperparameters and inducing inputs of the inducing-point sampler,
-    how they were obtained, and the CAVI fit's record when one ran: given (with or without
-    ``inducing_inputs``) or the model's ``fit_inducing`` point."""
+def _inducing_point(spec, data, kernel, key, opts) -> PointHypers:
+    """The fixed kernel hyperparameters and inducing inputs of the inducing-point sampler:
+    given (with or without ``inducing_inputs``) or the model's ``fit_inducing`` point (with
+    its CAVI record)."""
     M = resolve_num_inducing(opts.num_inducing, data.X.shape[0])
     given = opts.hyperparameters
     if given is None:
-        fit = spec.gibbs.fit_inducing(data, kernel, M, key=key, progress=opts.progress_bar)
-        return fit.values, fit.how, cavi_info(fit)
+        return cavi_point(spec.gibbs.fit_inducing(data, kernel, M, key=key,
+                                                  progress=opts.progress_bar))
     given = dict(given)
     Z = given.pop("inducing_inputs", None)
     hypers = check_hyperparameters(spec, data, kernel, given)
     if Z is None:
         Z = initial_inducing_inputs(data.X, M, key=key)
-        return {**hypers, "inducing_inputs": Z}, "given (inducing inputs: k-means++)", None
+        return PointHypers({**hypers, "inducing_inputs": Z},
+                           "given (inducing inputs: k-means++)")
     Z = np.asarray(Z, dtype=np.float64)
     if Z.shape != (M, data.X.shape[1]) or not np.all(np.isfinite(Z)):
         raise ValueError(f"hyperparameter inducing_inputs must be a finite (num_inducing, "
                          f"D) = {(M, data.X.shape[1])} array, got shape {Z.shape}")
-    return {**hypers, "inducing_inputs": jnp.asarray(Z)}, "given", None
+    return PointHypers({**hypers, "inducing_inputs": jnp.asarray(Z)}, "given")
 
 
 def _run_inducing(spec, data, kernel, key, opts) -> RunOutput:
@@ -216,24 +217,27 @@ def _run_inducing(spec, data, kernel, key, opts) -> RunOutput:
     if spec.gibbs.inducing_kernel is None or spec.inducing is None:
         raise ValueError(f"model {spec.name!r} has no inducing-point Gibbs sampler; leave "
                          "num_inducing at None")
-    hypers, how, cavi = _inducing_point(spec, data, kernel, key, opts)
+    point = _inducing_point(spec, data, kernel, key, opts)
+    hypers = point.values
     samples, stats, sampler, check = _sample(spec.gibbs.inducing_kernel, hypers,
                                              dict(opts.kernel_options or {}), "v", data,
                                              kernel, key, opts)
     inducing = samples.pop("v")
     if not bool(np.all(np.isfinite(np.asarray(inducing)))):
         raise FloatingPointError("the inducing-point Gibbs sampler produced non-finite draws")
-    info = FitInfo(hyperparameters=how, cavi=cavi, sampler=sampler,
+    info = FitInfo(hyperparameters=point.how, sampler=sampler, **point.info_parts(),
                    num_inducing=int(hypers["inducing_inputs"].shape[0]))
+    stats, jitter = _without_jitter(stats)
     return RunOutput(hypers=as_draws(hypers), latent=None, inducing=inducing,
                      predictive_kind="inducing", point_hypers=True, info=info,
-                     sample_stats=stats, chains=check, jitter=_jitter(stats))
+                     sample_stats=stats, chains=check, jitter=jitter)
 
 
-def _jitter(stats: dict) -> float:
-    """The largest Cholesky jitter of the sweeps (taken out of their statistics)."""
+def _without_jitter(stats: dict) -> tuple[dict, float]:
+    """The sweeps' statistics without their Cholesky jitter, and its largest value."""
+    stats = dict(stats)
     jitter = stats.pop("jitter", None)
-    return 0.0 if jitter is None else float(np.max(jitter))
+    return stats, 0.0 if jitter is None else float(np.max(jitter))
 
 
 def _sample(make_pair, hypers: dict, kernel_options: dict, field: str, spec_data, kernel, key,
@@ -279,28 +283,28 @@ def run_gibbs(spec, data, kernel, key, opts) -> RunOutput:
     given = opts.hyperparameters
     kernel_options = dict(opts.kernel_options or {})
     sample = opts.sample_hyperparameters
-    cavi = None
-    if sample:
-        hypers = spec.initial_hypers(data, kernel)
-        how = f"sampled (HMC-within-Gibbs: one {opts.hyper_algo} step per sweep)"
+    if sample:  # the start of the chains' hyperparameters
+        point = PointHypers(spec.initial_hypers(data, kernel),
+                            f"sampled (HMC-within-Gibbs: one {opts.hyper_algo} step per sweep)")
         kernel_options.update(sample_hypers=True, num_warmup=opts.num_warmup,
                               hyper_algo=opts.hyper_algo, hyper_num_steps=opts.hyper_num_steps,
                               max_tree_depth=opts.hyper_max_tree_depth)
     elif given is not None:
-        hypers, how = check_hyperparameters(spec, data, kernel, given), "given"
+        point = PointHypers(check_hyperparameters(spec, data, kernel, given), "given")
     else:
-        fit = spec.gibbs.fit_hypers(data, kernel, progress=opts.progress_bar)
-        hypers, how, cavi = fit.values, fit.how, cavi_info(fit)
+        point = cavi_point(spec.gibbs.fit_hypers(data, kernel, progress=opts.progress_bar))
+    hypers = point.values
     samples, stats, sampler, check = _sample(spec.gibbs.gibbs_kernel, hypers, kernel_options,
                                              "f", data, kernel, key, opts, sample)
     latent = samples.pop("f")
     if not bool(np.all(np.isfinite(np.asarray(latent)))):
         raise FloatingPointError("the Gibbs sampler produced non-finite latent draws")
-    info = FitInfo(hyperparameters=how, cavi=cavi, sampler=sampler)
+    info = FitInfo(hyperparameters=point.how, sampler=sampler, **point.info_parts())
+    stats, jitter = _without_jitter(stats)
     # sampled hyperparameters are draws beside the latent's; fixed ones one point
     return RunOutput(hypers=samples if sample else as_draws(hypers), latent=latent,
                      predictive_kind="latent", point_hypers=not sample, info=info,
-                     sample_stats=stats, chains=check, jitter=_jitter(stats))
+                     sample_stats=stats, chains=check, jitter=jitter)
 
 
 def _is_sparse(opts: GibbsOptions, num_samples: int) -> bool:

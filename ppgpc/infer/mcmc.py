@@ -388,9 +388,6 @@ def _nuts_programs(model: Callable, target_accept: float, max_tree_depth: int,
     (``ppgpc.infer.adaptation.adaptation_update``, from the draws' variance).
     """
 
-    def steps(args):
-        return _leapfrog(model, args)
-
     def init_one(key, args, init_values, num_warmup):
         k_params, k_search, k_kernel = jax.random.split(key, 3)
         strategy = init_to_value(values=init_values) if init_values else init_to_median()
@@ -398,7 +395,7 @@ def _nuts_programs(model: Callable, target_accept: float, max_tree_depth: int,
                                          model_args=args).param_info
         x, unravel = ravel_pytree(z)
         adapt = adaptation_init(x, ravel_pytree(z_grad)[0], dense_mass)
-        step, _ = _search(steps(args), unravel, z, pe, z_grad, k_search, target_accept, adapt)
+        step, _ = _search(_leapfrog(model, args), unravel, z, pe, z_grad, k_search, target_accept, adapt)
         return NUTSState(jnp.zeros((), num_warmup.dtype), z, pe, z_grad, num_warmup,
                          restart_step_size(adapt, step), k_kernel)
 

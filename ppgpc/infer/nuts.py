@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ppgpc.infer.cavi import cavi_info
+from ppgpc.infer.cavi import cavi_point
 from ppgpc.infer.common import Options, as_draws, check_hyperparameters, jitted, method
 from ppgpc.infer.exact import point_hypers
 from ppgpc.infer.mcmc import run_nuts
@@ -111,14 +111,13 @@ def _fixed_point(spec, data, kernel, key, opts: NUTSOptions) -> PointHypers:
     if opts.hyperparameters is not None or spec.has("conjugate"):
         return point_hypers(spec, data, kernel, opts.hyperparameters, False)
     if spec.latent.fit_hypers is not None:
-        fit = spec.latent.fit_hypers(data, kernel, progress=opts.progress_bar)
-        return PointHypers(check_hyperparameters(spec, data, kernel, fit.values), fit.how,
-                           cavi_info(fit))
-    if spec.has("svi"):
+        point = cavi_point(spec.latent.fit_hypers(data, kernel, progress=opts.progress_bar))
+    elif spec.has("svi"):
         point = svi_hypers(spec, data, kernel, jax.random.fold_in(key, _SVI_STREAM),
                            progress=opts.progress_bar)
-        return point._replace(values=check_hyperparameters(spec, data, kernel, point.values))
-    return point_hypers(spec, data, kernel, None, False)   # names what is missing
+    else:
+        return point_hypers(spec, data, kernel, None, False)   # names what is missing
+    return point._replace(values=check_hyperparameters(spec, data, kernel, point.values))
 
 
 def _sample(key, model, args, opts: NUTSOptions, **sites):

@@ -390,6 +390,6 @@ class PointHypers(NamedTuple):
     def info_parts(self) -> dict:
         """The ``FitInfo`` part its record fills (``{"optimizer": ...}``, ``{"cavi": ...}``
         or ``{"svi": ...}``; empty when given)."""
-        parts = {OptimizerInfo: "optimizer", CAVIInfo: "cavi", SVIInfo: "svi"}
-        return {} if self.record is None else {parts[type(self.record)]: self.record}
+        return {name: self.record for name in ("optimizer", "cavi", "svi")
+                if type(self.record) is _PARTS[name]}
 

@@ -87,6 +87,9 @@ def test_the_driver_scores_held_out_data_for_a_method_without_a_monitor():
     assert fit("logistic_softmax", X, y, method="cavi", num_draws=50).info.validation is None
     with pytest.raises(ValueError, match="pair"):
         fit("logistic_softmax", X, y, method="cavi", num_draws=50, validation_data=Xv)
+    with pytest.raises(ValueError, match="validation inputs"):   # refused before the fit
+        fit("logistic_softmax", X, y, method="cavi", num_draws=50,
+            validation_data=(Xv[:, :1], yv))
 
 
 def test_an_estimators_held_out_share_is_the_drivers_to_score():
